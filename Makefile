@@ -1,0 +1,62 @@
+# The two commands a person needs: `make demo` and `make test`. Heavy things (the virtual environment, the
+# Go-built control plane) live in a cache outside the clone, keyed by what they were built from.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+CACHE ?= $(or $(TJ_CACHE_DIR),$(HOME)/.cache/trainingjob)
+export TJ_CACHE_DIR := $(CACHE)
+UV_VERSION := 0.13.9
+UV := $(CACHE)/tools/uv-$(UV_VERSION)/bin/uv
+VENV := $(CACHE)/venv-$(shell sha256sum uv.lock | cut -c1-16)
+PY := $(VENV)/bin/python
+export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(CURDIR)
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+PYTEST_ARGS ?=
+
+.PHONY: help venv controlplane lint fmt test crds dev-cluster dev-cluster-down clean-cache
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+$(UV):
+	python3 -m venv $(CACHE)/tools/uv-$(UV_VERSION)
+	$(CACHE)/tools/uv-$(UV_VERSION)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.complete: uv.lock | $(UV)
+	@echo "[venv] creating $(VENV) from uv.lock (torch is large: the first time takes a few minutes)"
+	$(UV) sync --locked --python 3.11
+	touch $@
+
+venv: $(VENV)/.complete ## create or reuse the virtual environment
+
+controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, scheduler, kwok and helm
+	@bash scripts/build-controlplane.sh >/dev/null
+
+lint: venv ## ruff, mypy --strict, import-linter, hadolint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/hadolint $$(git ls-files --cached --others --exclude-standard '*Dockerfile')
+
+fmt: venv ## format and auto-fix
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+test: venv controlplane lint ## set everything up, then lint, type-check and run every test
+	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeconfig, .dev/bin
+	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  $(PY) -m tests.support.devcluster up --dir .dev
+
+dev-cluster-down: venv ## stop the dev cluster
+	$(PY) -m tests.support.devcluster down --dir .dev
+
+clean-cache: ## remove the cached virtual environments and control planes
+	rm -rf $(CACHE)
+
+crds: venv ## regenerate crds/ from the pydantic model
+	$(PY) -m trainingjob.crd --out crds

@@ -1,0 +1,1 @@
+"""TrainingJob operator: the shared model, the pure planner and the kopf operator."""

@@ -1,0 +1,55 @@
+"""The operator's side of the operator <-> trainer contract: environment variable names and exit codes.
+
+The trainer keeps its own copy (trainer-image/trainer/contract.py); neither side imports the other, and
+tests/unit/test_contract.py checks that the two agree.
+"""
+
+from enum import IntEnum
+
+# torch.distributed and torchrun variables, set on every rank so an unmodified torchrun script works.
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+WORLD_SIZE = "WORLD_SIZE"  # processes in the whole job: pods x processes per pod
+RANK = "RANK"  # global rank of the pod's first process
+LOCAL_RANK = "LOCAL_RANK"
+NODE_RANK = "NODE_RANK"  # index of the pod among the job's DDP pods
+PET_NNODES = "PET_NNODES"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+
+# TrainingJob variables.
+JOB_NAME = "TJ_JOB_NAME"
+NAMESPACE = "TJ_NAMESPACE"
+ATTEMPT = "TJ_ATTEMPT"  # 1 for the first attempt, N+1 after N whole-gang restarts
+ROLE = "TJ_ROLE"  # "worker" or "ps"
+REPLICA_INDEX = "TJ_REPLICA_INDEX"  # index of the pod within its role
+NUM_WORKERS = "TJ_NUM_WORKERS"  # worker pods
+NUM_PS = "TJ_NUM_PS"  # parameter-server pods (0 in DDP mode)
+PS_ADDRS = "TJ_PS_ADDRS"  # comma-separated host:port of every parameter server, in index order
+NPROC_PER_POD = "TJ_NPROC_PER_POD"
+CHECKPOINT_DIR = "TJ_CHECKPOINT_DIR"
+CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
+CHECKPOINT_EVERY_SECONDS = "TJ_CHECKPOINT_EVERY_SECONDS"
+CHECKPOINT_KEEP = "TJ_CHECKPOINT_KEEP"
+TRAINER_CONFIG = "TJ_TRAINER_CONFIG"  # JSON of spec.trainer (camelCase keys), for the built-in trainer
+PROGRESS_PORT = "TJ_PROGRESS_PORT"  # rank 0 serves GET /progress (JSON) and /metrics (Prometheus) here
+PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomically on every report
+MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"  # how long non-zero ranks wait for rank 0's port to open
+
+ALL_VARIABLES = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+
+
+class ExitCode(IntEnum):
+    """What a trainer's exit code means to the operator."""
+
+    SUCCEEDED = 0
+    RETRYABLE = 75  # a transient failure: restart from the newest checkpoint
+    PERMANENT = 78  # bad configuration: restarting cannot help
+    PREEMPTED = 79  # stopped by SIGTERM after writing a final checkpoint
+
+ROLE_WORKER = "worker"
+ROLE_PS = "ps"

@@ -1,0 +1,242 @@
+"""The test control plane is real: RBAC, tokens, scheduling of GPUs, garbage collection, pod endings."""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from tests.support import kwok, pods
+from tests.support.controlplane import GPU_NODES, ControlPlane
+from tests.support.processes import poll_until
+
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def pod_manifest(name: str, gpus: int = 0, **spec: Any) -> client.V1Pod:
+    limits = {kwok.GPU_RESOURCE: str(gpus)} if gpus else None
+    container = client.V1Container(
+        name="main", image=PAUSE_IMAGE, resources=client.V1ResourceRequirements(limits=limits)
+    )
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            annotations=spec.pop("annotations", None),
+            owner_references=spec.pop("owner_references", None),
+        ),
+        spec=client.V1PodSpec(containers=[container], restart_policy="Never", **spec),
+    )
+
+
+@pytest.fixture
+def envtest_core(envtest: ControlPlane) -> Iterator[client.CoreV1Api]:
+    with envtest.api_client() as api:
+        yield client.CoreV1Api(api)
+
+
+@pytest.fixture
+def core(cluster: ControlPlane) -> Iterator[client.CoreV1Api]:
+    with cluster.api_client() as api:
+        yield client.CoreV1Api(api)
+
+
+def wait_for_pod(core: client.CoreV1Api, ns: str, name: str, phase: str, timeout: float = 30) -> client.V1Pod:
+    def check() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod(name, ns)
+        return pod if pod.status.phase == phase else None
+
+    return poll_until(check, timeout=timeout, what=f"pod {name} to be {phase}")
+
+
+def wait_for_pod_gone(core: client.CoreV1Api, ns: str, name: str, timeout: float) -> None:
+    def gone() -> bool:
+        try:
+            core.read_namespaced_pod(name, ns)
+        except client.ApiException as error:
+            if error.status == 404:
+                return True
+            raise
+        return False
+
+    poll_until(gone, timeout=timeout, what=f"pod {name} to be deleted")
+
+
+def terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated:
+    return pod.status.container_statuses[0].state.terminated
+
+
+@pytest.mark.envtest
+def test_apiserver_reports_the_pinned_version(envtest: ControlPlane) -> None:
+    with envtest.api_client() as api:
+        version = client.VersionApi(api).get_code()
+    pinned = (Path(__file__).parents[2] / "scripts" / "controlplane.env").read_text()
+    assert f"KUBERNETES_VERSION={version.git_version}\n" in pinned
+
+
+@pytest.mark.envtest
+def test_unprivileged_user_is_refused_until_rbac_grants(envtest: ControlPlane, envtest_ns: str) -> None:
+    alice = envtest.user_kubeconfig("alice")
+    with envtest.api_client(alice) as api:
+        with pytest.raises(client.ApiException) as refused:
+            client.CoreV1Api(api).list_namespaced_pod(envtest_ns)
+        assert refused.value.status == 403
+        # A Role of our own: the aggregated "view" ClusterRole is filled in by the controller-manager only.
+        role = client.V1Role(
+            metadata=client.V1ObjectMeta(name="pod-reader"),
+            rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])],
+        )
+        binding = client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="alice-reads-pods"),
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
+            subjects=[client.RbacV1Subject(kind="User", name="alice", api_group="rbac.authorization.k8s.io")],
+        )
+        with envtest.api_client() as admin:
+            rbac = client.RbacAuthorizationV1Api(admin)
+            rbac.create_namespaced_role(envtest_ns, role)
+            rbac.create_namespaced_role_binding(envtest_ns, binding)
+        poll_until(
+            lambda: client.CoreV1Api(api).list_namespaced_pod(envtest_ns),
+            timeout=10,
+            what="alice to be allowed to list pods",
+        )
+        with pytest.raises(client.ApiException) as still_refused:
+            client.CoreV1Api(api).list_namespaced_pod("default")
+        assert still_refused.value.status == 403
+
+
+@pytest.mark.envtest
+def test_service_account_token_passes_token_review(envtest: ControlPlane, envtest_ns: str) -> None:
+    with envtest.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespaced_service_account(
+            envtest_ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="bot"))
+        )
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+        )
+        token = core.create_namespaced_service_account_token("bot", envtest_ns, request).status.token
+        review = client.AuthenticationV1Api(api).create_token_review(
+            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        )
+        assert review.status.authenticated is True
+        assert review.status.user.username == f"system:serviceaccount:{envtest_ns}:bot"
+        forged = client.AuthenticationV1Api(api).create_token_review(
+            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token[:-4] + "AAAA"))
+        )
+        assert not forged.status.authenticated
+        access = client.V1SubjectAccessReview(
+            spec=client.V1SubjectAccessReviewSpec(
+                user=review.status.user.username,
+                groups=review.status.user.groups,
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=envtest_ns, verb="list", resource="pods"
+                ),
+            )
+        )
+        assert client.AuthorizationV1Api(api).create_subject_access_review(access).status.allowed is False
+
+
+@pytest.mark.cluster
+def test_gpu_pod_is_scheduled_and_runs(core: client.CoreV1Api, cluster_ns: str) -> None:
+    core.create_namespaced_pod(cluster_ns, pod_manifest("four-gpus", gpus=4))
+    pod = wait_for_pod(core, cluster_ns, "four-gpus", "Running")
+    assert pod.spec.node_name in GPU_NODES
+    assert pod.status.pod_ip
+
+
+@pytest.mark.cluster
+def test_pod_asking_too_many_gpus_stays_unschedulable(core: client.CoreV1Api, cluster_ns: str) -> None:
+    core.create_namespaced_pod(cluster_ns, pod_manifest("hundred-gpus", gpus=100))
+
+    def unschedulable() -> client.V1PodCondition | None:
+        conditions = core.read_namespaced_pod("hundred-gpus", cluster_ns).status.conditions or []
+        return next((c for c in conditions if c.type == "PodScheduled" and c.reason == "Unschedulable"), None)
+
+    condition = poll_until(unschedulable, timeout=30, what="the scheduler to report Unschedulable")
+    assert kwok.GPU_RESOURCE in condition.message
+    assert core.read_namespaced_pod("hundred-gpus", cluster_ns).status.phase == "Pending"
+
+
+@pytest.mark.cluster
+def test_deleting_the_owner_garbage_collects_its_pod(core: client.CoreV1Api, cluster_ns: str) -> None:
+    owner = core.create_namespaced_config_map(
+        cluster_ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
+    )
+    reference = client.V1OwnerReference(
+        api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid
+    )
+    core.create_namespaced_pod(cluster_ns, pod_manifest("owned", owner_references=[reference]))
+    wait_for_pod(core, cluster_ns, "owned", "Running")
+    core.delete_namespaced_config_map("owner", cluster_ns)
+    wait_for_pod_gone(core, cluster_ns, "owned", timeout=60)
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize(
+    ("exit_code", "reason", "phase"),
+    [(0, "Completed", "Succeeded"), (3, "Error", "Failed"), (137, "OOMKilled", "Failed")],
+    ids=["success", "error-exit-3", "oom-killed"],
+)
+def test_injected_ending_shows_exit_code_and_reason(
+    core: client.CoreV1Api, cluster_ns: str, exit_code: int, reason: str, phase: str
+) -> None:
+    core.create_namespaced_pod(cluster_ns, pod_manifest("ending"))
+    wait_for_pod(core, cluster_ns, "ending", "Running")
+    if reason == "OOMKilled":
+        pods.oom_kill_pod(core, cluster_ns, "ending")
+    else:
+        pods.finish_pod(core, cluster_ns, "ending", exit_code)
+    pod = wait_for_pod(core, cluster_ns, "ending", phase)
+    assert (terminated(pod).exit_code, terminated(pod).reason) == (exit_code, reason)
+
+
+@pytest.mark.cluster
+def test_pod_annotations_make_kwok_end_it(core: client.CoreV1Api, cluster_ns: str) -> None:
+    annotations = {kwok.EXIT_CODE_ANNOTATION: "42", kwok.RUN_FOR_ANNOTATION: "500ms"}
+    core.create_namespaced_pod(cluster_ns, pod_manifest("self-ending", annotations=annotations))
+    pod = wait_for_pod(core, cluster_ns, "self-ending", "Failed")
+    assert (terminated(pod).exit_code, terminated(pod).reason) == (42, "Error")
+
+
+@pytest.mark.cluster
+def test_kubelet_eviction_marks_disruption(core: client.CoreV1Api, cluster_ns: str) -> None:
+    core.create_namespaced_pod(cluster_ns, pod_manifest("pressured"))
+    wait_for_pod(core, cluster_ns, "pressured", "Running")
+    pods.evict_pod_by_kubelet(core, cluster_ns, "pressured")
+    pod = wait_for_pod(core, cluster_ns, "pressured", "Failed")
+    assert pod.status.reason == "Evicted"
+    assert any(c.type == "DisruptionTarget" and c.status == "True" for c in pod.status.conditions)
+
+
+@pytest.mark.cluster
+def test_api_eviction_adds_disruption_target_then_deletes(core: client.CoreV1Api, cluster_ns: str) -> None:
+    core.create_namespaced_pod(cluster_ns, pod_manifest("drained"))
+    wait_for_pod(core, cluster_ns, "drained", "Running")
+    since = core.read_namespaced_pod("drained", cluster_ns).metadata.resource_version
+    pods.evict_pod(core, cluster_ns, "drained")
+    disrupted, deleted = False, False
+    for event in watch.Watch().stream(
+        core.list_namespaced_pod,
+        cluster_ns,
+        field_selector="metadata.name=drained",
+        resource_version=since,
+        timeout_seconds=30,
+    ):
+        conditions = event["object"].status.conditions or []
+        disrupted |= any(c.type == "DisruptionTarget" and c.status == "True" for c in conditions)
+        if event["type"] == "DELETED":
+            deleted = True
+            break
+    assert (disrupted, deleted) == (True, True)
+
+
+@pytest.mark.cluster
+def test_node_loss_removes_its_pods(cluster: ControlPlane, core: client.CoreV1Api, cluster_ns: str) -> None:
+    core.create_node(kwok.gpu_node("doomed-node", "10.240.0.99"))
+    try:
+        pod = pod_manifest("on-doomed-node", node_selector={"kubernetes.io/hostname": "doomed-node"})
+        core.create_namespaced_pod(cluster_ns, pod)
+        wait_for_pod(core, cluster_ns, "on-doomed-node", "Running")
+    finally:
+        pods.remove_node(core, "doomed-node")
+    wait_for_pod_gone(core, cluster_ns, "on-doomed-node", timeout=120)

@@ -1,0 +1,1 @@
+"""Test support: a real Kubernetes control plane (etcd, kube-apiserver, controllers, kwok) and helpers."""

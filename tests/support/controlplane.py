@@ -1,0 +1,218 @@
+"""A real control plane on loopback: etcd + kube-apiserver (envtest tier), plus controller-manager,
+scheduler and kwok with fake GPU nodes (cluster tier). Built from source by scripts/build-controlplane.sh."""
+
+import os
+import shutil
+import ssl
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from kubernetes import client, config
+from tests.support import kwok
+from tests.support.pki import Authority, CertPair, service_account_keys
+from tests.support.processes import Server, free_port, poll_until
+
+ENVTEST_BINARIES = ("etcd", "kube-apiserver")
+CLUSTER_BINARIES = (*ENVTEST_BINARIES, "kube-controller-manager", "kube-scheduler", "kwok")
+GPU_NODES = ("gpu-node-0", "gpu-node-1")
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+_STARTUP_TIMEOUT = 90.0
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Where the control-plane binaries are: $KUBEBUILDER_ASSETS first, then $TJ_CONTROLPLANE_BIN."""
+
+    folders: tuple[Path, ...]
+
+    @classmethod
+    def from_environment(cls) -> "Binaries":
+        names = ("KUBEBUILDER_ASSETS", "TJ_CONTROLPLANE_BIN")
+        return cls(tuple(Path(os.environ[name]) for name in names if os.environ.get(name)))
+
+    def path(self, name: str) -> Path:
+        for folder in self.folders:
+            if (folder / name).is_file():
+                return folder / name
+        raise FileNotFoundError(
+            f"the control-plane binary {name!r} was not found in {[str(f) for f in self.folders]}; "
+            "run `make controlplane` (it builds them) and set TJ_CONTROLPLANE_BIN to the folder it prints, "
+            "or point KUBEBUILDER_ASSETS at a folder that has it"
+        )
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, user: str, credentials: CertPair) -> Path:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "trainingjob", "cluster": {"server": server, "certificate-authority": str(ca)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {"client-certificate": str(credentials.cert), "client-key": str(credentials.key)},
+            }
+        ],
+        "contexts": [{"name": user, "context": {"cluster": "trainingjob", "user": user}}],
+        "current-context": user,
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+class ControlPlane:
+    """Starts and stops one control plane in `root`. `cluster=False` is the envtest tier."""
+
+    def __init__(self, root: Path, binaries: Binaries, *, cluster: bool) -> None:
+        self.root = root
+        self.binaries = binaries
+        self.cluster = cluster
+        self.servers: list[Server] = []
+        self.pki = Authority(root / "pki")
+        self.service_account_keys = service_account_keys(root / "pki")
+        self.port = free_port()
+        self.server_url = f"https://127.0.0.1:{self.port}"
+        self.admin = self.pki.issue("admin", "admin", ("system:masters",))
+        self.kubeconfig = write_kubeconfig(
+            root / "admin.kubeconfig", self.server_url, self.pki.cert, "admin", self.admin
+        )
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
+        """A kubeconfig for a client-certificate user with no rights but what RBAC grants it."""
+        credentials = self.pki.issue(f"user-{user}", user, groups)
+        return write_kubeconfig(
+            self.root / f"{user}.kubeconfig", self.server_url, self.pki.cert, user, credentials
+        )
+
+    def api_client(self, kubeconfig: Path | None = None) -> client.ApiClient:
+        return config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
+
+    def start(self) -> None:
+        try:
+            self._start_etcd_and_apiserver()
+            if self.cluster:
+                self._start_cluster_components()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for server in reversed(self.servers):
+            server.stop()
+        self.servers.clear()
+
+    def _serve(self, name: str, args: list[str]) -> Server:
+        server = Server(name, [str(self.binaries.path(name)), *args], self.root)
+        self.servers.append(server)
+        return server
+
+    def _start_etcd_and_apiserver(self) -> None:
+        etcd_port = free_port()
+        etcd = self._serve(
+            "etcd",
+            [
+                f"--data-dir={self.root / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{free_port()}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        etcd.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), _STARTUP_TIMEOUT)
+        serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        apiserver = self._serve(
+            "kube-apiserver",
+            [
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--cert-dir={self.root / 'apiserver'}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={self.pki.cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+                f"--service-account-key-file={self.service_account_keys.cert}",
+                f"--service-account-signing-key-file={self.service_account_keys.key}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--enable-priority-and-fairness=false",
+                "--profiling=false",
+            ],
+        )
+        context = ssl.create_default_context(cafile=str(self.pki.cert))
+        context.load_cert_chain(str(self.admin.cert), str(self.admin.key))
+        apiserver.wait_ready(lambda: _http_ok(f"{self.server_url}/readyz", context), _STARTUP_TIMEOUT)
+
+    def _start_cluster_components(self) -> None:
+        kubeconfig = str(self.kubeconfig)
+        common = [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+        ]
+        self._serve(
+            "kube-controller-manager",
+            [
+                *common,
+                f"--secure-port={free_port()}",
+                f"--service-account-private-key-file={self.service_account_keys.key}",
+                f"--root-ca-file={self.pki.cert}",
+                "--use-service-account-credentials=false",
+                "--controllers=*",
+            ],
+        )
+        self._serve("kube-scheduler", [*common, f"--secure-port={free_port()}"])
+        stages = self.root / "kwok-stages.yaml"
+        stages.write_text(kwok.STAGES)
+        self._serve(
+            "kwok",
+            [
+                f"--kubeconfig={kubeconfig}",
+                f"--config={stages}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
+                "--node-lease-duration-seconds=40",
+                "--cidr=10.244.0.0/16",
+            ],
+        )
+        with self.api_client() as api:
+            core = client.CoreV1Api(api)
+            for index, name in enumerate(GPU_NODES):
+                core.create_node(kwok.gpu_node(name, f"10.240.0.{index + 10}"))
+            poll_until(
+                lambda: all(_node_ready(core, name) for name in GPU_NODES),
+                timeout=_STARTUP_TIMEOUT,
+                what=f"nodes {', '.join(GPU_NODES)} to be Ready",
+            )
+        for server in self.servers:
+            server.check_alive()
+
+    def link_binaries(self, folder: Path) -> None:
+        """Link the binaries this control plane uses (and kwokctl, helm) into `folder` for people."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (*CLUSTER_BINARIES, "kwokctl", "helm"):
+            target = folder / name
+            target.unlink(missing_ok=True)
+            target.symlink_to(self.binaries.path(name))
+        kubectl = shutil.which("kubectl")
+        if kubectl and not (folder / "kubectl").exists():
+            (folder / "kubectl").symlink_to(kubectl)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    with urllib.request.urlopen(url, timeout=2, context=context) as response:
+        return bool(response.status == 200)
+
+
+def _node_ready(core: client.CoreV1Api, name: str) -> bool:
+    node = core.read_node(name)
+    conditions = node.status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)

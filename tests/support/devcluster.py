@@ -1,0 +1,101 @@
+"""`make dev-cluster` / `make dev-cluster-down`: the cluster tier for people, in the background.
+
+`up` starts a detached keeper process that runs the control plane until `down` sends it SIGTERM. It writes
+DIR/kubeconfig (the admin), links the binaries into DIR/bin, and records every process group in DIR/pids so
+`down` can stop them even if the keeper itself is gone.
+"""
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from tests.support.controlplane import GPU_NODES, Binaries, ControlPlane
+from tests.support.processes import poll_until
+
+
+def _keep(folder: Path) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    plane = ControlPlane(folder / "cluster", Binaries.from_environment(), cluster=True)
+    try:
+        plane.start()
+        (folder / "pids").write_text("\n".join(str(s.process.pid) for s in plane.servers) + "\n")
+        shutil.copy(plane.kubeconfig, folder / "kubeconfig")
+        plane.link_binaries(folder / "bin")
+        (folder / "ready").touch()
+        stop.wait()
+    finally:
+        plane.stop()
+        (folder / "ready").unlink(missing_ok=True)
+
+
+def up(folder: Path) -> None:
+    down(folder, quiet=True)
+    shutil.rmtree(folder / "cluster", ignore_errors=True)
+    (folder / "cluster").mkdir(parents=True)
+    log = (folder / "keeper.log").open("wb")
+    keeper = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.devcluster", "keep", "--dir", str(folder)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    (folder / "keeper.pid").write_text(f"{keeper.pid}\n")
+
+    def started() -> bool:
+        if keeper.poll() is not None:
+            raise RuntimeError(f"the dev cluster failed to start; see {folder / 'keeper.log'}")
+        return (folder / "ready").exists()
+
+    poll_until(started, timeout=120, what="the dev cluster")
+    print(f"dev cluster up: {len(GPU_NODES)} GPU nodes")
+    print(f"  kubectl --kubeconfig {folder / 'kubeconfig'} get nodes")
+    print(f"  export PATH={folder.resolve() / 'bin'}:$PATH  # the binaries the tests use")
+    print("  make dev-cluster-down  # stops it")
+
+
+def _kill_group(pid: int, sig: int) -> bool:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def down(folder: Path, quiet: bool = False) -> None:
+    keeper_pid = folder / "keeper.pid"
+    if keeper_pid.exists():
+        pid = int(keeper_pid.read_text())
+        if _kill_group(pid, signal.SIGTERM):
+            with contextlib.suppress(TimeoutError):
+                poll_until(lambda: not _kill_group(pid, 0), timeout=30, what="the dev cluster to stop")
+        keeper_pid.unlink()
+    pids = folder / "pids"
+    if pids.exists():
+        for line in pids.read_text().split():
+            _kill_group(int(line), signal.SIGKILL)
+        pids.unlink()
+    if not quiet:
+        print("dev cluster down")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "keep"])
+    parser.add_argument("--dir", type=Path, default=Path(".dev"))
+    args = parser.parse_args()
+    folder = args.dir.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    {"up": up, "down": down, "keep": _keep}[args.command](folder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The trainer's side of the operator <-> trainer contract: environment variable names and exit codes.
+
+The operator keeps its own copy (operator/trainingjob/contract.py); neither side imports the other, and
+tests/unit/test_contract.py checks that the two agree.
+"""
+
+from enum import IntEnum
+
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+WORLD_SIZE = "WORLD_SIZE"
+RANK = "RANK"
+LOCAL_RANK = "LOCAL_RANK"
+NODE_RANK = "NODE_RANK"
+PET_NNODES = "PET_NNODES"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+
+JOB_NAME = "TJ_JOB_NAME"
+NAMESPACE = "TJ_NAMESPACE"
+ATTEMPT = "TJ_ATTEMPT"
+ROLE = "TJ_ROLE"
+REPLICA_INDEX = "TJ_REPLICA_INDEX"
+NUM_WORKERS = "TJ_NUM_WORKERS"
+NUM_PS = "TJ_NUM_PS"
+PS_ADDRS = "TJ_PS_ADDRS"
+NPROC_PER_POD = "TJ_NPROC_PER_POD"
+CHECKPOINT_DIR = "TJ_CHECKPOINT_DIR"
+CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
+CHECKPOINT_EVERY_SECONDS = "TJ_CHECKPOINT_EVERY_SECONDS"
+CHECKPOINT_KEEP = "TJ_CHECKPOINT_KEEP"
+TRAINER_CONFIG = "TJ_TRAINER_CONFIG"
+PROGRESS_PORT = "TJ_PROGRESS_PORT"
+PROGRESS_FILE = "TJ_PROGRESS_FILE"
+MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"
+
+ALL_VARIABLES = frozenset(
+    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
+)
+
+ROLE_WORKER = "worker"
+ROLE_PS = "ps"
+
+
+class ExitCode(IntEnum):
+    """The trainer's exit codes, as the operator classifies them."""
+
+    SUCCEEDED = 0
+    RETRYABLE = 75
+    PERMANENT = 78
+    PREEMPTED = 79
