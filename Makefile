@@ -38,7 +38,8 @@ lint: venv ## ruff, mypy --strict, import-linter, hadolint
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/hadolint $$(git ls-files --cached --others --exclude-standard '*Dockerfile')
+	dockerfiles=$$(git ls-files --cached --others --exclude-standard '*Dockerfile'); \
+	  if [ -n "$$dockerfiles" ]; then $(VENV)/bin/hadolint $$dockerfiles; fi
 
 fmt: venv ## format and auto-fix
 	$(VENV)/bin/ruff format .
