@@ -11,11 +11,13 @@ def test_both_sides_name_the_same_environment_variables() -> None:
 
 
 def test_both_sides_give_exit_codes_the_same_meaning() -> None:
-    assert {c.name: c.value for c in operator_side.ExitCode} == {c.name: c.value for c in trainer_side.ExitCode}
+    operator_codes = {code.name: code.value for code in operator_side.ExitCode}
+    assert operator_codes == {code.name: code.value for code in trainer_side.ExitCode}
 
 
 def test_both_sides_name_the_roles_alike() -> None:
-    assert (operator_side.ROLE_WORKER, operator_side.ROLE_PS) == (trainer_side.ROLE_WORKER, trainer_side.ROLE_PS)
+    assert operator_side.ROLE_WORKER == trainer_side.ROLE_WORKER
+    assert operator_side.ROLE_PS == trainer_side.ROLE_PS
 
 
 def test_exit_codes_do_not_collide_with_signal_deaths() -> None:

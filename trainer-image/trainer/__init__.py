@@ -1,1 +1,1 @@
-"""The TrainingJob trainer: `python -m trainer` runs DDP or parameter-server training from the operator's env."""
+"""The TrainingJob trainer: `python -m trainer` runs DDP or parameter-server training from the environment."""
