@@ -51,5 +51,6 @@ class ExitCode(IntEnum):
     PERMANENT = 78  # bad configuration: restarting cannot help
     PREEMPTED = 79  # stopped by SIGTERM after writing a final checkpoint
 
+
 ROLE_WORKER = "worker"
 ROLE_PS = "ps"
