@@ -36,7 +36,7 @@ controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, schedu
 lint: venv ## ruff, mypy --strict, import-linter, hadolint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy $$(git ls-files --cached --others --exclude-standard '*.py')
 	$(VENV)/bin/lint-imports
 	dockerfiles=$$(git ls-files --cached --others --exclude-standard '*Dockerfile'); \
 	  if [ -n "$$dockerfiles" ]; then $(VENV)/bin/hadolint $$dockerfiles; fi
