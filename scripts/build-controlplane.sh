@@ -89,9 +89,9 @@ build_kube() {  # build_kube NAME
     go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$bin_dir/$name" "k8s.io/kubernetes/cmd/$name")
 }
 
-build_install() {  # build_install NAME PACKAGE@VERSION
-  local name=$1 pkg=$2
-  GOBIN="$work_dir/gobin" go install -trimpath -ldflags "-s -w" "$pkg"
+build_install() {  # build_install NAME PACKAGE@VERSION [LDFLAGS]
+  local name=$1 pkg=$2 ldflags=${3:-}
+  GOBIN="$work_dir/gobin" go install -trimpath -ldflags "-s -w $ldflags" "$pkg"
   install -m 0755 "$work_dir/gobin/$name" "$bin_dir/$name"
 }
 
@@ -104,6 +104,7 @@ for name in kube-apiserver kube-controller-manager kube-scheduler; do
 done
 already kwok || timed kwok build_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 already kwokctl || timed kwokctl build_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
-already helm || timed helm build_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+already helm || timed helm build_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
+  "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 log "control plane ready in $((SECONDS - total)) s"
 echo "$bin_dir"
