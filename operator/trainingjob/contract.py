@@ -38,9 +38,7 @@ PROGRESS_PORT = "TJ_PROGRESS_PORT"  # rank 0 serves GET /progress (JSON) and /me
 PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomically on every report
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"  # how long non-zero ranks wait for rank 0's port to open
 
-ALL_VARIABLES = frozenset(
-    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
-)
+ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 
 
 class ExitCode(IntEnum):

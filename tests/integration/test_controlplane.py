@@ -128,9 +128,7 @@ def test_service_account_token_passes_token_review(envtest: ControlPlane, envtes
             spec=client.V1SubjectAccessReviewSpec(
                 user=review.status.user.username,
                 groups=review.status.user.groups,
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=envtest_ns, verb="list", resource="pods"
-                ),
+                resource_attributes=client.V1ResourceAttributes(namespace=envtest_ns, verb="list", resource="pods"),
             )
         )
         assert client.AuthorizationV1Api(api).create_subject_access_review(access).status.allowed is False
@@ -162,9 +160,7 @@ def test_deleting_the_owner_garbage_collects_its_pod(core: client.CoreV1Api, clu
     owner = core.create_namespaced_config_map(
         cluster_ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
     )
-    reference = client.V1OwnerReference(
-        api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid
-    )
+    reference = client.V1OwnerReference(api_version="v1", kind="ConfigMap", name="owner", uid=owner.metadata.uid)
     core.create_namespaced_pod(cluster_ns, pod_manifest("owned", owner_references=[reference]))
     wait_for_pod(core, cluster_ns, "owned", "Running")
     core.delete_namespaced_config_map("owner", cluster_ns)
@@ -232,7 +228,7 @@ def test_api_eviction_adds_disruption_target_then_deletes(core: client.CoreV1Api
 
 @pytest.mark.cluster
 def test_node_loss_removes_its_pods(cluster: ControlPlane, core: client.CoreV1Api, cluster_ns: str) -> None:
-    core.create_node(kwok.gpu_node("doomed-node", "10.240.0.99"))
+    core.create_node(kwok.gpu_node("doomed-node", "127.0.10.99"))
     try:
         pod = pod_manifest("on-doomed-node", node_selector={"kubernetes.io/hostname": "doomed-node"})
         core.create_namespaced_pod(cluster_ns, pod)

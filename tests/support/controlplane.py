@@ -47,9 +47,7 @@ def write_kubeconfig(path: Path, server: str, ca: Path, user: str, credentials: 
     document = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {"name": "trainingjob", "cluster": {"server": server, "certificate-authority": str(ca)}}
-        ],
+        "clusters": [{"name": "trainingjob", "cluster": {"server": server, "certificate-authority": str(ca)}}],
         "users": [
             {
                 "name": user,
@@ -83,9 +81,7 @@ class ControlPlane:
     def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A kubeconfig for a client-certificate user with no rights but what RBAC grants it."""
         credentials = self.pki.issue(f"user-{user}", user, groups)
-        return write_kubeconfig(
-            self.root / f"{user}.kubeconfig", self.server_url, self.pki.cert, user, credentials
-        )
+        return write_kubeconfig(self.root / f"{user}.kubeconfig", self.server_url, self.pki.cert, user, credentials)
 
     def api_client(self, kubeconfig: Path | None = None) -> client.ApiClient:
         return config.new_client_from_config(config_file=str(kubeconfig or self.kubeconfig))
@@ -186,7 +182,7 @@ class ControlPlane:
         with self.api_client() as api:
             core = client.CoreV1Api(api)
             for index, name in enumerate(GPU_NODES):
-                core.create_node(kwok.gpu_node(name, f"10.240.0.{index + 10}"))
+                core.create_node(kwok.gpu_node(name, f"127.0.10.{index + 10}"))
             poll_until(
                 lambda: all(_node_ready(core, name) for name in GPU_NODES),
                 timeout=_STARTUP_TIMEOUT,

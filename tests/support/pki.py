@@ -54,9 +54,7 @@ class Authority:
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-            )
+            .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
             .sign(self._key, hashes.SHA256())
         )
         self.cert = folder / "ca.crt"
@@ -102,9 +100,7 @@ def service_account_keys(folder: Path) -> CertPair:
     """A key pair for signing ServiceAccount tokens: `cert` holds the public key, `key` the private key."""
     key = _new_key()
     pair = CertPair(folder / "sa.pub", folder / "sa.key")
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     pair.cert.write_bytes(public)
     pair.key.write_bytes(_key_pem(key))
     pair.key.chmod(0o600)

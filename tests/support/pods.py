@@ -52,9 +52,7 @@ def finish_pod(
 
 def oom_kill_pod(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod:
     """The kernel's OOM killer ended the container: exit code 137, reason OOMKilled."""
-    return finish_pod(
-        core, namespace, name, 137, reason="OOMKilled", message="the container exceeded its memory limit"
-    )
+    return finish_pod(core, namespace, name, 137, reason="OOMKilled", message="the container exceeded its memory limit")
 
 
 def evict_pod_by_kubelet(core: client.CoreV1Api, namespace: str, name: str) -> client.V1Pod:

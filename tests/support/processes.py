@@ -24,9 +24,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def poll_until(
-    check: Callable[[], T | None], *, timeout: float, interval: float = 0.1, what: str = "condition"
-) -> T:
+def poll_until(check: Callable[[], T | None], *, timeout: float, interval: float = 0.1, what: str = "condition") -> T:
     """Call `check` until it returns something other than None (or False); fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None

@@ -1,0 +1,98 @@
+"""Pure failure policy: classify a failed pod, pick an attempt's root cause, and decide restart or fail."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from trainingjob.contract import ExitCode
+from trainingjob.model import FailureClass, LastFailure, RestartCounts, RestartPolicy, RunPolicy
+from trainingjob.observe import PodState
+
+# Most telling first: a configuration error explains the rest; a preemption explains peers that then crashed.
+_PRECEDENCE = (FailureClass.PERMANENT, FailureClass.DISRUPTION, FailureClass.OOM, FailureClass.RETRYABLE)
+# Restart classes that use up spec.runPolicy.backoffLimit; disruptions never do.
+BUDGETED = (FailureClass.RETRYABLE, FailureClass.OOM, FailureClass.STALLED)
+
+
+def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
+    if pod.disrupted or pod.exit_code == ExitCode.PREEMPTED:
+        return FailureClass.DISRUPTION
+    if pod.reason == "OOMKilled":
+        return FailureClass.OOM
+    if pod.exit_code is not None and pod.exit_code in policy.effective_permanent_exit_codes:
+        return FailureClass.PERMANENT
+    return FailureClass.RETRYABLE
+
+
+def root_cause(pods: list[PodState], policy: RunPolicy) -> tuple[FailureClass, PodState]:
+    """The failure that explains an attempt's end, by class precedence, then by replica order."""
+    ranked = sorted(pods, key=lambda p: (_PRECEDENCE.index(classify(p, policy)), p.replica))
+    return classify(ranked[0], policy), ranked[0]
+
+
+def budget_used(restarts: RestartCounts) -> int:
+    return restarts.retryable + restarts.oom + restarts.stalled
+
+
+def counted(restarts: RestartCounts, failure: FailureClass) -> RestartCounts:
+    """Restart counts with one more restart of this class."""
+    field = {
+        FailureClass.RETRYABLE: "retryable",
+        FailureClass.OOM: "oom",
+        FailureClass.DISRUPTION: "disruption",
+        FailureClass.STALLED: "stalled",
+    }[failure]
+    return restarts.model_copy(update={field: getattr(restarts, field) + 1})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Restart (with the reason) or fail the job (with the condition reason and message)."""
+
+    restart: bool
+    reason: str
+    message: str
+
+
+def decide(failure: FailureClass, restarts: RestartCounts, policy: RunPolicy, what: str) -> Verdict:
+    """What to do after `failure`; `what` describes the failure in a sentence fragment."""
+    if failure == FailureClass.PERMANENT:
+        return Verdict(False, "PermanentFailure", f"{what}; the exit code is permanent, so the job is not restarted.")
+    if failure == FailureClass.DISRUPTION:
+        return Verdict(True, "Disrupted", f"{what}; disruptions do not count against backoffLimit.")
+    if policy.restart_policy == RestartPolicy.NEVER:
+        return Verdict(False, "RestartPolicyNever", f"{what}; restartPolicy is Never.")
+    if budget_used(restarts) >= policy.backoff_limit:
+        return Verdict(
+            False,
+            "BackoffLimitExceeded",
+            f"{what}; the job has restarted {budget_used(restarts)} times, its backoffLimit.",
+        )
+    return Verdict(True, f"{failure.value}Failure" if failure != FailureClass.OOM else "OOMKilled", f"{what}.")
+
+
+def describe(pod: PodState) -> str:
+    """A sentence fragment naming the pod and how it ended."""
+    parts = [f"pod {pod.name}"]
+    if pod.exit_code is not None:
+        parts.append(f"exited with code {pod.exit_code}")
+    elif pod.disrupted or pod.deleting:
+        parts.append("was disrupted")
+    else:
+        parts.append("failed")
+    if pod.reason:
+        parts.append(f"({pod.reason}{': ' + pod.message if pod.message else ''})")
+    return " ".join(parts)
+
+
+def last_failure(pod: PodState, failure: FailureClass, now: datetime) -> LastFailure:
+    return LastFailure(
+        pod=pod.name,
+        pod_uid=pod.uid or None,
+        attempt=pod.attempt,
+        failure_class=failure,
+        exit_code=pod.exit_code,
+        reason=pod.reason or ("Disrupted" if failure == FailureClass.DISRUPTION else "Error"),
+        message=pod.message[-1024:],
+        log_tail=pod.log_tail[-4096:],
+        time=now,
+    )

@@ -1,0 +1,92 @@
+"""The TrainingJob API: the one pydantic model behind the CRD, the operator and the REST API."""
+
+from trainingjob.model.base import ApiModel, parse_quantity
+from trainingjob.model.job import (
+    API_VERSION,
+    CATEGORIES,
+    GROUP,
+    KIND,
+    PLURAL,
+    SHORT_NAMES,
+    SINGULAR,
+    VERSION,
+    ObjectMeta,
+    TrainingJob,
+)
+from trainingjob.model.pod import Affinity, EnvVar, EnvVarSource, PullPolicy, Resources, Toleration
+from trainingjob.model.policy import (
+    CheckpointSpec,
+    CheckpointVolume,
+    CleanPodPolicy,
+    RestartPolicy,
+    RunPolicy,
+    SchedulingSpec,
+)
+from trainingjob.model.roles import DEFAULT_IMAGE, ParameterServerSpec, RoleSpec, WorkerSpec
+from trainingjob.model.spec import Mode, Optimizer, TrainerSpec, TrainingJobSpec, Workload
+from trainingjob.model.status import (
+    CheckpointStatus,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    FailureClass,
+    LastFailure,
+    Phase,
+    Progress,
+    ReplicaStatus,
+    RestartCounts,
+    TrainingJobStatus,
+)
+from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, Volume, VolumeMount
+from trainingjob.rules import changed_immutable_fields
+
+__all__ = [
+    "API_VERSION",
+    "CATEGORIES",
+    "CHECKPOINT_VOLUME_NAME",
+    "DEFAULT_IMAGE",
+    "GROUP",
+    "KIND",
+    "PLURAL",
+    "SHORT_NAMES",
+    "SINGULAR",
+    "VERSION",
+    "Affinity",
+    "ApiModel",
+    "CheckpointSpec",
+    "CheckpointStatus",
+    "CheckpointVolume",
+    "CleanPodPolicy",
+    "Condition",
+    "ConditionStatus",
+    "ConditionType",
+    "EnvVar",
+    "EnvVarSource",
+    "FailureClass",
+    "LastFailure",
+    "Mode",
+    "ObjectMeta",
+    "Optimizer",
+    "ParameterServerSpec",
+    "Phase",
+    "Progress",
+    "PullPolicy",
+    "ReplicaStatus",
+    "Resources",
+    "RestartCounts",
+    "RestartPolicy",
+    "RoleSpec",
+    "RunPolicy",
+    "SchedulingSpec",
+    "Toleration",
+    "TrainerSpec",
+    "TrainingJob",
+    "TrainingJobSpec",
+    "TrainingJobStatus",
+    "Volume",
+    "VolumeMount",
+    "WorkerSpec",
+    "Workload",
+    "changed_immutable_fields",
+    "parse_quantity",
+]

@@ -1,0 +1,88 @@
+"""The TrainingJob resource: its identity in the Kubernetes API, metadata, spec and status."""
+
+import re
+from typing import Any
+
+from pydantic import ConfigDict, Field, field_validator
+
+from trainingjob.model.base import ApiModel, Int, Str
+from trainingjob.model.spec import TrainingJobSpec
+from trainingjob.model.status import TrainingJobStatus
+from trainingjob.rules import Reason, Rule
+
+GROUP = "trainingjob.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TrainingJob"
+PLURAL = "trainingjobs"
+SINGULAR = "trainingjob"
+SHORT_NAMES = ("tj",)
+CATEGORIES = ("training",)
+MAX_NAME_LENGTH = 40  # leaves room for "-worker-<index>-<attempt>" in pod names of at most 63
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1035 label: the job's headless Service has its name
+
+
+class ObjectMeta(ApiModel):
+    """The part of Kubernetes object metadata the project reads; the rest is kept as it is."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: Str | None = None
+    """Name of the job."""
+    namespace: Str | None = None
+    """Namespace of the job."""
+    generation: Int | None = None
+    """Incremented by the apiserver on every spec change."""
+    labels: dict[str, str] | None = None
+    """Labels of the job."""
+    annotations: dict[str, str] | None = None
+    """Annotations of the job."""
+
+
+def _has_valid_name(job: "TrainingJob") -> bool:
+    name = job.metadata.name
+    return name is None or (len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None)
+
+
+class TrainingJob(ApiModel):
+    """A distributed PyTorch training job: DDP or parameter-server, restarted from its checkpoints."""
+
+    api_version: Str = API_VERSION
+    """trainingjob.io/v1alpha1"""
+    kind: Str = KIND
+    """TrainingJob"""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    """Standard object metadata."""
+    spec: TrainingJobSpec
+    """The desired state of the job."""
+    status: TrainingJobStatus | None = None
+    """The observed state of the job, written by the operator."""
+
+    cross_field_rules = (
+        Rule(
+            field="metadata.name",
+            cel=f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')",
+            message="metadata.name must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter)"
+            f" of at most {MAX_NAME_LENGTH} characters",
+            reason=Reason.INVALID,
+            holds=_has_valid_name,
+        ),
+    )
+
+    @field_validator("api_version")
+    @classmethod
+    def _is_our_api_version(cls, value: str) -> str:
+        if value != API_VERSION:
+            raise ValueError(f"apiVersion must be {API_VERSION}")
+        return value
+
+    @field_validator("kind")
+    @classmethod
+    def _is_our_kind(cls, value: str) -> str:
+        if value != KIND:
+            raise ValueError(f"kind must be {KIND}")
+        return value
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The job as the Kubernetes API takes it: camelCase keys, unset fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,215 @@
+"""Pod settings of a role: a structural subset of the Kubernetes pod spec, validated like Kubernetes does."""
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from trainingjob import contract
+from trainingjob.model.base import (
+    DNS_SUBDOMAIN,
+    LABEL_VALUE,
+    QUALIFIED_NAME,
+    ApiModel,
+    Bool,
+    Int,
+    Quantity,
+    ShortStr,
+    Str,
+    parse_quantity,
+)
+from trainingjob.rules import Reason, Rule
+
+_OWNED_ENV = sorted(contract.ALL_VARIABLES)
+ResourceName = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=253)]
+ResourceList = Annotated[dict[ResourceName, Quantity], Field(max_length=16)]
+
+
+class PullPolicy(StrEnum):
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+class TolerationOperator(StrEnum):
+    EXISTS = "Exists"
+    EQUAL = "Equal"
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class KeySelector(ApiModel):
+    """Selects one key of a Secret or ConfigMap."""
+
+    name: Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
+    """Name of the Secret or ConfigMap in the job's namespace."""
+    key: Annotated[Str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
+    """The key whose value becomes the variable's value."""
+    optional: Bool | None = None
+    """When true, a missing object or key leaves the variable unset instead of failing the pod."""
+
+
+class FieldSelector(ApiModel):
+    """Selects a field of the pod, e.g. metadata.name or status.podIP."""
+
+    field_path: Annotated[Str, Field(min_length=1, max_length=256)]
+    """Path of the field in the pod, e.g. metadata.name, status.podIP, spec.nodeName."""
+    api_version: ShortStr | None = None
+    """Version of the schema the path is written in; v1 when unset."""
+
+
+class ResourceFieldSelector(ApiModel):
+    """Selects a resource limit or request of the container, e.g. limits.memory."""
+
+    resource: Annotated[Str, Field(min_length=1, max_length=256)]
+    """The resource, e.g. limits.cpu, requests.memory, limits.nvidia.com/gpu."""
+    divisor: Quantity | None = None
+    """The unit the value is expressed in; 1 when unset."""
+
+
+class EnvVarSource(ApiModel):
+    """Where a variable's value comes from: exactly one of the selectors."""
+
+    secret_key_ref: KeySelector | None = None
+    """A key of a Secret."""
+    config_map_key_ref: KeySelector | None = None
+    """A key of a ConfigMap."""
+    field_ref: FieldSelector | None = None
+    """A field of the pod."""
+    resource_field_ref: ResourceFieldSelector | None = None
+    """A resource limit or request of the container."""
+
+    cross_field_rules = (
+        Rule(
+            field="secretKeyRef",
+            cel="[has(self.secretKeyRef), has(self.configMapKeyRef), has(self.fieldRef),"
+            " has(self.resourceFieldRef)].filter(x, x).size() == 1",
+            message="set exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef",
+            reason=Reason.INVALID,
+            holds=lambda s: (
+                [s.secret_key_ref, s.config_map_key_ref, s.field_ref, s.resource_field_ref].count(None) == 3
+            ),
+        ),
+    )
+
+
+class EnvVar(ApiModel):
+    """An environment variable of the role's container."""
+
+    name: Annotated[Str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
+    """Name of the variable. Names the operator sets itself (MASTER_ADDR, RANK, TJ_..., see the trainer
+    contract)
+    are refused."""
+    value: Annotated[Str, Field(max_length=32768)] | None = None
+    """The value; $(OTHER) references to earlier variables are expanded by the kubelet."""
+    value_from: EnvVarSource | None = None
+    """Take the value from a Secret, ConfigMap, pod field or resource instead of value."""
+
+    cross_field_rules = (
+        Rule(
+            field="name",
+            cel=f"!(self.name in {json.dumps(_OWNED_ENV)}) && !self.name.startsWith('TJ_')",
+            message="this variable is set by the operator (the trainer contract) and cannot be overridden",
+            reason=Reason.INVALID,
+            holds=lambda e: e.name not in contract.ALL_VARIABLES and not e.name.startswith("TJ_"),
+        ),
+        Rule(
+            field="valueFrom",
+            cel="!has(self.value) || !has(self.valueFrom)",
+            message="set value or valueFrom, not both",
+            reason=Reason.FORBIDDEN,
+            holds=lambda e: e.value is None or e.value_from is None,
+        ),
+    )
+
+
+def _extended(name: str) -> bool:
+    return "/" in name and not name.startswith("kubernetes.io/")
+
+
+def _requests_within_limits(resources: "Resources") -> bool:
+    requests, limits = resources.requests or {}, resources.limits or {}
+    return all(parse_quantity(v) <= parse_quantity(limits[k]) for k, v in requests.items() if k in limits)
+
+
+def _extended_are_whole(resources: "Resources") -> bool:
+    quantities = {**(resources.requests or {}), **(resources.limits or {})}
+    return all(parse_quantity(v) % 1 == 0 for k, v in quantities.items() if _extended(k))
+
+
+class Resources(ApiModel):
+    """Compute resources of each container of the role, e.g. cpu, memory and nvidia.com/gpu."""
+
+    requests: ResourceList | None = None
+    """The minimum the scheduler reserves for each pod, e.g. {cpu: "2", memory: 8Gi}."""
+    limits: ResourceList | None = None
+    """The most each pod may use, e.g. {nvidia.com/gpu: 1}. GPUs are requested here."""
+
+    cross_field_rules = (
+        Rule(
+            field="requests",
+            cel="!has(self.requests) || !has(self.limits) || self.requests.all(k, !(k in self.limits) ||"
+            " quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k]))) <= 0)",
+            message="every request must be less than or equal to its limit",
+            reason=Reason.INVALID,
+            holds=_requests_within_limits,
+        ),
+        Rule(
+            field="limits",
+            cel="[has(self.requests) ? self.requests : {}, has(self.limits) ? self.limits : {}].all(m,"
+            " m.all(k, !k.contains('/') || k.startsWith('kubernetes.io/')"
+            " || quantity(string(m[k])).isInteger()))",
+            message="extended resources such as nvidia.com/gpu must be whole numbers",
+            reason=Reason.INVALID,
+            holds=_extended_are_whole,
+        ),
+    )
+
+
+class Toleration(ApiModel):
+    """Lets the role's pods run on nodes with a matching taint, e.g. GPU nodes."""
+
+    key: Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=316)] | None = None
+    """The taint key; empty with operator Exists matches every taint."""
+    operator: TolerationOperator | None = None
+    """Equal (the default) compares the value; Exists matches any value."""
+    value: Annotated[Str, Field(pattern=LABEL_VALUE, max_length=63)] | None = None
+    """The taint value to match when operator is Equal."""
+    effect: TaintEffect | None = None
+    """The taint effect to match; empty matches every effect."""
+    toleration_seconds: Int | None = None
+    """How long a pod stays on a node after a NoExecute taint appears; forever when unset."""
+
+    cross_field_rules = (
+        Rule(
+            field="value",
+            cel="!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+            message="value must be empty when operator is Exists",
+            reason=Reason.FORBIDDEN,
+            holds=lambda t: t.operator != TolerationOperator.EXISTS or not t.value,
+        ),
+        Rule(
+            field="tolerationSeconds",
+            cel="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+            message="tolerationSeconds needs effect NoExecute",
+            reason=Reason.FORBIDDEN,
+            holds=lambda t: t.toleration_seconds is None or t.effect == TaintEffect.NO_EXECUTE,
+        ),
+    )
+
+
+class Affinity(ApiModel):
+    """Kubernetes pod affinity, passed to the pods unchanged; only its three top-level keys are checked
+    here."""
+
+    node_affinity: dict[str, Any] | None = None
+    """A core/v1 NodeAffinity, e.g. requiredDuringSchedulingIgnoredDuringExecution on a GPU type label."""
+    pod_affinity: dict[str, Any] | None = None
+    """A core/v1 PodAffinity."""
+    pod_anti_affinity: dict[str, Any] | None = None
+    """A core/v1 PodAntiAffinity, e.g. to spread workers over nodes."""

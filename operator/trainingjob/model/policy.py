@@ -1,0 +1,161 @@
+"""The policies of a job: checkpointing, restarts and deadlines, and scheduling."""
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from trainingjob.contract import ExitCode
+from trainingjob.model.base import (
+    DNS_SUBDOMAIN,
+    LABEL_VALUE,
+    LIST_SET,
+    ApiModel,
+    Bool,
+    Int,
+    Str,
+    unique_values,
+)
+from trainingjob.model.volumes import (
+    AbsolutePath,
+    EmptyDirSource,
+    HostPathSource,
+    PersistentVolumeClaimSource,
+)
+from trainingjob.rules import Immutable, Reason, Rule
+
+DEFAULT_PERMANENT_EXIT_CODES = (int(ExitCode.PERMANENT),)
+Seconds = Annotated[Int, Field(ge=1, le=31_536_000)]  # at most a year
+ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(StrEnum):
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+class CheckpointVolume(ApiModel):
+    """The volume checkpoints are written to: exactly one source. Use a PersistentVolumeClaim (ReadWriteMany
+    for
+    more than one pod) to keep checkpoints across pod restarts; emptyDir is lost with the pod."""
+
+    persistent_volume_claim: PersistentVolumeClaimSource | None = None
+    """A PersistentVolumeClaim in the job's namespace."""
+    empty_dir: EmptyDirSource | None = None
+    """A directory that lives as long as the pod; for tests only, since a restarted pod starts empty."""
+    host_path: HostPathSource | None = None
+    """A directory of the node; for single-node clusters or a filesystem shared by every node."""
+
+    cross_field_rules = (
+        Rule(
+            field="persistentVolumeClaim",
+            cel="[has(self.persistentVolumeClaim), has(self.emptyDir), has(self.hostPath)].filter(x, x).size() == 1",
+            message="set exactly one of persistentVolumeClaim, emptyDir or hostPath",
+            reason=Reason.INVALID,
+            holds=lambda v: [v.persistent_volume_claim, v.empty_dir, v.host_path].count(None) == 2,
+        ),
+    )
+
+
+class CheckpointSpec(ApiModel):
+    """Where, how often and how many checkpoints the trainer keeps."""
+
+    volume: Annotated[CheckpointVolume, Immutable("volume")]
+    """The volume checkpoints are written to; mounted in every pod at path."""
+    path: Annotated[AbsolutePath, Immutable("path")] = "/checkpoints"
+    """Absolute path in the pods where the checkpoint volume is mounted; the trainer writes step-N folders
+    here
+    (TJ_CHECKPOINT_DIR)."""
+    every_steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
+    """Checkpoint every this many steps. With everySeconds too, whichever comes first."""
+    every_seconds: Seconds | None = None
+    """Checkpoint when this many seconds have passed since the last one. With everySteps too, whichever comes
+    first."""
+    keep: Annotated[Int, Field(ge=1, le=1000)] = 3
+    """How many complete checkpoints to keep; older ones are deleted."""
+
+    cross_field_rules = (
+        Rule(
+            field="everySteps",
+            cel="has(self.everySteps) || has(self.everySeconds)",
+            message="set everySteps, everySeconds or both",
+            reason=Reason.REQUIRED,
+            holds=lambda c: c.every_steps is not None or c.every_seconds is not None,
+        ),
+    )
+
+
+ExitCodeValue = Annotated[Int, Field(ge=1, le=255)]
+
+
+class RunPolicy(ApiModel):
+    """Restarts, deadlines, cleanup and suspension. Preemptions and node drains never count against
+    backoffLimit."""
+
+    restart_policy: RestartPolicy = RestartPolicy.EXIT_CODE
+    """When a failed attempt is restarted. Never: the first failure fails the job. OnFailure: every failure is
+    retried. ExitCode: failures are retried unless the exit code is in permanentExitCodes."""
+    permanent_exit_codes: Annotated[list[ExitCodeValue] | None, Field(max_length=32), AfterValidator(unique_values)] = (
+        Field(default=None, json_schema_extra=LIST_SET)
+    )
+    """Only with restartPolicy ExitCode: exit codes that fail the job without a restart. [78] when unset (the
+    trainer's code for a bad configuration)."""
+    backoff_limit: Annotated[Int, Field(ge=0, le=1000)] = 3
+    """Restarts allowed for retryable failures (non-zero exits, OOM kills, stalls) before the job fails."""
+    active_deadline_seconds: Seconds | None = None
+    """Fail the job when it has run this long in total (time suspended not counted); no limit when unset."""
+    startup_deadline_seconds: Seconds | None = None
+    """Fail the attempt when its pods are not all running this long after it started (stuck Pending, image
+    pull
+    errors, unschedulable); no limit when unset."""
+    progress_deadline_seconds: Seconds | None = None
+    """Restart the attempt from its checkpoint when the trainer reports no progress for this long (a hang);
+    hang detection is off when unset."""
+    ttl_seconds_after_finished: Annotated[Int, Field(ge=0, le=31_536_000)] | None = None
+    """Delete the job this long after it succeeded or failed; kept when unset."""
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING
+    """Which pods to delete when the job finishes: All, Running (keeps failed pods and their logs) or None."""
+    suspend: Bool = False
+    """True stops the job's pods (they checkpoint on SIGTERM) and keeps it; false resumes from the checkpoint.
+    Kueue sets this while the job waits for quota."""
+
+    cross_field_rules = (
+        Rule(
+            field="permanentExitCodes",
+            cel="!has(self.permanentExitCodes) || self.restartPolicy == 'ExitCode'",
+            message="permanentExitCodes is only allowed with restartPolicy ExitCode",
+            reason=Reason.FORBIDDEN,
+            holds=lambda p: p.permanent_exit_codes is None or p.restart_policy == RestartPolicy.EXIT_CODE,
+        ),
+    )
+
+    @property
+    def effective_permanent_exit_codes(self) -> tuple[int, ...]:
+        """The exit codes that fail the job at once, under the restart policy."""
+        if self.restart_policy != RestartPolicy.EXIT_CODE:
+            return ()
+        if self.permanent_exit_codes is None:
+            return DEFAULT_PERMANENT_EXIT_CODES
+        return tuple(self.permanent_exit_codes)
+
+
+class SchedulingSpec(ApiModel):
+    """How the job's pods are scheduled: scheduler, priority, Kueue queue and gang size."""
+
+    scheduler_name: ObjectName | None = None
+    """Scheduler of the pods, e.g. volcano or scheduler-plugins-scheduler; the default scheduler when
+    unset."""
+    priority_class_name: ObjectName | None = None
+    """PriorityClass of every pod, unless a role sets its own."""
+    queue_name: Annotated[Str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)] | None = None
+    """Kueue LocalQueue; the job gets the kueue.x-k8s.io/queue-name label and waits suspended for quota."""
+    min_available: Annotated[Int, Field(ge=1, le=4352)] | None = None
+    """Gang size: pods that must be schedulable together before any starts. Every pod of the job when
+    unset."""

@@ -1,0 +1,175 @@
+"""The TrainingJob status: phase, conditions, replica counts, restarts, failures, checkpoint and progress."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_by
+
+Count = Annotated[Int, Field(ge=0)]
+Reason = Annotated[Str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
+Message = Annotated[Str, Field(max_length=32768)]
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        """Succeeded and Failed are final: nothing moves a job out of them."""
+        return self in (Phase.SUCCEEDED, Phase.FAILED)
+
+
+class ConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUSPENDED = "Suspended"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class FailureClass(StrEnum):
+    """Why an attempt or pod failed; each class has its own restart counter."""
+
+    RETRYABLE = "Retryable"  # a non-zero exit code that is not permanent, e.g. 75
+    PERMANENT = "Permanent"  # an exit code in permanentExitCodes, e.g. 78
+    OOM = "OOMKilled"
+    DISRUPTION = "Disruption"  # eviction, preemption, node drain or loss, exit 79 after SIGTERM
+    STALLED = "Stalled"  # no progress for progressDeadlineSeconds
+    DEADLINE = "DeadlineExceeded"  # activeDeadlineSeconds or startupDeadlineSeconds
+
+
+class Condition(ApiModel):
+    """A Kubernetes-style condition: one aspect of the job's state and when it last changed."""
+
+    type: ConditionType
+    """Created, Running, Restarting, Suspended, Succeeded or Failed."""
+    status: ConditionStatus
+    """True, False or Unknown."""
+    reason: Reason
+    """Why the condition is in its status, CamelCase, e.g. AllWorkersRunning or WorkerFailed."""
+    message: Message = ""
+    """What happened, as a sentence for people."""
+    last_transition_time: datetime
+    """When status last changed."""
+    observed_generation: Annotated[Int, Field(ge=0)] | None = None
+    """The metadata.generation the condition was computed from."""
+
+
+class ReplicaStatus(ApiModel):
+    """Pod counts of one role in the current attempt."""
+
+    active: Count = 0
+    """Pods created and not finished."""
+    ready: Count = 0
+    """Pods running with all containers ready."""
+    succeeded: Count = 0
+    """Pods that exited 0."""
+    failed: Count = 0
+    """Pods that failed."""
+
+
+class RestartCounts(ApiModel):
+    """Restarts so far, per failure class; only retryable ones count against backoffLimit."""
+
+    retryable: Count = 0
+    """Restarts after a retryable exit code."""
+    oom: Count = 0
+    """Restarts after an OOM kill."""
+    disruption: Count = 0
+    """Restarts after preemption, eviction, node drain or node loss; these never fail the job."""
+    stalled: Count = 0
+    """Restarts after no progress for progressDeadlineSeconds."""
+
+
+class LastFailure(ApiModel):
+    """Evidence of the last failed pod, kept after the pod is gone."""
+
+    pod: Annotated[Str, Field(max_length=253)]
+    """Name of the pod that failed."""
+    pod_uid: Annotated[Str, Field(max_length=64)] | None = None
+    """UID of the pod that failed, so a failure is counted once even when its pod is seen again."""
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt it belonged to."""
+    failure_class: FailureClass
+    """How the failure was classified, which decides whether and how the job restarts."""
+    exit_code: Annotated[Int, Field(ge=-1, le=255)] | None = None
+    """Exit code of the trainer container, when it exited."""
+    reason: Reason
+    """Why it failed, CamelCase, e.g. Error, OOMKilled, Evicted, DeadlineExceeded."""
+    message: Message = ""
+    """What happened, as a sentence for people."""
+    log_tail: Annotated[Str, Field(max_length=16384)] = ""
+    """The last lines of the container's log."""
+    time: datetime
+    """When the failure was observed."""
+
+
+class CheckpointStatus(ApiModel):
+    """The newest complete checkpoint."""
+
+    step: Count
+    """The step it was taken at."""
+    path: Annotated[Str, Field(max_length=4096)]
+    """Its folder in the pods, e.g. /checkpoints/step-1200."""
+    time: datetime
+    """When it was completed."""
+
+
+class Progress(ApiModel):
+    """The trainer's last progress report (from rank 0)."""
+
+    step: Count = 0
+    """Steps completed."""
+    loss: Float | None = None
+    """Training loss at the last step."""
+    samples_per_second: Annotated[Float, Field(ge=0)] | None = None
+    """Throughput of the whole job."""
+    last_heartbeat_time: datetime | None = None
+    """When the trainer last reported; progressDeadlineSeconds is measured from it."""
+
+
+class TrainingJobStatus(ApiModel):
+    """The observed state of the job, written by the operator."""
+
+    phase: Phase = Phase.PENDING
+    """Pending, Running, Restarting, Suspended, Succeeded or Failed; the last two are final."""
+    conditions: Annotated[list[Condition], Field(max_length=16), AfterValidator(unique_by("type"))] = Field(
+        default_factory=list, json_schema_extra=list_map("type")
+    )
+    """Created, Running, Restarting, Suspended, Succeeded and Failed, with reasons."""
+    observed_generation: Annotated[Int, Field(ge=0)] | None = None
+    """The metadata.generation this status was computed from."""
+    workers: ReplicaStatus = Field(default_factory=ReplicaStatus)
+    """Worker pod counts of the current attempt."""
+    parameter_servers: ReplicaStatus | None = None
+    """Parameter-server pod counts of the current attempt (ParameterServer mode)."""
+    attempt: Count = 0
+    """The current attempt: 0 before the first pods, 1 for the first attempt, N+1 after N whole-job
+    restarts."""
+    restarts: RestartCounts = Field(default_factory=RestartCounts)
+    """Restarts so far, per failure class."""
+    last_failure: LastFailure | None = None
+    """The last failed pod: which one, its exit code, reason and last log lines."""
+    last_checkpoint: CheckpointStatus | None = None
+    """The newest complete checkpoint."""
+    progress: Progress | None = None
+    """The trainer's last progress report."""
+    start_time: datetime | None = None
+    """When the job first started running pods."""
+    completion_time: datetime | None = None
+    """When the job reached Succeeded or Failed."""

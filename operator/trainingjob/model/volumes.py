@@ -1,0 +1,149 @@
+"""Volumes and volume mounts: the common sources typed and checked, the rare ones passed through."""
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int, Quantity, ShortStr, Str
+from trainingjob.rules import Reason, Rule
+
+CHECKPOINT_VOLUME_NAME = "tj-checkpoint"  # the operator mounts spec.checkpoint.volume under this name
+AbsolutePath = Annotated[Str, Field(pattern=r"^/", max_length=1024)]
+ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
+FileMode = Annotated[Int, Field(ge=0, le=0o777)]
+
+
+class PersistentVolumeClaimSource(ApiModel):
+    """A PersistentVolumeClaim in the job's namespace."""
+
+    claim_name: ObjectName
+    """Name of the PersistentVolumeClaim."""
+    read_only: Bool | None = None
+    """Mount the claim read-only."""
+
+
+class EmptyDirSource(ApiModel):
+    """A directory that lives as long as the pod: it is lost when the pod is recreated."""
+
+    medium: Annotated[Str, Field(pattern=r"^(|Memory)$")] | None = None
+    """Empty for the node's disk, Memory for a tmpfs."""
+    size_limit: Quantity | None = None
+    """The most the directory may hold, e.g. 10Gi."""
+
+
+class HostPathSource(ApiModel):
+    """A directory of the node the pod runs on; only useful on single-node or shared-filesystem clusters."""
+
+    path: AbsolutePath
+    """Absolute path on the node."""
+    type: Annotated[Str, Field(max_length=32)] | None = None
+    """What must exist at the path, e.g. DirectoryOrCreate; not checked when unset."""
+
+
+class KeyToPath(ApiModel):
+    """Projects one key of a ConfigMap or Secret to a file."""
+
+    key: ShortStr
+    """The key to project."""
+    path: Annotated[Str, Field(pattern=r"^[^/]", max_length=1024)]
+    """Relative path of the file in the volume."""
+    mode: FileMode | None = None
+    """File mode bits, e.g. 0644 (420 in decimal)."""
+
+
+class ConfigMapSource(ApiModel):
+    """The keys of a ConfigMap as files."""
+
+    name: ObjectName
+    """Name of the ConfigMap."""
+    items: Annotated[list[KeyToPath], Field(max_length=64)] | None = None
+    """The keys to project; every key when unset."""
+    default_mode: FileMode | None = None
+    """Mode bits of the files, e.g. 0644 (420 in decimal)."""
+    optional: Bool | None = None
+    """When true, a missing ConfigMap gives an empty volume instead of a pod that cannot start."""
+
+
+class SecretSource(ApiModel):
+    """The keys of a Secret as files."""
+
+    secret_name: ObjectName
+    """Name of the Secret."""
+    items: Annotated[list[KeyToPath], Field(max_length=64)] | None = None
+    """The keys to project; every key when unset."""
+    default_mode: FileMode | None = None
+    """Mode bits of the files, e.g. 0400 (256 in decimal)."""
+    optional: Bool | None = None
+    """When true, a missing Secret gives an empty volume instead of a pod that cannot start."""
+
+
+class NfsSource(ApiModel):
+    """An NFS export."""
+
+    server: ShortStr
+    """Host name or IP address of the NFS server."""
+    path: AbsolutePath
+    """The exported path."""
+    read_only: Bool | None = None
+    """Mount the export read-only."""
+
+
+_TYPED_SOURCES = ("persistentVolumeClaim", "emptyDir", "hostPath", "configMap", "secret", "nfs")
+_SOURCES = (*_TYPED_SOURCES, "csi", "ephemeral", "projected", "downwardAPI")
+
+
+class Volume(ApiModel):
+    """A volume of the role's pods: a name and exactly one source."""
+
+    name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
+    """Name of the volume, referenced by volumeMounts[].name. tj-checkpoint is reserved for the checkpoint."""
+    persistent_volume_claim: PersistentVolumeClaimSource | None = None
+    """A PersistentVolumeClaim."""
+    empty_dir: EmptyDirSource | None = None
+    """A directory that lives as long as the pod."""
+    host_path: HostPathSource | None = None
+    """A directory of the node."""
+    config_map: ConfigMapSource | None = None
+    """The keys of a ConfigMap as files."""
+    secret: SecretSource | None = None
+    """The keys of a Secret as files."""
+    nfs: NfsSource | None = None
+    """An NFS export."""
+    csi: dict[str, Any] | None = None
+    """A core/v1 CSIVolumeSource, passed to the pod unchanged."""
+    ephemeral: dict[str, Any] | None = None
+    """A core/v1 EphemeralVolumeSource, passed to the pod unchanged."""
+    projected: dict[str, Any] | None = None
+    """A core/v1 ProjectedVolumeSource, passed to the pod unchanged."""
+    downward_api: dict[str, Any] | None = Field(default=None, alias="downwardAPI")
+    """A core/v1 DownwardAPIVolumeSource, passed to the pod unchanged."""
+
+    cross_field_rules = (
+        Rule(
+            field="name",
+            cel=f"self.name != '{CHECKPOINT_VOLUME_NAME}'",
+            message=f"{CHECKPOINT_VOLUME_NAME} is reserved for the volume of spec.checkpoint",
+            reason=Reason.INVALID,
+            holds=lambda v: v.name != CHECKPOINT_VOLUME_NAME,
+        ),
+        Rule(
+            field="name",
+            cel="[" + ", ".join(f"has(self.{s})" for s in _SOURCES) + "].filter(x, x).size() == 1",
+            message="set exactly one volume source: " + ", ".join(_SOURCES),
+            reason=Reason.INVALID,
+            holds=lambda v: len(v.model_dump(exclude_none=True)) == 2,  # the name and one source
+        ),
+    )
+
+
+class VolumeMount(ApiModel):
+    """Where a volume of the role appears in its container."""
+
+    name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
+    """Name of a volume in the role's volumes."""
+    mount_path: AbsolutePath
+    """Absolute path in the container."""
+    sub_path: Annotated[Str, Field(pattern=r"^[^/]", max_length=1024)] | None = None
+    """Mount only this directory of the volume."""
+    read_only: Bool | None = None
+    """Mount the volume read-only."""

@@ -1,0 +1,60 @@
+"""Names, labels and selectors of a job's children: deterministic, so a restarted operator finds them all."""
+
+from dataclasses import dataclass
+
+from trainingjob.contract import ROLE_PS, ROLE_WORKER
+
+LABEL_PREFIX = "trainingjob.io"
+JOB_LABEL = f"{LABEL_PREFIX}/job-name"
+ROLE_LABEL = f"{LABEL_PREFIX}/role"
+INDEX_LABEL = f"{LABEL_PREFIX}/replica-index"
+ATTEMPT_LABEL = f"{LABEL_PREFIX}/attempt"
+RANK_LABEL = f"{LABEL_PREFIX}/rank"  # the DDP node rank of a worker; absent on parameter servers
+MIN_AVAILABLE_ANNOTATION = f"{LABEL_PREFIX}/min-available"
+# What gang schedulers read: scheduler-plugins' coscheduling and Volcano.
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+CONTAINER_NAME = "trainer"
+ROLES = (ROLE_WORKER, ROLE_PS)
+
+
+@dataclass(frozen=True, order=True)
+class Replica:
+    """One pod slot of a job: a role and an index within it."""
+
+    role: str
+    index: int
+
+    def hostname(self, job: str) -> str:
+        """The stable host name of this slot, the same in every attempt."""
+        return f"{job}-{self.role}-{self.index}"
+
+    def pod_name(self, job: str, attempt: int) -> str:
+        return f"{self.hostname(job)}-{attempt}"
+
+    def address(self, job: str, namespace: str) -> str:
+        """The slot's DNS name through the job's headless Service."""
+        return f"{self.hostname(job)}.{service_name(job)}.{namespace}.svc"
+
+
+def service_name(job: str) -> str:
+    return job
+
+
+def job_selector(job: str) -> str:
+    """The label selector of every pod the job owns."""
+    return f"{JOB_LABEL}={job}"
+
+
+def pod_labels(job: str, replica: Replica, attempt: int) -> dict[str, str]:
+    labels = {
+        JOB_LABEL: job,
+        ROLE_LABEL: replica.role,
+        INDEX_LABEL: str(replica.index),
+        ATTEMPT_LABEL: str(attempt),
+        POD_GROUP_LABEL: job,
+    }
+    if replica.role == ROLE_WORKER:
+        labels[RANK_LABEL] = str(replica.index)
+    return labels

@@ -1,0 +1,39 @@
+"""Integration fixtures of the TrainingJob API: the generated CRD installed once per envtest session."""
+
+import pytest
+from kubernetes import client
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import poll_until
+
+from trainingjob import crd
+
+_ESTABLISH_TIMEOUT = 60.0
+
+
+def _is_established(extensions: client.ApiextensionsV1Api) -> bool:
+    found = extensions.read_custom_resource_definition(crd.CRD_NAME)
+    conditions = found.status.conditions or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def install_crd(api: client.ApiClient) -> None:
+    """Create or replace the generated TrainingJob CRD and wait until the apiserver serves it."""
+    extensions = client.ApiextensionsV1Api(api)
+    manifest = crd.crd()
+    try:
+        extensions.create_custom_resource_definition(manifest)
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+        current = extensions.read_custom_resource_definition(crd.CRD_NAME)
+        manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
+        extensions.replace_custom_resource_definition(crd.CRD_NAME, manifest)
+    poll_until(lambda: _is_established(extensions), timeout=_ESTABLISH_TIMEOUT, what=f"{crd.CRD_NAME} Established")
+
+
+@pytest.fixture(scope="session")
+def trainingjob_crd(envtest: ControlPlane) -> ControlPlane:
+    """The envtest control plane with the TrainingJob CRD installed and established."""
+    with envtest.api_client() as api:
+        install_crd(api)
+    return envtest

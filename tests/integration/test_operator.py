@@ -1,0 +1,289 @@
+"""The operator against the cluster tier (real apiserver, scheduler, garbage collector, kwok nodes)."""
+
+import copy
+import tempfile
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests.integration.conftest import install_crd
+from tests.support import pods
+from tests.support.controlplane import ControlPlane
+from tests.support.kwok import gpu_node
+from tests.support.operator import OperatorProcess
+from tests.support.processes import poll_until
+
+from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.naming import job_selector
+
+pytestmark = pytest.mark.cluster
+Manifest = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
+    with cluster.api_client() as api:
+        install_crd(api)
+    with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
+        process = OperatorProcess(cluster.kubeconfig, Path(logs))
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
+
+
+class Harness:
+    """A test's view of one namespace: create jobs, read them and their pods, end pods."""
+
+    def __init__(self, api: client.ApiClient, namespace: str, operator: OperatorProcess) -> None:
+        self.core, self.custom, self.ns, self.operator = (
+            client.CoreV1Api(api),
+            client.CustomObjectsApi(api),
+            namespace,
+            operator,
+        )
+
+    def create(self, manifest: Manifest) -> None:
+        self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, manifest)
+
+    def job(self, name: str) -> Manifest:
+        found: Manifest = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
+        return found
+
+    def patch_spec(self, name: str, spec: Manifest) -> None:
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, {"spec": spec})
+
+    def pods(self, name: str) -> list[Any]:
+        items = self.core.list_namespaced_pod(self.ns, label_selector=job_selector(name)).items
+        return sorted((p for p in items if p.metadata.deletion_timestamp is None), key=lambda p: p.metadata.name)
+
+    def wait(self, name: str, check: Callable[[Manifest], bool], what: str, timeout: float = 60) -> Manifest:
+        def ready() -> Manifest | None:
+            job = self.job(name)
+            return job if check(job) else None
+
+        try:
+            return poll_until(ready, timeout=timeout, interval=0.2, what=f"{name}: {what}")
+        except TimeoutError as error:
+            raise AssertionError(
+                f"{error}\njob status: {self.job(name).get('status')}\n{self.operator.log_tail()}"
+            ) from error
+
+    def wait_phase(self, name: str, phase: str, timeout: float = 60, **status: Any) -> Manifest:
+        def check(job: Manifest) -> bool:
+            current = job.get("status") or {}
+            return current.get("phase") == phase and all(current.get(k) == v for k, v in status.items())
+
+        return self.wait(name, check, f"phase {phase} {status or ''}", timeout)
+
+    def wait_running_pods(self, name: str, count: int, attempt: int) -> list[Any]:
+        def running() -> list[Any] | None:
+            found = [p for p in self.pods(name) if p.metadata.labels["trainingjob.io/attempt"] == str(attempt)]
+            return found if len(found) == count and all(p.status.phase == "Running" for p in found) else None
+
+        return poll_until(running, timeout=60, interval=0.2, what=f"{count} running pods of attempt {attempt}")
+
+    def finish(self, pod: str, exit_code: int, **kwargs: str) -> None:
+        pods.finish_pod(self.core, self.ns, pod, exit_code, **kwargs)
+
+
+@pytest.fixture
+def h(cluster: ControlPlane, cluster_ns: str, operator: OperatorProcess) -> Iterator[Harness]:
+    with cluster.api_client() as api:
+        yield Harness(api, cluster_ns, operator)
+
+
+def job_manifest(name: str, workers: int = 2, **extra: Any) -> Manifest:
+    spec: Manifest = {"mode": "DDP", "workers": {"replicas": workers}, "trainer": {"steps": 100}}
+    for key, value in extra.items():
+        spec[key] = copy.deepcopy(value)
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": name}, "spec": spec}
+
+
+def condition(job: Manifest, kind: str) -> Manifest:
+    return next(c for c in job["status"]["conditions"] if c["type"] == kind)
+
+
+def test_a_job_runs_to_success(h: Harness) -> None:
+    h.create(job_manifest("ok"))
+    running = h.wait_phase("ok", "Running")
+    assert running["status"]["workers"]["ready"] == 2
+    for pod in h.wait_running_pods("ok", 2, attempt=1):
+        h.finish(pod.metadata.name, 0)
+    done = h.wait_phase("ok", "Succeeded")
+    assert condition(done, "Succeeded")["status"] == "True"
+    assert condition(done, "Running")["status"] == "False"
+    assert done["status"]["completionTime"] >= done["status"]["startTime"]
+    events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
+    assert {"JobCreated", "AllReplicasRunning", "JobSucceeded"} <= {e.reason for e in events}
+
+
+def test_a_failed_rank_restarts_the_whole_gang(h: Harness) -> None:
+    h.create(job_manifest("gang", workers=3))
+    first = h.wait_running_pods("gang", 3, attempt=1)
+    h.finish(first[1].metadata.name, 75)
+    restarted = h.wait_phase("gang", "Running", attempt=2)
+    second = h.wait_running_pods("gang", 3, attempt=2)
+    assert not {p.metadata.uid for p in first} & {p.metadata.uid for p in second}
+    assert restarted["status"]["restarts"]["retryable"] == 1
+    assert restarted["status"]["lastFailure"]["pod"] == first[1].metadata.name
+    assert [p.spec.hostname for p in second] == [p.spec.hostname for p in first]  # stable DNS across attempts
+
+
+def test_backoff_limit_exhausted_fails_naming_the_last_failure(h: Harness) -> None:
+    h.create(job_manifest("limited", runPolicy={"backoffLimit": 1}))
+    h.finish(h.wait_running_pods("limited", 2, attempt=1)[0].metadata.name, 75)
+    last = h.wait_running_pods("limited", 2, attempt=2)[1].metadata.name
+    h.finish(last, 76)
+    failed = h.wait_phase("limited", "Failed")
+    assert condition(failed, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert last in condition(failed, "Failed")["message"] and "76" in condition(failed, "Failed")["message"]
+    assert failed["status"]["lastFailure"]["exitCode"] == 76
+
+
+def test_an_eviction_does_not_count_against_backoff_limit(h: Harness) -> None:
+    h.create(job_manifest("evicted", runPolicy={"backoffLimit": 0}))
+    pods.evict_pod(h.core, h.ns, h.wait_running_pods("evicted", 2, attempt=1)[0].metadata.name)
+    restarted = h.wait_phase("evicted", "Running", attempt=2)
+    assert restarted["status"]["restarts"]["disruption"] == 1
+    assert restarted["status"]["restarts"]["retryable"] == 0
+
+
+def test_a_permanent_exit_code_fails_at_once(h: Harness) -> None:
+    h.create(job_manifest("broken"))
+    h.finish(h.wait_running_pods("broken", 2, attempt=1)[1].metadata.name, 78)
+    failed = h.wait_phase("broken", "Failed")
+    assert condition(failed, "Failed")["reason"] == "PermanentFailure"
+    assert failed["status"]["attempt"] == 1
+
+
+def test_a_ps_worker_failure_replaces_only_that_worker(h: Harness) -> None:
+    h.create(job_manifest("ps", workers=3, mode="ParameterServer", parameterServers={"replicas": 2}))
+    first = {p.metadata.name: p.metadata.uid for p in h.wait_running_pods("ps", 5, attempt=1)}
+    h.finish("ps-worker-1-1", 75)
+
+    def replaced() -> dict[str, str] | None:
+        now = {p.metadata.name: p.metadata.uid for p in h.pods("ps") if p.status.phase == "Running"}
+        return now if len(now) == 5 and now["ps-worker-1-1"] != first["ps-worker-1-1"] else None
+
+    second = poll_until(replaced, timeout=60, what="worker 1 replaced")
+    assert {n: u for n, u in second.items() if n != "ps-worker-1-1"} == {
+        n: u for n, u in first.items() if n != "ps-worker-1-1"
+    }
+    job = h.wait_phase("ps", "Running")
+    assert job["status"]["attempt"] == 1 and job["status"]["restarts"]["retryable"] == 1
+
+
+def test_suspend_and_resume(h: Harness) -> None:
+    h.create(job_manifest("pausable"))
+    h.wait_running_pods("pausable", 2, attempt=1)
+    h.patch_spec("pausable", {"runPolicy": {"suspend": True}})
+    suspended = h.wait_phase("pausable", "Suspended")
+    assert condition(suspended, "Suspended")["status"] == "True"
+    poll_until(lambda: not h.pods("pausable"), timeout=30, what="pods of a suspended job to go")
+    h.patch_spec("pausable", {"runPolicy": {"suspend": False}})
+    h.wait_running_pods("pausable", 2, attempt=2)
+    resumed = h.wait_phase("pausable", "Running", attempt=2)
+    assert condition(resumed, "Suspended")["status"] == "False"
+    assert resumed["status"]["restarts"] == {"retryable": 0, "oom": 0, "disruption": 0, "stalled": 0}
+
+
+def test_a_job_created_suspended_makes_no_pods_until_admitted(h: Harness) -> None:
+    h.create(job_manifest("queued", runPolicy={"suspend": True}, scheduling={"queueName": "team-a"}))
+    h.wait_phase("queued", "Suspended")
+    assert not h.pods("queued")
+    h.patch_spec("queued", {"runPolicy": {"suspend": False}})
+    h.wait_running_pods("queued", 2, attempt=1)
+
+
+def test_ttl_deletes_a_finished_job(h: Harness) -> None:
+    h.create(job_manifest("shortlived", runPolicy={"ttlSecondsAfterFinished": 1}))
+    h.finish(h.wait_running_pods("shortlived", 2, attempt=1)[0].metadata.name, 78)
+    h.wait_phase("shortlived", "Failed")
+
+    def gone() -> bool:
+        try:
+            h.job("shortlived")
+        except client.ApiException as error:
+            return bool(error.status == 404)
+        return False
+
+    poll_until(gone, timeout=30, what="the job deleted after its TTL")
+
+
+def test_active_deadline_fails_the_job(h: Harness) -> None:
+    h.create(job_manifest("deadline", runPolicy={"activeDeadlineSeconds": 2}))
+    failed = h.wait_phase("deadline", "Failed", timeout=30)
+    assert condition(failed, "Failed")["reason"] == "DeadlineExceeded"
+    poll_until(lambda: not h.pods("deadline"), timeout=30, what="the running pods of a failed job to go")
+
+
+def test_an_unschedulable_job_reaches_its_startup_deadline_and_says_why(h: Harness) -> None:
+    manifest = job_manifest("toobig", runPolicy={"startupDeadlineSeconds": 3})
+    manifest["spec"]["workers"]["resources"] = {"limits": {"nvidia.com/gpu": 16}}  # the nodes have 8 each
+    h.create(manifest)
+    failed = h.wait_phase("toobig", "Failed", timeout=30)
+    message = condition(failed, "Failed")["message"]
+    assert condition(failed, "Failed")["reason"] == "StartupDeadlineExceeded"
+    assert "nvidia.com/gpu" in message
+
+
+def test_a_node_lost_under_running_pods_restarts_the_gang(h: Harness) -> None:
+    node = "lost-node"
+    h.core.create_node(gpu_node(node, "127.0.10.98"))
+    try:
+        manifest = job_manifest("orphaned")
+        manifest["spec"]["workers"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        h.create(manifest)
+        h.wait_running_pods("orphaned", 2, attempt=1)
+    finally:
+        pods.remove_node(h.core, node)
+    h.wait(
+        "orphaned",
+        lambda job: (job.get("status") or {}).get("restarts", {}).get("disruption") == 1,
+        "a disruption restart after the node went",
+        timeout=150,
+    )
+    job = h.job("orphaned")
+    assert job["status"]["restarts"]["retryable"] == 0 and job["status"]["attempt"] == 2
+
+
+def test_operator_killed_mid_attempt_makes_no_duplicates(h: Harness) -> None:
+    h.create(job_manifest("survivor", workers=4))
+    first = h.wait_running_pods("survivor", 4, attempt=1)
+    h.operator.kill()
+    h.finish(first[2].metadata.name, 75)  # fails while no operator is watching
+    h.operator.start()
+    h.wait_phase("survivor", "Running", attempt=2)
+    second = h.wait_running_pods("survivor", 4, attempt=2)
+    assert len({p.metadata.name for p in second}) == 4
+    job = h.job("survivor")
+    assert job["status"]["restarts"]["retryable"] == 1
+    h.operator.kill()  # again, right after a restart was written: nothing is counted twice
+    h.operator.start()
+    h.wait(
+        "survivor",
+        lambda job: (job.get("status") or {}).get("observedGeneration") == 1,
+        "the restarted operator to reconcile",
+    )
+    assert h.job("survivor")["status"]["restarts"]["retryable"] == 1
+    assert len(h.pods("survivor")) == 4
+
+
+def test_metrics_count_jobs_and_restarts(h: Harness, operator: OperatorProcess) -> None:
+    h.create(job_manifest("measured"))
+    h.finish(h.wait_running_pods("measured", 2, attempt=1)[0].metadata.name, 75)
+    h.wait_phase("measured", "Running", attempt=2)
+
+    def scraped() -> str | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=2) as response:
+            text: str = response.read().decode()
+        return text if 'trainingjob_restarts_total{failure_class="retryable"}' in text else None
+
+    text = poll_until(scraped, timeout=20, what="the restart counted in /metrics")
+    assert 'trainingjob_jobs{phase="Running"}' in text
+    assert "trainingjob_reconcile_duration_seconds_count" in text

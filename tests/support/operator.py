@@ -1,0 +1,49 @@
+"""The operator as the tests run it: `python -m trainingjob` in its own process group, against a kubeconfig."""
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tests.support.processes import Server, free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class OperatorProcess:
+    """Starts, kills and restarts the real operator process."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, **settings: str) -> None:
+        self.kubeconfig, self.log_dir = kubeconfig, log_dir
+        self.metrics_port = free_port()
+        self.env = {
+            "KUBECONFIG": str(kubeconfig),
+            "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("operator", "api", "trainer-image", ".")),
+            "TJ_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "TJ_OPERATOR_BACKOFF_BASE_SECONDS": "0.5",
+            "TJ_OPERATOR_BACKOFF_MAX_SECONDS": "2",
+            "TJ_OPERATOR_RESYNC_SECONDS": "5",
+            **settings,
+        }
+        self.server: Server | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        self.server = Server(f"operator-{self.starts}", [sys.executable, "-m", "trainingjob"], self.log_dir, self.env)
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up, as when a node dies under the operator."""
+        if self.server is not None:
+            os.killpg(self.server.process.pid, signal.SIGKILL)
+            self.server.process.wait(timeout=10)
+            self.server.stop()
+            self.server = None
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def log_tail(self) -> str:
+        return self.server.log_tail(60) if self.server else ""
