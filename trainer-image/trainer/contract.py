@@ -36,9 +36,7 @@ PROGRESS_PORT = "TJ_PROGRESS_PORT"
 PROGRESS_FILE = "TJ_PROGRESS_FILE"
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"
 
-ALL_VARIABLES = frozenset(
-    value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str)
-)
+ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 
 ROLE_WORKER = "worker"
 ROLE_PS = "ps"

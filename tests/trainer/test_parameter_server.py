@@ -1,0 +1,65 @@
+"""Parameter-server mode through the real entry point: 4 workers, 2 shards, bounded staleness, dead peers."""
+
+import signal
+from pathlib import Path
+
+from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+
+RUN_TIMEOUT = 120.0
+BOUND = 4
+
+
+def start_ps_job(
+    pods: list[Pod], logs: Path, directory: Path, *, shards: int, workers: int, config: str, wait: str
+) -> tuple[list[Pod], list[Pod]]:
+    """Parameter servers first, then workers, as the operator would create them (in any order)."""
+    addrs = ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards))
+    common = {
+        "TJ_NUM_PS": str(shards),
+        "TJ_NUM_WORKERS": str(workers),
+        "TJ_PS_ADDRS": addrs,
+        "TJ_TRAINER_CONFIG": config,
+        "TJ_MASTER_WAIT_SECONDS": wait,
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+    }
+    servers = [
+        start_pod(f"ps{index}", {**common, "TJ_ROLE": "ps", "TJ_REPLICA_INDEX": str(index)}, logs)
+        for index in range(shards)
+    ]
+    clients = [
+        start_pod(f"worker{index}", {**common, "TJ_ROLE": "worker", "TJ_REPLICA_INDEX": str(index)}, logs)
+        for index in range(workers)
+    ]
+    pods += servers + clients
+    return servers, clients
+
+
+def test_four_workers_two_shards_reach_accuracy_within_the_staleness_bound(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    config = config_json(
+        workload="digits-mlp", steps=200, batchSize=32, learningRate=0.05, momentum=0.5, stalenessBound=BOUND
+    )
+    servers, workers = start_ps_job(pods, logs, tmp_path, shards=2, workers=4, config=config, wait="60")
+    codes = [pod.wait(RUN_TIMEOUT) for pod in servers + workers]
+    assert codes == [0] * 6, "\n".join(pod.text() for pod in pods)
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None
+    print("parameter-server summary:", {key: progress[key] for key in sorted(progress)})
+    assert progress["workersDone"] == 4
+    assert isinstance(progress["accuracy"], float) and progress["accuracy"] >= 0.93
+    assert isinstance(progress["maxStaleness"], int) and 0 <= progress["maxStaleness"] <= BOUND
+    assert progress["acceptedGradients"] + progress["refusedGradients"] == 2 * 4 * 200
+    for index in range(2):
+        assert any((tmp_path / "checkpoints" / f"ps-{index}").glob("step-*/COMPLETE"))
+
+
+def test_workers_exit_retryable_when_their_parameter_server_dies(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.05)
+    servers, workers = start_ps_job(pods, logs, tmp_path, shards=1, workers=2, config=config, wait="3")
+    wait_for(lambda: (read_json(tmp_path / "progress.json") or {}).get("step", 0) >= 10, 90, "training to start")
+    servers[0].process.send_signal(signal.SIGKILL)
+    codes = [pod.wait(30) for pod in workers]
+    assert codes == [75, 75], "\n".join(pod.text() for pod in workers)
+    assert "lost a parameter server" in workers[0].text()

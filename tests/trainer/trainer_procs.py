@@ -1,0 +1,128 @@
+"""Test support: run `python -m trainer` pods as real processes, with free ports and deadline polling."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (bound to 0, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def config_json(**fields: Any) -> str:
+    """TJ_TRAINER_CONFIG for the given camelCase fields."""
+    return json.dumps(fields)
+
+
+def base_env(extra: Mapping[str, str]) -> dict[str, str]:
+    """The test process's environment, made importable, plus `extra`."""
+    env = dict(os.environ)
+    paths = [str(REPO / "trainer-image"), str(REPO)]
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")])
+    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        # Without cached bytecode every rank recompiles torch's sources: seconds per process.
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "trainingjob-pycache")
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Pod:
+    """One trainer process (a pod's PID 1) and its log file."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def wait(self, timeout: float) -> int:
+        """The exit code; fails the test (with the log) if it takes longer than `timeout`."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"{self.name} did not exit within {timeout}s:\n{self.text()}") from None
+
+    def text(self) -> str:
+        """What the pod logged so far."""
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+def start_pod(name: str, env: Mapping[str, str], logs: Path, args: tuple[str, ...] = ()) -> Pod:
+    """Start `python -m trainer` with `env` added to ours."""
+    log = logs / f"{name}.log"
+    with log.open("ab") as handle:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "trainer", *args],
+            env=base_env(env),
+            cwd=REPO,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+        )
+    return Pod(name, process, log)
+
+
+@contextmanager
+def pods_cleanup() -> Iterator[list[Pod]]:
+    """Kill whatever pods a test left running, even when it fails."""
+    pods: list[Pod] = []
+    try:
+        yield pods
+    finally:
+        for pod in pods:
+            if pod.process.poll() is None:
+                pod.process.kill()
+                pod.process.wait()
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str, interval: float = 0.05) -> T:
+    """Poll until `predicate` returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON file written atomically, or None if it is not there yet."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_model_state(checkpoint: Path) -> dict[str, torch.Tensor]:
+    """The model tensors a `step-N` checkpoint holds."""
+    state = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)
+    model: dict[str, torch.Tensor] = state["model"]
+    return model
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct child processes of `pid` (Linux /proc)."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        children += [int(child) for child in text]
+    return children

@@ -1,0 +1,38 @@
+"""Rank 0's progress: the Prometheus text, the HTTP endpoint and the atomically written file."""
+
+import json
+import socket
+import urllib.request
+from pathlib import Path
+
+from trainer.progress import ProgressReporter, render_metrics
+
+
+def test_metrics_text_format() -> None:
+    text = render_metrics({"step": 3, "loss": 0.5, "finished": True, "lastCheckpointPath": "/x"})
+    assert "# TYPE trainingjob_trainer_step gauge\ntrainingjob_trainer_step 3.0\n" in text
+    assert "trainingjob_trainer_loss 0.5\n" in text
+    assert "finished" not in text and "/x" not in text
+
+
+def test_endpoint_and_file(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    now = [100.0]
+    reporter = ProgressReporter(2, port, tmp_path / "progress.json", clock=lambda: now[0]).start()
+    try:
+        reporter.report(step=1, loss=2.0, samples=64)
+        now[0] = 102.0
+        reporter.report(step=2, loss=1.5, samples=64)
+        reporter.checkpointed(2, "/ckpt/step-2", 101.0)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/progress", timeout=5) as response:
+            progress = json.load(response)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            metrics = response.read().decode()
+    finally:
+        reporter.close()
+    assert (progress["step"], progress["attempt"], progress["heartbeat"]) == (2, 2, 102.0)
+    assert progress["samplesPerSecond"] == 32.0 and progress["lastCheckpointStep"] == 2
+    assert "trainingjob_trainer_last_checkpoint_step 2.0" in metrics
+    assert json.loads((tmp_path / "progress.json").read_text())["lastCheckpointPath"] == "/ckpt/step-2"

@@ -1,0 +1,130 @@
+"""The Checkpointer: interval policy, synchronous or background saves, resume from the newest complete one."""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer import checkpoint_store as store
+from trainer.env import CheckpointPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SavedCheckpoint:
+    """What progress reports about the last checkpoint."""
+
+    step: int
+    path: str
+    time: float
+
+
+def snapshot(value: Any) -> Any:
+    """A deep copy of a state tree with every tensor copied to CPU, safe to write while training goes on."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {key: snapshot(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(snapshot(item) for item in value)
+    return value
+
+
+class Checkpointer:
+    """Owns when to save, how (atomically, maybe in the background) and what to resume from."""
+
+    def __init__(
+        self,
+        policy: CheckpointPolicy,
+        asynchronous: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.policy = policy
+        self.asynchronous = asynchronous
+        self._clock = clock
+        self._last_save_at = clock()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.last: SavedCheckpoint | None = None
+        self.stall_seconds = 0.0
+        self.saves = 0
+
+    @property
+    def enabled(self) -> bool:
+        """False when no checkpoint directory is configured."""
+        return self.policy.directory is not None
+
+    def is_step_due(self, step: int) -> bool:
+        """The step-interval rule: deterministic, so every rank agrees without talking."""
+        every = self.policy.every_steps
+        return self.enabled and every is not None and step > 0 and step % every == 0
+
+    def is_time_due(self) -> bool:
+        """The seconds-interval rule: DDP ranks must agree on it through rank 0."""
+        every = self.policy.every_seconds
+        return self.enabled and every is not None and self._clock() - self._last_save_at >= every
+
+    def save(self, step: int, state: dict[str, Any]) -> None:
+        """Save `state` as step-N; in the background if asynchronous (only one write in flight)."""
+        if self.policy.directory is None:
+            return
+        started = time.perf_counter()
+        self.wait()
+        copy = snapshot(state) if self.asynchronous else state
+        if self.asynchronous:
+            self._thread = threading.Thread(target=self._write, args=(step, copy), name="checkpoint", daemon=True)
+            self._thread.start()
+        else:
+            self._write(step, copy)
+            self._raise_pending()
+        self._last_save_at = self._clock()
+        self.stall_seconds += time.perf_counter() - started
+        self.saves += 1
+
+    def _write(self, step: int, state: dict[str, Any]) -> None:
+        assert self.policy.directory is not None
+        try:
+            path = store.write_checkpoint(self.policy.directory, step, {**state, "step": step})
+            store.prune(self.policy.directory, self.policy.keep)
+            self.last = SavedCheckpoint(step, str(path), time.time())
+            log.info("checkpoint saved: %s", path)
+        except BaseException as error:
+            self._error = error
+
+    def _raise_pending(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise RuntimeError(f"checkpoint write failed: {error}") from error
+
+    def wait(self) -> None:
+        """Block until the write in flight is on disk; re-raises its failure."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._raise_pending()
+
+    def load_latest(self) -> dict[str, Any] | None:
+        """The newest complete, loadable checkpoint's state, or None for a fresh start."""
+        if self.policy.directory is None:
+            return None
+        found = store.load_newest(self.policy.directory)
+        if found is None:
+            log.info("no complete checkpoint under %s: starting from step 0", self.policy.directory)
+            return None
+        entry, state = found
+        self.last = SavedCheckpoint(entry.step, str(entry.path), entry.path.stat().st_mtime)
+        log.info("resuming from checkpoint %s (step %d)", entry.path, entry.step)
+        return state
+
+
+def checkpoint_root(policy: CheckpointPolicy, subfolder: str) -> CheckpointPolicy:
+    """The same policy with its directory narrowed to a subfolder (one per parameter-server shard)."""
+    if policy.directory is None:
+        return policy
+    return CheckpointPolicy(Path(policy.directory) / subfolder, policy.every_steps, policy.every_seconds, policy.keep)

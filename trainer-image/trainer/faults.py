@@ -1,0 +1,25 @@
+"""Test-only fault injection, switched on by environment variables the operator never sets."""
+
+import logging
+import os
+import signal
+
+log = logging.getLogger(__name__)
+
+KILL_AT_STEP = "TJ_TEST_KILL_AT_STEP"
+KILL_RANK = "TJ_TEST_KILL_RANK"
+CRASH_BEFORE_RENAME_STEP = "TJ_TEST_CRASH_BEFORE_RENAME_STEP"
+
+
+def maybe_kill(step: int, rank: int) -> None:
+    """SIGKILL this process after `step` if the test asked for it: no cleanup, no final checkpoint."""
+    if os.environ.get(KILL_AT_STEP) == str(step) and os.environ.get(KILL_RANK, "0") == str(rank):
+        log.error("test hook %s: rank %d sends itself SIGKILL after step %d", KILL_AT_STEP, rank, step)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_crash_before_rename(step: int) -> None:
+    """Die like a killed writer: the checkpoint is on disk under its temporary name, never renamed."""
+    if os.environ.get(CRASH_BEFORE_RENAME_STEP) == str(step):
+        log.error("test hook %s: crashing before the rename of step %d", CRASH_BEFORE_RENAME_STEP, step)
+        os._exit(137)

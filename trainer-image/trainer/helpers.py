@@ -1,0 +1,74 @@
+"""What a user's own torchrun-style script can import: rendezvous, checkpoints, progress, SIGTERM, exit codes.
+
+from trainer import helpers
+env = helpers.environment()
+device = helpers.init_distributed(env)
+checkpointer, progress, stop = helpers.checkpointer(env), helpers.progress_reporter(env), helpers.stop_flag()
+state = checkpointer.load_latest()  # None on a fresh start
+...
+if checkpointer.is_step_due(step): helpers.save(checkpointer, env, step, {...})
+if stop.is_set(): helpers.save(...); sys.exit(helpers.ExitCode.PREEMPTED)
+"""
+
+import os
+from typing import Any
+
+import torch
+
+from trainer.checkpoint import Checkpointer, SavedCheckpoint
+from trainer.contract import ExitCode
+from trainer.ddp import init_process_group
+from trainer.env import CheckpointPolicy, TrainerEnv, read_env
+from trainer.progress import ProgressReporter
+from trainer.signals import StopFlag
+from trainer.training import rng_state, set_rng_state
+
+__all__ = [
+    "Checkpointer",
+    "ExitCode",
+    "ProgressReporter",
+    "SavedCheckpoint",
+    "StopFlag",
+    "checkpointer",
+    "environment",
+    "init_distributed",
+    "progress_reporter",
+    "rng_state",
+    "save",
+    "set_rng_state",
+    "stop_flag",
+]
+
+
+def environment() -> TrainerEnv:
+    """The operator's variables (or torchrun's: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_*), validated."""
+    return read_env(os.environ)
+
+
+def init_distributed(env: TrainerEnv) -> torch.device:
+    """Wait for rank 0's port (non-zero ranks), join the process group, return this rank's device."""
+    return init_process_group(env)
+
+
+def checkpointer(env: TrainerEnv, asynchronous: bool = False) -> Checkpointer:
+    """The platform's checkpointer from TJ_CHECKPOINT_*; every rank can read, only rank 0 should save."""
+    policy = env.checkpoint if env.checkpoint.directory is not None else CheckpointPolicy()
+    return Checkpointer(policy, asynchronous=asynchronous)
+
+
+def save(checkpoints: Checkpointer, env: TrainerEnv, step: int, state: dict[str, Any]) -> None:
+    """Save on rank 0 only (the caller keeps ranks in step, e.g. by saving at agreed steps)."""
+    if env.rank == 0:
+        checkpoints.save(step, state)
+
+
+def progress_reporter(env: TrainerEnv) -> ProgressReporter | None:
+    """Rank 0's progress endpoint and file (TJ_PROGRESS_PORT, TJ_PROGRESS_FILE), started; None elsewhere."""
+    if env.rank != 0:
+        return None
+    return ProgressReporter(env.attempt, env.progress_port, env.progress_file).start()
+
+
+def stop_flag() -> StopFlag:
+    """A flag SIGTERM sets: finish the step, save, exit with ExitCode.PREEMPTED."""
+    return StopFlag().install()

@@ -1,0 +1,152 @@
+"""Rank 0's progress: GET /progress (JSON) and GET /metrics (Prometheus text) plus an atomic JSON file."""
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_METRICS = (
+    ("step", "trainingjob_trainer_step", "gauge", "Training steps completed."),
+    ("loss", "trainingjob_trainer_loss", "gauge", "Loss of the last step."),
+    ("samplesPerSecond", "trainingjob_trainer_samples_per_second", "gauge", "Recent training throughput."),
+    ("attempt", "trainingjob_trainer_attempt", "gauge", "The job attempt this trainer belongs to."),
+    ("heartbeat", "trainingjob_trainer_heartbeat_timestamp_seconds", "gauge", "When the last step finished."),
+    (
+        "lastCheckpointStep",
+        "trainingjob_trainer_last_checkpoint_step",
+        "gauge",
+        "Step of the last checkpoint.",
+    ),
+    (
+        "lastCheckpointTime",
+        "trainingjob_trainer_last_checkpoint_timestamp_seconds",
+        "gauge",
+        "Last checkpoint.",
+    ),
+)
+
+
+def render_metrics(progress: dict[str, Any]) -> str:
+    """The Prometheus text exposition format (version 0.0.4) of a progress snapshot."""
+    lines = []
+    for key, name, kind, help_text in _METRICS:
+        value = progress.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {float(value)!r}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write to a temporary name in the same folder, then rename: readers never see half a file."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(temp, path)
+
+
+class ProgressReporter:
+    """Holds the latest progress; serves it over HTTP and mirrors it to a file (at most once per interval)."""
+
+    def __init__(
+        self,
+        attempt: int,
+        port: int | None = None,
+        file: Path | None = None,
+        file_interval: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._state: dict[str, Any] = {"attempt": attempt, "step": 0, "heartbeat": clock(), "finished": False}
+        self._port = port
+        self._file = file
+        self._file_interval = file_interval
+        self._file_written_at = float("-inf")
+        self._rate_anchor: tuple[float, int] | None = None
+        self._samples = 0
+        self._server: ThreadingHTTPServer | None = None
+
+    def start(self) -> "ProgressReporter":
+        """Open the HTTP endpoint (if a port was given) and write the first file."""
+        if self._port is not None:
+            self._server = ThreadingHTTPServer(("0.0.0.0", self._port), _handler_for(self))
+            threading.Thread(target=self._server.serve_forever, name="progress-http", daemon=True).start()
+            log.info("progress endpoint on port %d", self._port)
+        self.flush()
+        return self
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the current progress."""
+        with self._lock:
+            return dict(self._state)
+
+    def report(self, step: int, loss: float, samples: int) -> None:
+        """Record a finished step; `samples` is how many samples the whole job consumed in it."""
+        now = self._clock()
+        with self._lock:
+            self._samples += samples
+            if self._rate_anchor is None:
+                self._rate_anchor = (now, self._samples)
+            elif now - self._rate_anchor[0] >= 1.0:
+                rate = (self._samples - self._rate_anchor[1]) / (now - self._rate_anchor[0])
+                self._state["samplesPerSecond"] = rate
+                self._rate_anchor = (now, self._samples)
+            self._state.update(step=step, loss=loss, heartbeat=now)
+        if now - self._file_written_at >= self._file_interval:
+            self.flush()
+
+    def update(self, **fields: Any) -> None:
+        """Set extra fields (accuracy, lastCheckpoint*, staleness, ...) and write the file now."""
+        with self._lock:
+            self._state.update(fields)
+        self.flush()
+
+    def checkpointed(self, step: int, path: str, at: float) -> None:
+        """Record the last checkpoint."""
+        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at)
+
+    def flush(self) -> None:
+        """Write the progress file now (if one was configured)."""
+        if self._file is None:
+            return
+        self._file_written_at = self._clock()
+        try:
+            write_json_atomically(self._file, self.snapshot())
+        except OSError as error:
+            log.warning("could not write the progress file %s: %s", self._file, error)
+
+    def close(self) -> None:
+        """Write the file a last time and stop the HTTP endpoint."""
+        self.flush()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _handler_for(reporter: ProgressReporter) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/progress":
+                body, kind = json.dumps(reporter.snapshot()).encode(), "application/json"
+            elif self.path == "/metrics":
+                body, kind = render_metrics(reporter.snapshot()).encode(), "text/plain; version=0.0.4"
+            else:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler

@@ -1,0 +1,126 @@
+"""A parameter shard and its rules: shard assignment, bounded staleness, idempotent pushes.
+
+The staleness rule: a gradient's staleness is the number of updates this shard applied between the pull the
+worker computed it from (the version it names) and its arrival. A gradient staler than the bound is refused
+(dropped), never applied; the worker simply carries on with the fresh parameters that come with the refusal.
+So no worker ever waits for another: a slow or dead worker cannot stall the job, and every applied gradient is
+at most `stalenessBound` updates old.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from trainer.config import TrainerConfig
+from trainer.training import build_optimizer
+
+
+def assign_shards(sizes: Sequence[tuple[str, int]], shards: int) -> dict[str, int]:
+    """Parameter name -> shard index, balancing element counts: largest first onto the least loaded shard."""
+    loads = [0] * shards
+    assignment: dict[str, int] = {}
+    for name, size in sorted(sizes, key=lambda item: (-item[1], item[0])):
+        target = min(range(shards), key=lambda index: (loads[index], index))
+        assignment[name] = target
+        loads[target] += size
+    return assignment
+
+
+def is_accepted(staleness: int, bound: int) -> bool:
+    """The bounded-staleness rule: apply a gradient only if at most `bound` updates came in between."""
+    return 0 <= staleness <= bound
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What became of one pushed gradient."""
+
+    accepted: bool
+    staleness: int
+    duplicate: bool = False
+
+
+@dataclass
+class ShardStats:
+    """Counters the job reports at the end."""
+
+    accepted: int = 0
+    refused: int = 0
+    duplicates: int = 0
+    max_staleness: int = 0
+    max_staleness_seen: int = 0
+    histogram: dict[int, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data, for messages and checkpoints."""
+        return {
+            "accepted": self.accepted,
+            "refused": self.refused,
+            "duplicates": self.duplicates,
+            "max_staleness": self.max_staleness,
+            "max_staleness_seen": self.max_staleness_seen,
+            "histogram": dict(self.histogram),
+        }
+
+
+class ShardState:
+    """This shard's parameters, optimizer, version and each worker's next step."""
+
+    def __init__(self, params: dict[str, torch.Tensor], config: TrainerConfig) -> None:
+        self.params = {name: tensor.detach().clone().requires_grad_(True) for name, tensor in params.items()}
+        self.optimizer = build_optimizer(config, list(self.params.values()))
+        self.bound = config.staleness_bound
+        self.version = 0
+        self.next_steps: dict[int, int] = {}
+        self.stats = ShardStats()
+
+    def next_step(self, worker: int) -> int:
+        """The first step this shard has not seen from `worker`."""
+        return self.next_steps.get(worker, 0)
+
+    def apply(self, worker: int, step: int, version: int, grads: dict[str, torch.Tensor]) -> PushResult:
+        """Apply or refuse one worker's gradient for one step; a step seen before is ignored."""
+        if step < self.next_step(worker):
+            self.stats.duplicates += 1
+            return PushResult(False, self.version - version, duplicate=True)
+        self.next_steps[worker] = step + 1
+        staleness = self.version - version
+        self.stats.max_staleness_seen = max(self.stats.max_staleness_seen, staleness)
+        self.stats.histogram[staleness] = self.stats.histogram.get(staleness, 0) + 1
+        if not is_accepted(staleness, self.bound):
+            self.stats.refused += 1
+            return PushResult(False, staleness)
+        for name, tensor in self.params.items():
+            tensor.grad = grads[name]
+        self.optimizer.step()
+        self.version += 1
+        self.stats.accepted += 1
+        self.stats.max_staleness = max(self.stats.max_staleness, staleness)
+        return PushResult(True, staleness)
+
+    def values(self) -> dict[str, torch.Tensor]:
+        """The parameters as plain tensors, for a reply."""
+        return {name: tensor.detach() for name, tensor in self.params.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a restarted parameter server needs."""
+        return {
+            "params": self.values(),
+            "optimizer": self.optimizer.state_dict(),
+            "version": self.version,
+            "next_steps": dict(self.next_steps),
+            "stats": self.stats.as_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what state_dict() captured."""
+        with torch.no_grad():
+            for name, tensor in self.params.items():
+                tensor.copy_(state["params"][name])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["version"]
+        self.next_steps = {int(worker): step for worker, step in state["next_steps"].items()}
+        stats = dict(state["stats"])
+        self.stats = ShardStats(**stats)

@@ -1,0 +1,161 @@
+"""A parameter-server worker: compute a gradient, push it to every shard, train on the fresh parameters."""
+
+import logging
+import time
+from typing import Any
+
+import torch
+
+from trainer.config import TrainerConfig
+from trainer.contract import ExitCode
+from trainer.env import TrainerEnv
+from trainer.failures import ConfigError, RetryableError
+from trainer.progress import ProgressReporter
+from trainer.ps_shard import assign_shards
+from trainer.ps_wire import Connection, Message
+from trainer.rendezvous import wait_for_port
+from trainer.signals import StopFlag
+from trainer.training import DataOrder, compute_loss, configure_determinism, total_steps
+from trainer.workloads import accuracy, build_model, load_dataset
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT = 60.0
+
+
+class PsWorker:
+    """One worker: stateless apart from the parameters; its next step lives on the parameter servers."""
+
+    def __init__(self, env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> None:
+        self.env, self.config, self.stop = env, config, stop
+        self.index = env.replica_index
+        data = load_dataset(config.workload)
+        self.data = data
+        try:
+            self.order = DataOrder(len(data.y_train), config.batch_size, env.num_workers, self.index, config.seed)
+        except ValueError as error:
+            raise ConfigError("TJ_TRAINER_CONFIG", "batchSize", str(error)) from None
+        self.total = total_steps(config, self.order.steps_per_epoch)
+        self.model = build_model(config.workload, config.seed)
+        self.params = dict(self.model.named_parameters())
+        sizes = [(name, p.numel()) for name, p in self.params.items()]
+        self.assignment = assign_shards(sizes, len(env.ps_addrs))
+        self.connections: list[Connection] = []
+        self.versions = [0] * len(env.ps_addrs)
+        self.step = 0
+        self.max_staleness_seen = 0
+
+    def connect(self) -> None:
+        """(Re)connect to every shard, waiting for each with a deadline; resume at the shards' step for us."""
+        self.close()
+        for host, port in self.env.ps_addrs:
+            wait_for_port(host, port, self.env.master_wait_seconds, "parameter server")
+            self.connections.append(Connection(host, port, REQUEST_TIMEOUT))
+        replies = self._broadcast({"op": "hello", "worker": self.index})
+        self.step = min(int(reply["next_step"]) for reply in replies)
+
+    def _broadcast(self, message: Message, per_shard: list[Message] | None = None) -> list[Message]:
+        for shard, connection in enumerate(self.connections):
+            connection.send({**message, **(per_shard[shard] if per_shard else {})})
+        replies = [connection.receive() for connection in self.connections]
+        for shard, reply in enumerate(replies):
+            if "params" in reply:
+                self._load(shard, reply)
+        return replies
+
+    def _load(self, shard: int, reply: Message) -> None:
+        with torch.no_grad():
+            for name, value in reply["params"].items():
+                self.params[name].copy_(value)
+        self.versions[shard] = int(reply["version"])
+
+    def train_step(self) -> float:
+        """Gradient on this step's batch, pushed to every shard; the replies carry the new parameters."""
+        batch = self.order.batch(*self.order.position(self.step))
+        self.model.zero_grad(set_to_none=True)
+        loss = compute_loss(self.model, self.data.x_train[batch], self.data.y_train[batch])
+        loss.backward()  # type: ignore[no-untyped-call]
+        grads: list[dict[str, Any]] = [{} for _ in self.connections]
+        for name, param in self.params.items():
+            assert param.grad is not None
+            grads[self.assignment[name]][name] = param.grad
+        per_shard = [{"grads": g, "version": self.versions[shard]} for shard, g in enumerate(grads)]
+        replies = self._broadcast({"op": "push", "worker": self.index, "step": self.step}, per_shard)
+        self.max_staleness_seen = max([self.max_staleness_seen, *(int(r["staleness"]) for r in replies)])
+        self.step += 1
+        return float(loss.item())
+
+    def train(self, progress: ProgressReporter | None) -> ExitCode:
+        """Steps until the end or a SIGTERM; a lost shard gets reconnected to within the deadline."""
+        samples = self.config.batch_size * self.env.num_workers
+        while self.step < self.total:
+            if self.stop.is_set():
+                return ExitCode.PREEMPTED
+            try:
+                loss = self.train_step()
+            except (OSError, ConnectionError) as error:
+                log.warning("lost a parameter server (%s): reconnecting", error)
+                self.connect()
+                continue
+            if progress is not None:
+                progress.report(self.step, loss, samples)
+        return ExitCode.SUCCEEDED
+
+    def finish(self, progress: ProgressReporter | None) -> None:
+        """Tell the shards we are done; worker 0 waits for everyone, evaluates and releases the shards."""
+        self._broadcast({"op": "done", "worker": self.index})
+        if progress is None:
+            return
+        timeout = self.env.master_wait_seconds
+        replies = [c.request({"op": "wait_done", "timeout": timeout}, timeout + 10) for c in self.connections]
+        self._broadcast({"op": "pull"})
+        stats = [reply["stats"] for reply in replies]
+        score = accuracy(self.model, self.data.x_test, self.data.y_test)
+        summary = {
+            "accuracy": score,
+            "finished": True,
+            "stalenessBound": self.config.staleness_bound,
+            "maxStaleness": max(s["max_staleness"] for s in stats),
+            "maxStalenessSeen": max(s["max_staleness_seen"] for s in stats),
+            "acceptedGradients": sum(s["accepted"] for s in stats),
+            "refusedGradients": sum(s["refused"] for s in stats),
+            "workersDone": min(len(reply["done"]) for reply in replies),
+        }
+        log.info("parameter-server training done: %s", summary)
+        progress.update(**summary)
+        self._broadcast({"op": "finish"})
+
+    def close(self) -> None:
+        """Close every shard connection."""
+        for connection in self.connections:
+            connection.close()
+        self.connections = []
+
+
+def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:
+    """The `worker` role's entry point in parameter-server mode."""
+    configure_determinism()
+    worker = PsWorker(env, config, stop)
+    progress = ProgressReporter(env.attempt, env.progress_port, env.progress_file) if env.replica_index == 0 else None
+    try:
+        worker.connect()
+        if progress is not None:
+            progress.start().update(resumedFromStep=worker.step, totalSteps=worker.total)
+        started = time.monotonic()
+        code = worker.train(progress)
+        if code == ExitCode.SUCCEEDED:
+            worker.finish(progress)
+        log.info(
+            "worker %d: %s after %.1fs at step %d",
+            worker.index,
+            code.name,
+            time.monotonic() - started,
+            worker.step,
+        )
+        return code
+    except (OSError, ConnectionError) as error:
+        raise RetryableError(f"parameter-server worker {env.replica_index} lost its servers: {error}") from error
+    finally:
+        worker.close()
+        if progress is not None:
+            progress.close()

@@ -1,0 +1,30 @@
+"""Waiting for a peer's port to open (rank 0's store, a parameter server) with a deadline, never forever."""
+
+import logging
+import socket
+import time
+
+from trainer.failures import RetryableError
+
+log = logging.getLogger(__name__)
+
+
+def wait_for_port(host: str, port: int, deadline_seconds: float, what: str, interval: float = 0.2) -> None:
+    """Poll host:port until a TCP connect succeeds; DNS that does not resolve yet counts as not open."""
+    deadline = time.monotonic() + deadline_seconds
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            with socket.create_connection((host, port), timeout=min(2.0, deadline_seconds)):
+                if attempts > 1:
+                    log.info("%s at %s:%d is reachable after %d attempts", what, host, port, attempts)
+                return
+        except OSError as error:
+            if attempts == 1:
+                log.info("waiting up to %gs for %s at %s:%d (%s)", deadline_seconds, what, host, port, error)
+            if time.monotonic() >= deadline:
+                raise RetryableError(
+                    f"{what} at {host}:{port} not reachable within {deadline_seconds:g}s: {error}"
+                ) from None
+        time.sleep(interval)
