@@ -14,10 +14,14 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help venv controlplane lint fmt test crds dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo venv controlplane lint fmt test crds run-operator bench dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+demo: venv ## run the main job end to end: DDP on digits, a rank killed part-way, resumed from its checkpoint
+	@echo "[demo] examples/digits-ddp.yaml on this machine (local mode): 2 DDP ranks; worker-1 is killed at step 250"
+	bin/tjctl run examples/digits-ddp.yaml --kill worker-1@250 --workdir .tjctl/demo
 
 $(UV):
 	python3 -m venv $(CACHE)/tools/uv-$(UV_VERSION)
@@ -48,6 +52,15 @@ fmt: venv ## format and auto-fix
 test: venv controlplane lint ## set everything up, then lint, type-check and run every test
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+run-operator: venv ## run the operator in the foreground against the dev cluster (.dev/kubeconfig), CRDs applied first
+	@test -f .dev/kubeconfig || { echo "no .dev/kubeconfig: run 'make dev-cluster' first"; exit 1; }
+	kubectl --kubeconfig .dev/kubeconfig apply --server-side -f crds/
+	KUBECONFIG=$(CURDIR)/.dev/kubeconfig TJ_OPERATOR_METRICS_PORT=$${TJ_OPERATOR_METRICS_PORT:-8080} $(PY) -m trainingjob
+
+bench: venv controlplane ## run the benchmarks (each prints ratios against a baseline measured in the same run)
+	for bench in bench/bench_*.py; do \
+	  echo "== $$bench"; TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) $(PY) $$bench; done
 
 dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeconfig, .dev/bin
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \

@@ -10,8 +10,10 @@ from typing import Any
 
 from kubernetes import client
 
+from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION, CheckpointStatus, Progress
 from trainingjob.naming import job_selector, service_name
+from trainingjob.observe import progress_from_report
 from trainingjob.plan import Event
 
 log = logging.getLogger(__name__)
@@ -67,12 +69,12 @@ class KubernetesCluster:
         if not self.read_progress or not address:
             return None, None
         try:
-            with urllib.request.urlopen(f"http://{address}:29400/progress", timeout=2) as response:
+            with urllib.request.urlopen(f"http://{address}:{PROGRESS_PORT}/progress", timeout=2) as response:
                 report = json.loads(response.read())
         except (OSError, ValueError) as error:
             log.debug("no progress from %s: %s", address, error)
             return None, None
-        return _progress_of(report)
+        return progress_from_report(report)
 
     def write_status(self, namespace: str, name: str, resource_version: str, status: Manifest) -> None:
         body = {"metadata": {"resourceVersion": resource_version}, "status": status}
@@ -136,20 +138,3 @@ class KubernetesCluster:
                 self.core.create_namespaced_event(metadata["namespace"], body)
             except client.ApiException as error:  # events are best effort
                 log.warning("could not record event %s: %s", event.reason, error.reason)
-
-
-def _progress_of(report: Manifest) -> tuple[Progress | None, CheckpointStatus | None]:
-    try:
-        progress = Progress.model_validate(
-            {
-                "step": report.get("step", 0),
-                "loss": report.get("loss"),
-                "samplesPerSecond": report.get("samplesPerSecond", report.get("samples_per_second")),
-                "lastHeartbeatTime": report.get("heartbeat") or report.get("lastHeartbeatTime"),
-            }
-        )
-        checkpoint = report.get("lastCheckpoint") or report.get("last_checkpoint")
-        return progress, CheckpointStatus.model_validate(checkpoint) if checkpoint else None
-    except ValueError as error:
-        log.info("unreadable progress report: %s", error)
-        return None, None

@@ -1,7 +1,7 @@
 """Pure failure policy: classify a failed pod, pick an attempt's root cause, and decide restart or fail."""
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from trainingjob.contract import ExitCode
 from trainingjob.model import FailureClass, LastFailure, RestartCounts, RestartPolicy, RunPolicy
@@ -24,8 +24,9 @@ def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
 
 
 def root_cause(pods: list[PodState], policy: RunPolicy) -> tuple[FailureClass, PodState]:
-    """The failure that explains an attempt's end, by class precedence, then by replica order."""
-    ranked = sorted(pods, key=lambda p: (_PRECEDENCE.index(classify(p, policy)), p.replica))
+    """The failure that explains an attempt's end: by class precedence, then the first to end, then replica."""
+    latest = datetime.max.replace(tzinfo=UTC)
+    ranked = sorted(pods, key=lambda p: (_PRECEDENCE.index(classify(p, policy)), p.finished_at or latest, p.replica))
     return classify(ranked[0], policy), ranked[0]
 
 

@@ -2,7 +2,7 @@
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -50,6 +50,7 @@ class PodState:
     deleting: bool = False
     disrupted: bool = False
     exit_code: int | None = None
+    finished_at: datetime | None = None
     reason: str = ""
     message: str = ""
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
@@ -115,6 +116,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         deleting=metadata.get("deletionTimestamp") is not None,
         disrupted=disrupted,
         exit_code=terminated.get("exitCode"),
+        finished_at=_parse_time(terminated.get("finishedAt")),
         reason=reason,
         message=str(status.get("message") or terminated.get("message") or disruption.get("message") or ""),
         unschedulable=str(scheduled.get("message") or "") if scheduled.get("reason") == "Unschedulable" else "",
@@ -146,3 +148,25 @@ def observe(
 ) -> Observed:
     states = (pod_state(p, container, (log_tails or {}).get(p["metadata"]["name"], "")) for p in pods)
     return Observed(tuple(sorted((s for s in states if s), key=lambda s: (s.attempt, s.replica))), service_exists)
+
+
+def progress_from_report(report: Mapping[str, Any]) -> tuple[Progress | None, CheckpointStatus | None]:
+    """The trainer's progress report (JSON from rank 0's endpoint or file) as status fields."""
+    try:
+        heartbeat = report.get("heartbeat")
+        progress = Progress(
+            step=int(report.get("step", 0)),
+            loss=report.get("loss"),
+            samples_per_second=report.get("samplesPerSecond"),
+            last_heartbeat_time=datetime.fromtimestamp(float(heartbeat), UTC) if heartbeat is not None else None,
+        )
+        checkpoint = None
+        if report.get("lastCheckpointStep") is not None and report.get("lastCheckpointTime") is not None:
+            checkpoint = CheckpointStatus(
+                step=int(report["lastCheckpointStep"]),
+                path=str(report.get("lastCheckpointPath", "")),
+                time=datetime.fromtimestamp(float(report["lastCheckpointTime"]), UTC),
+            )
+    except (TypeError, ValueError):
+        return None, None
+    return progress, checkpoint

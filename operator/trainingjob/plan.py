@@ -278,10 +278,6 @@ class Planner:
     def progress_stalled(self, current: list[PodState]) -> bool:
         """No progress report for progressDeadlineSeconds while running: restart the attempt from its checkpoint."""
         limit = self.policy.progress_deadline_seconds
-        if self.observed.progress is not None:
-            self.status.progress = self.observed.progress
-        if self.observed.checkpoint is not None:
-            self.status.last_checkpoint = self.observed.checkpoint
         running = next(
             (c for c in self.status.conditions if c.type == ConditionType.RUNNING and c.status == "True"),
             None,
@@ -302,6 +298,19 @@ class Planner:
         else:
             self.fail(verdict.reason, verdict.message)
         return True
+
+    def record_progress(self) -> None:
+        """The trainer's latest report; a new attempt's first report may lag, so a step never goes back."""
+        reported, last = self.observed.progress, self.status.progress
+        if reported is not None:
+            behind = last is not None and reported.step < last.step
+            self.status.progress = (
+                last.model_copy(update={"last_heartbeat_time": reported.last_heartbeat_time})
+                if last and behind
+                else reported
+            )
+        if self.observed.checkpoint is not None:
+            self.status.last_checkpoint = self.observed.checkpoint
 
     def count_replicas(self, current: list[PodState]) -> None:
         self.status.workers = _counts([p for p in current if p.replica.role != ROLE_PS])
@@ -328,6 +337,7 @@ class Planner:
         present = {p.replica for p in current}
         missing = [r for r in replicas(self.job) if r not in present]
         self.count_replicas(current)
+        self.record_progress()
         if self.succeeded(current):
             return self.out
         # Pods of an attempt that ran and are now gone vanished (evicted, node lost); otherwise they are yet to come.

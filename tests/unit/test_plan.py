@@ -271,3 +271,16 @@ def test_every_pod_of_a_running_attempt_vanishing_is_a_disruption_not_a_fresh_st
     job, result = step(job, [])
     assert job.status and job.status.attempt == 2 and job.status.restarts.disruption == 1
     assert not result.create
+
+
+def test_the_first_rank_to_die_is_blamed_not_the_peers_it_took_down() -> None:
+    job, _ = step(make_job(), [])
+    crashed = {
+        "job-worker-0-1": {"phase": "Failed", "exit_code": 75},
+        "job-worker-1-1": {"phase": "Failed", "exit_code": 137},
+    }
+    pods = pods_of(job, 1, crashed)
+    pods[0]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-01-01T00:00:05Z"
+    pods[1]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-01-01T00:00:01Z"
+    job, _ = step(job, pods)
+    assert job.status and job.status.last_failure and job.status.last_failure.pod == "job-worker-1-1"

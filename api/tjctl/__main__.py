@@ -1,0 +1,129 @@
+"""`tjctl` (`python -m tjctl`): run a TrainingJob locally, or submit and manage TrainingJobs on a cluster."""
+
+import argparse
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import ApiException
+from rich.console import Console
+from rich.table import Table
+
+from tjctl import local_run
+from tjctl.kube import Kube
+from tjctl.manifest import ManifestError, load
+from trainingjob import crd
+from trainingjob.local import Chaos
+
+Manifest = dict[str, Any]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tjctl", description=__doc__)
+    parser.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
+    parser.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
+    run.add_argument("file", type=Path)
+    run.add_argument("--workdir", type=Path, help="logs and checkpoints (default: .tjctl/<job name>)")
+    run.add_argument(
+        "--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once the job reaches STEP, e.g. worker-1@250"
+    )
+    run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
+    commands.add_parser("crds", help="print the TrainingJob CRD")
+    submit = commands.add_parser("submit", help="create a job on the cluster")
+    submit.add_argument("file", type=Path)
+    commands.add_parser("list", help="list jobs")
+    for name in ("get", "delete", "suspend", "resume", "logs"):
+        sub = commands.add_parser(name, help=f"{name} a job")
+        sub.add_argument("name")
+        if name == "logs":
+            sub.add_argument("--replica", default="worker-0", help="worker-N or ps-N (default worker-0)")
+            sub.add_argument("--tail", type=int)
+    return parser
+
+
+def _print(objects: list[Manifest] | Manifest, output: str, console: Console) -> None:
+    if output == "json":
+        print(json.dumps(objects, indent=2, sort_keys=True))
+    elif output == "yaml":
+        print(yaml.safe_dump(objects, sort_keys=False), end="")
+    else:
+        table = Table("NAME", "PHASE", "MODE", "WORKERS", "ATTEMPT", "RESTARTS", "STEP", box=None)
+        for job in objects if isinstance(objects, list) else [objects]:
+            status, spec = job.get("status") or {}, job["spec"]
+            restarts = sum((status.get("restarts") or {}).values())
+            step = (status.get("progress") or {}).get("step", "")
+            table.add_row(
+                job["metadata"]["name"],
+                status.get("phase", ""),
+                spec.get("mode", "DDP"),
+                str(spec["workers"].get("replicas", 1)),
+                str(status.get("attempt", 0)),
+                str(restarts),
+                str(step),
+            )
+        console.print(table)
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    manifest, job = load(args.file)
+    chaos = None
+    if args.kill:
+        replica, _, step = args.kill.partition("@")
+        if not step.isdigit():
+            raise ManifestError(f"--kill {args.kill}: expected REPLICA@STEP, e.g. worker-1@250")
+        chaos = Chaos(replica, int(step))
+    workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)
+    if not args.resume:
+        for folder in ("checkpoints", "logs"):
+            shutil.rmtree(workdir / folder, ignore_errors=True)
+    total = job.spec.trainer.steps if job.spec.trainer else None
+    return local_run.run(manifest, total, workdir, chaos, console)
+
+
+def _cluster(args: argparse.Namespace, console: Console) -> int:
+    kube = Kube(args.kubeconfig, args.namespace)
+    actions: dict[str, Callable[[], Any]] = {
+        "submit": lambda: kube.submit(load(args.file)[0]),
+        "list": kube.list,
+        "get": lambda: kube.get(args.name),
+        "suspend": lambda: kube.set_suspend(args.name, True),
+        "resume": lambda: kube.set_suspend(args.name, False),
+    }
+    if args.command == "delete":
+        kube.delete(args.name)
+        console.print(f"trainingjob {args.name} deleted")
+    elif args.command == "logs":
+        print(kube.logs(args.name, args.replica, args.tail), end="")
+    else:
+        _print(actions[args.command](), args.output, console)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=args.output != "table")
+    try:
+        if args.command == "run":
+            return _run(args, console)
+        if args.command == "crds":
+            print(crd.render(), end="")
+            return 0
+        return _cluster(args, console)
+    except ManifestError as error:
+        console.print(f"[red]error:[/] {error}", highlight=False)
+        return 2
+    except ApiException as error:
+        detail = json.loads(error.body).get("message") if error.body else error.reason
+        console.print(f"[red]error from the cluster ({error.status}):[/] {detail}", highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

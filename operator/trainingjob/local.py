@@ -1,0 +1,294 @@
+"""Local mode: the reconcile.Cluster protocol on this machine, each pod a local process, no Kubernetes at all.
+
+The same planner and reconcile run over it, so restarts, checkpoint resume, backoff and deadlines behave as
+on a cluster. Ranks talk over loopback; the checkpoint volume is a folder of the work directory, shared by
+every rank and kept across attempts.
+"""
+
+import contextlib
+import copy
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainingjob import contract
+from trainingjob.manifests import TRAINER_COMMAND
+from trainingjob.model import CheckpointStatus, Progress, TrainingJobStatus
+from trainingjob.observe import progress_from_report
+from trainingjob.plan import Event, Settings
+from trainingjob.reconcile import reconcile
+
+Manifest = dict[str, Any]
+TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
+GRACE_SECONDS = 30.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class LocalPod:
+    """A pod as a local process: its manifest, the process and where its log and progress go."""
+
+    manifest: Manifest
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    progress_path: Path
+    deleted_at: float | None = None
+    finished_at: str | None = None
+
+    def __post_init__(self) -> None:
+        threading.Thread(target=self._stamp_exit, name=f"wait {self.name}", daemon=True).start()
+
+    def _stamp_exit(self) -> None:
+        """Note when the process ended, as the kubelet does, so the first rank to die is known."""
+        self.process.wait()
+        self.finished_at = _now()
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+    def as_manifest(self) -> Manifest:
+        """The pod as the API would show it, with a status read off the process."""
+        pod = copy.deepcopy(self.manifest)
+        code = self.process.poll()
+        if code is None:
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        else:
+            exit_code = code if code >= 0 else 128 - code
+            reason = "Completed" if code == 0 else "Error"
+            terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": self.finished_at or _now()}
+            container = {"name": self.manifest["spec"]["containers"][0]["name"], "state": {"terminated": terminated}}
+            phase = "Succeeded" if code == 0 else "Failed"
+            pod["status"] = {"phase": phase, "containerStatuses": [container]}
+        if self.deleted_at is not None:
+            pod["metadata"]["deletionTimestamp"] = _now()
+        return pod
+
+
+@dataclass
+class LocalCluster:
+    """One job and its pods on this machine. `on_event` receives every Event the planner emits."""
+
+    job: Manifest
+    workdir: Path
+    on_event: Any = print
+    pods: dict[str, LocalPod] = field(default_factory=dict)
+    service: bool = False
+    deleted: bool = False
+    ports: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        metadata = self.job.setdefault("metadata", {})
+        metadata.setdefault("namespace", "local")
+        metadata.update(uid=str(uuid.uuid4()), resourceVersion="1", generation=1, creationTimestamp=_now())
+        (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.workdir / "checkpoints"
+
+    def read_job(self, namespace: str, name: str) -> Manifest | None:
+        return None if self.deleted else copy.deepcopy(self.job)
+
+    def list_pods(self, namespace: str, job: str) -> list[Manifest]:
+        self._reap()
+        return [pod.as_manifest() for pod in self.pods.values()]
+
+    def service_exists(self, namespace: str, job: str) -> bool:
+        return self.service
+
+    def log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        found = self.pods.get(pod)
+        if found is None or not found.log_path.exists():
+            return ""
+        return "\n".join(found.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def progress(self, pod: Manifest) -> tuple[Progress | None, CheckpointStatus | None]:
+        found = self.pods.get(pod["metadata"]["name"])
+        if found is None or not found.progress_path.exists():
+            return None, None
+        try:
+            report = json.loads(found.progress_path.read_text())
+        except (OSError, ValueError):
+            return None, None
+        return progress_from_report(report)
+
+    def report(self, pod: str) -> Manifest:
+        """The raw progress report of a pod (accuracy and the like), or {}."""
+        found = self.pods.get(pod)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            return dict(json.loads(found.progress_path.read_text()))  # type: ignore[union-attr]
+        return {}
+
+    def write_status(self, namespace: str, name: str, resource_version: str, status: Manifest) -> None:
+        current = dict(self.job.get("status") or {})
+        for key, value in status.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        self.job["status"] = current
+        self.job["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
+
+    def create(self, namespace: str, manifests: list[Manifest]) -> None:
+        for manifest in manifests:
+            if manifest["kind"] == "Service":
+                self.service = True
+            elif manifest["metadata"]["name"] not in self.pods:
+                self._start(manifest)
+
+    def delete_pods(self, namespace: str, names: list[str]) -> None:
+        """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period."""
+        for name in names:
+            pod = self.pods.get(name)
+            if pod is not None and pod.deleted_at is None:
+                pod.deleted_at = datetime.now(UTC).timestamp()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pod.process.pid, signal.SIGTERM)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.deleted = True
+
+    def emit(self, job: Manifest, events: list[Event]) -> None:
+        for event in events:
+            self.on_event(event)
+
+    def kill(self, pod: str) -> None:
+        """SIGKILL a pod's process, as a crash or the OOM killer would."""
+        with contextlib.suppress(ProcessLookupError, KeyError):
+            os.killpg(self.pods[pod].process.pid, signal.SIGKILL)
+
+    def stop_all(self) -> None:
+        for pod in self.pods.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pod.process.pid, signal.SIGKILL)
+            pod.process.wait()
+
+    def _reap(self) -> None:
+        now = datetime.now(UTC).timestamp()
+        for name, pod in list(self.pods.items()):
+            if pod.deleted_at is None:
+                continue
+            if pod.process.poll() is None and now - pod.deleted_at > GRACE_SECONDS:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pod.process.pid, signal.SIGKILL)
+            if pod.process.poll() is not None:
+                del self.pods[name]
+
+    def _ports_for(self, attempt: str, count: int) -> list[int]:
+        """Fresh loopback ports per attempt: the rendezvous port, then one per parameter server."""
+        return self.ports.setdefault(attempt, [_free_port() for _ in range(count)])
+
+    def _start(self, manifest: Manifest) -> None:
+        container = manifest["spec"]["containers"][0]
+        env = {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+        refs = [item["name"] for item in container.get("env", []) if "value" not in item]
+        if refs:
+            raise ValueError(f"local mode cannot resolve valueFrom of env {refs}: give them a value")
+        name = manifest["metadata"]["name"]
+        ports = self._ports_for(env[contract.ATTEMPT], 1 + int(env[contract.NUM_PS]))
+        env.update(
+            {
+                contract.MASTER_ADDR: "127.0.0.1",
+                contract.PET_MASTER_ADDR: "127.0.0.1",
+                contract.MASTER_PORT: str(ports[0]),
+                contract.PET_MASTER_PORT: str(ports[0]),
+                contract.PS_ADDRS: ",".join(f"127.0.0.1:{port}" for port in ports[1:]),
+                contract.PROGRESS_PORT: "0",
+                contract.PROGRESS_FILE: str(self.workdir / "logs" / f"{name}.progress.json"),
+            }
+        )
+        if contract.CHECKPOINT_DIR in env:
+            env[contract.CHECKPOINT_DIR] = str(self.checkpoint_dir)
+        command = [*container["command"], *container.get("args", [])]
+        if command[: len(TRAINER_COMMAND)] == list(TRAINER_COMMAND) or command[0] in ("python", "python3"):
+            command[0] = sys.executable
+        path = os.pathsep.join(filter(None, [str(TRAINER_PATH), os.environ.get("PYTHONPATH", "")]))
+        log_path = self.workdir / "logs" / f"{name}.log"
+        with log_path.open("ab") as log:
+            process = subprocess.Popen(
+                command,
+                env={**os.environ, "PYTHONPATH": path, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=container.get("workingDir") or None,
+                start_new_session=True,
+            )
+        pod = copy.deepcopy(manifest)
+        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now(), namespace="local")
+        self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]))
+
+
+@dataclass(frozen=True)
+class Chaos:
+    """Kill one replica's process (e.g. "worker-1") once the job has reported `at_step`, in the first attempt."""
+
+    replica: str
+    at_step: int
+
+
+LOCAL_SETTINGS = Settings(backoff_base_seconds=1.0, backoff_max_seconds=10.0)
+
+
+def run_local(
+    manifest: Manifest,
+    workdir: Path,
+    *,
+    on_status: Any = lambda status: None,
+    on_event: Any = print,
+    chaos: Chaos | None = None,
+    poll_seconds: float = 0.25,
+) -> tuple[TrainingJobStatus | None, LocalCluster]:
+    """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports)."""
+    cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event)
+    name = str(cluster.job["metadata"]["name"])
+    status: TrainingJobStatus | None = None
+    killed = False
+    try:
+        while True:
+            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=LOCAL_SETTINGS)
+            if outcome.after is None:
+                return status, cluster
+            status = outcome.after
+            on_status(status)
+            if (
+                chaos
+                and not killed
+                and status.attempt == 1
+                and status.progress
+                and status.progress.step >= chaos.at_step
+            ):
+                cluster.kill(f"{name}-{chaos.replica}-1")
+                on_event(
+                    Event(
+                        "Warning",
+                        "ChaosKill",
+                        f"Killed {name}-{chaos.replica}-1 (SIGKILL) at step {status.progress.step}.",
+                    )
+                )
+                killed = True
+            if status.phase.is_terminal and all(pod.process.poll() is not None for pod in cluster.pods.values()):
+                return status, cluster
+            time.sleep(min(outcome.requeue_after or poll_seconds, poll_seconds))
+    finally:
+        cluster.stop_all()

@@ -1,0 +1,84 @@
+"""tjctl and local mode end to end: real trainer processes under the real planner, no cluster."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.integration.conftest import install_crd
+from tests.support.controlplane import ControlPlane
+
+from trainingjob import crd
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def tjctl(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env_path = ":".join(str(REPO / p) for p in ("operator", "api", "trainer-image", "."))
+    return subprocess.run(
+        [sys.executable, "-m", "tjctl", *args],
+        cwd=cwd,
+        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_path: Path) -> None:
+    manifest = yaml.safe_load((REPO / "examples" / "digits-ddp.yaml").read_text())
+    manifest["spec"]["trainer"]["steps"] = 300
+    manifest["spec"]["checkpoint"]["everySteps"] = 50
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(manifest))
+    result = tjctl("run", str(job_file), "--kill", "worker-1@120", "--workdir", str(tmp_path / "work"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "ChaosKill" in output and "Restarting as attempt 2" in output
+    assert "digits-ddp-worker-1-1 exited with code 137" in output  # the killed rank is blamed, not its peer
+    report = json.loads((tmp_path / "work" / "logs" / "digits-ddp-worker-0-2.progress.json").read_text())
+    assert report["resumedFromStep"] >= 100  # resumed from a checkpoint, not from step 0
+    assert report["step"] == 300
+    assert report["accuracy"] >= 0.9
+    assert sorted(p.name for p in (tmp_path / "work" / "checkpoints").glob("step-*"))[-1] == "step-300"
+
+
+def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:
+    manifest = yaml.safe_load((REPO / "examples" / "digits-ddp.yaml").read_text())
+    manifest["spec"]["workers"]["replicas"] = -2
+    job_file = tmp_path / "bad.yaml"
+    job_file.write_text(yaml.safe_dump(manifest))
+    result = tjctl("run", str(job_file), "--workdir", str(tmp_path / "work"))
+    assert result.returncode == 2
+    assert "spec.workers.replicas" in result.stdout + result.stderr
+    assert not (tmp_path / "work").exists()
+
+
+def test_crds_prints_the_generated_crd() -> None:
+    result = tjctl("crds")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == crd.render()
+
+
+@pytest.mark.envtest
+def test_cluster_commands_submit_list_suspend_resume_delete(envtest: ControlPlane, envtest_ns: str) -> None:
+    with envtest.api_client() as api:
+        install_crd(api)
+    cluster = ("--kubeconfig", str(envtest.kubeconfig), "-n", envtest_ns)
+    submitted = tjctl(*cluster, "-o", "json", "submit", str(REPO / "examples" / "digits-ddp.yaml"))
+    assert submitted.returncode == 0, submitted.stderr
+    assert json.loads(submitted.stdout)["metadata"]["namespace"] == envtest_ns
+    listed = tjctl(*cluster, "list")
+    assert "digits-ddp" in listed.stdout
+    suspended = tjctl(*cluster, "-o", "json", "suspend", "digits-ddp")
+    assert json.loads(suspended.stdout)["spec"]["runPolicy"]["suspend"] is True
+    resumed = tjctl(*cluster, "-o", "yaml", "resume", "digits-ddp")
+    assert yaml.safe_load(resumed.stdout)["spec"]["runPolicy"]["suspend"] is False
+    again = tjctl(*cluster, "submit", str(REPO / "examples" / "digits-ddp.yaml"))
+    assert again.returncode == 1 and "409" in again.stdout + again.stderr
+    assert tjctl(*cluster, "delete", "digits-ddp").returncode == 0
+    missing = tjctl(*cluster, "get", "digits-ddp")
+    assert missing.returncode == 1 and "404" in missing.stdout + missing.stderr
