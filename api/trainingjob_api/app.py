@@ -1,0 +1,62 @@
+"""create_app(settings): the FastAPI application, its routers, and the job cache it starts and stops."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from trainingjob_api import errors
+from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
+from trainingjob_api.deps import AppState
+from trainingjob_api.kube import Kube
+from trainingjob_api.metrics import ApiMetrics
+from trainingjob_api.routers import health, jobs, observe
+from trainingjob_api.settings import ApiSettings
+from trainingjob_api.store import JobCache
+
+DESCRIPTION = """Submit, list and follow TrainingJobs. Every request carries a Kubernetes bearer token
+(`Authorization: Bearer ...`), checked with TokenReview; each request is authorized with a SubjectAccessReview
+for the caller's user and groups, as `kubectl` would be. Lists and reads come from a cache fed by a WATCH:
+they are eventually consistent and may trail a write by the watch's latency (typically milliseconds)."""
+
+
+def build_state(settings: ApiSettings, kube: Kube) -> AppState:
+    ttl, size = settings.auth_cache_seconds, settings.auth_cache_size
+    return AppState(
+        settings=settings,
+        kube=kube,
+        cache=JobCache(kube, settings),
+        authenticator=Authenticator(kube, TtlCache(ttl, size)),
+        authorizer=Authorizer(kube, TtlCache(ttl, size)),
+        metrics=ApiMetrics(),
+    )
+
+
+def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) -> FastAPI:
+    """The REST API; it connects to Kubernetes now and starts watching jobs when it starts serving."""
+    settings = settings or ApiSettings()
+    state = build_state(settings, kube or Kube.connect(settings))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.cache.start()
+        try:
+            yield
+        finally:
+            state.cache.stop()
+            state.kube.close()
+
+    app = FastAPI(
+        title="TrainingJob API",
+        version="v1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        separate_input_output_schemas=False,
+    )
+    app.state.trainingjob = state
+    errors.install(app)
+    app.middleware("http")(state.metrics.middleware)
+    app.include_router(jobs.router)
+    app.include_router(observe.router)
+    app.include_router(health.router)
+    return app

@@ -1,0 +1,82 @@
+"""FastAPI dependencies: the app's state, the caller (TokenReview) and their permission (SubjectAccessReview)."""
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from trainingjob.model import GROUP, PLURAL
+from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller
+from trainingjob_api.errors import ApiError, unauthorized
+from trainingjob_api.kube import Kube
+from trainingjob_api.metrics import ApiMetrics
+from trainingjob_api.settings import ApiSettings
+from trainingjob_api.store import JobCache
+
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+@dataclass(frozen=True)
+class AppState:
+    """Everything a request handler needs, built once by create_app."""
+
+    settings: ApiSettings
+    kube: Kube
+    cache: JobCache
+    authenticator: Authenticator
+    authorizer: Authorizer
+    metrics: ApiMetrics
+
+
+def get_state(request: Request) -> AppState:
+    state: AppState = request.app.state.trainingjob
+    return state
+
+
+State = Annotated[AppState, Depends(get_state)]
+Namespace = Annotated[str, Path(pattern=NAMESPACE_PATTERN, max_length=63, description="The job's namespace.")]
+Name = Annotated[str, Path(pattern=NAME_PATTERN, max_length=253, description="The job's name.")]
+_bearer = HTTPBearer(auto_error=False, description="A Kubernetes bearer token, checked with TokenReview.")
+
+
+def authenticated(
+    state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Caller:
+    if credentials is None or not credentials.credentials:
+        raise unauthorized("an Authorization: Bearer <Kubernetes token> header is required")
+    caller = state.authenticator.authenticate(credentials.credentials)
+    if caller is None:
+        raise unauthorized("the bearer token was not accepted by Kubernetes (TokenReview)")
+    return caller
+
+
+AuthenticatedCaller = Annotated[Caller, Depends(authenticated)]
+
+
+def require(state: AppState, caller: Caller, access: Access) -> None:
+    """Raise 403 unless Kubernetes allows `caller` this `access`."""
+    if not state.authorizer.allows(caller, access):
+        raise ApiError(403, "Forbidden", f'user "{caller.username}" {access.describe()}')
+
+
+class Permission:
+    """A dependency allowing the request only if the caller may `verb` the resource in the path's namespace."""
+
+    def __init__(self, verb: str, resource: str = PLURAL, group: str = GROUP, subresource: str = "") -> None:
+        self.verb, self.resource, self.group, self.subresource = verb, resource, group, subresource
+
+    def __call__(self, namespace: Namespace, caller: AuthenticatedCaller, state: State) -> Caller:
+        require(state, caller, Access(self.verb, self.group, self.resource, namespace, self.subresource))
+        return caller
+
+
+CanCreate = Annotated[Caller, Depends(Permission("create"))]
+CanGet = Annotated[Caller, Depends(Permission("get"))]
+CanList = Annotated[Caller, Depends(Permission("list"))]
+CanDelete = Annotated[Caller, Depends(Permission("delete"))]
+CanPatch = Annotated[Caller, Depends(Permission("patch"))]
+CanWatch = Annotated[Caller, Depends(Permission("watch"))]
+CanListEvents = Annotated[Caller, Depends(Permission("list", resource="events", group=""))]
+CanGetLogs = Annotated[Caller, Depends(Permission("get", resource="pods", group="", subresource="log"))]

@@ -1,0 +1,40 @@
+"""The API's own Kubernetes identity: one client built from a kubeconfig or the in-cluster ServiceAccount."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+
+from trainingjob_api.settings import ApiSettings
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The typed API groups the REST API uses, all over one connection pool."""
+
+    api: Any
+    custom: Any
+    core: Any
+    authn: Any
+    authz: Any
+    timeout: float
+
+    @classmethod
+    def connect(cls, settings: ApiSettings) -> "Kube":
+        if settings.kubeconfig is not None:
+            api = config.new_client_from_config(config_file=str(settings.kubeconfig))
+        else:
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api = client.ApiClient(configuration)
+        return cls(
+            api=api,
+            custom=client.CustomObjectsApi(api),
+            core=client.CoreV1Api(api),
+            authn=client.AuthenticationV1Api(api),
+            authz=client.AuthorizationV1Api(api),
+            timeout=settings.kubernetes_timeout_seconds,
+        )
+
+    def close(self) -> None:
+        self.api.close()

@@ -1,0 +1,208 @@
+"""The trainingjobs resource: create, read and list (from the cache), delete, suspend and resume."""
+
+import base64
+import binascii
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+from kubernetes.client import ApiException
+
+from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
+from trainingjob_api.auth import Access
+from trainingjob_api.body import MANIFEST_BODY, manifest
+from trainingjob_api.deps import (
+    AppState,
+    AuthenticatedCaller,
+    CanCreate,
+    CanDelete,
+    CanGet,
+    CanList,
+    CanPatch,
+    Name,
+    Namespace,
+    State,
+)
+from trainingjob_api.errors import ApiError, Problem, from_kubernetes
+from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
+from trainingjob_api.selectors import SelectorError, parse
+from trainingjob_api.store import CachedJob, Key
+
+router = APIRouter(prefix="/api/v1", tags=["trainingjobs"])
+JSON = "application/json"
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem} for code in (401, 403, 404, 409, 422, 502)
+}  # fmt: skip
+Selector = Annotated[
+    str | None,
+    Query(alias="labelSelector", max_length=4096, description="Only jobs whose labels match, as `kubectl -l`."),
+]
+Limit = Annotated[int | None, Query(ge=1, description="The most jobs per page; every match when unset.")]
+Continue = Annotated[
+    str | None, Query(alias="continue", max_length=2048, description="The token from the previous page.")
+]
+
+
+def _job_response(job: dict[str, Any], status_code: int = 200) -> Response:
+    return Response(json.dumps(public_manifest(job)), status_code=status_code, media_type=JSON)
+
+
+def _what(namespace: str, name: str) -> str:
+    return f'trainingjob "{name}" in namespace "{namespace}"'
+
+
+def _encode(key: Key) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
+
+
+def _decode(token: str | None) -> Key | None:
+    if not token:
+        return None
+    try:
+        namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(namespace), str(name)
+    except (ValueError, TypeError, binascii.Error):
+        raise ApiError(422, "Invalid", "continue: not a token this API returned") from None
+
+
+def _page(
+    state: AppState, namespaces: list[str], selector: str | None, limit: int | None, token: str | None
+) -> Response:
+    if limit is not None and limit > state.settings.max_page_size:
+        raise ApiError(422, "Invalid", f"limit: at most {state.settings.max_page_size}")
+    try:
+        matches = state.cache.page(namespaces, parse(selector), _decode(token), limit)
+    except SelectorError as error:
+        raise ApiError(422, "Invalid", f"labelSelector: {error}") from None
+    following = None
+    if limit is not None and len(matches) > limit:
+        matches = matches[:limit]
+        following = _encode((matches[-1].namespace, matches[-1].name))
+    return _list_response(matches, following, state.cache.resource_version)
+
+
+def _list_response(jobs: list[CachedJob], following: str | None, resource_version: str) -> Response:
+    """The list serialized from the cached JSON of each job, so a large page costs no model work."""
+    metadata = json.dumps({"continue": following, "resourceVersion": resource_version})
+    head = f'{{"apiVersion":"{GROUP}/{VERSION}","kind":"TrainingJobList","metadata":{metadata},"items":['
+    return Response(head.encode() + b",".join(job.body for job in jobs) + b"]}", media_type=JSON)
+
+
+@router.post(
+    "/namespaces/{namespace}/trainingjobs",
+    status_code=201,
+    response_model=TrainingJob,
+    responses={**ERRORS, 413: {"model": Problem}, 415: {"model": Problem}},
+    openapi_extra=MANIFEST_BODY,
+    summary="Create a job from its manifest (JSON or YAML)",
+)
+def create_job(
+    namespace: Namespace, _: CanCreate, state: State, job: Annotated[TrainingJob, Depends(manifest)]
+) -> Response:
+    if job.metadata.namespace not in (None, namespace):
+        raise ApiError(422, "Invalid", f"metadata.namespace: {job.metadata.namespace!r} is not {namespace!r}")
+    if not job.metadata.name:
+        raise ApiError(422, "Invalid", "metadata.name: a name is required")
+    body = job.to_manifest()
+    body["metadata"]["namespace"] = namespace
+    body.pop("status", None)
+    try:
+        created = state.kube.custom.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, body, field_validation="Strict", _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, job.metadata.name)) from None
+    return _job_response(created, 201)
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs",
+    response_model=TrainingJobList,
+    responses=ERRORS,
+    summary="List the jobs of a namespace (from the cache)",
+)
+def list_jobs(
+    namespace: Namespace, _: CanList, state: State, *, selector: Selector = None, limit: Limit = None,
+    token: Continue = None,
+) -> Response:  # fmt: skip
+    return _page(state, [namespace], selector, limit, token)
+
+
+@router.get(
+    "/trainingjobs",
+    response_model=TrainingJobList,
+    responses=ERRORS,
+    summary="List the jobs of every namespace the caller may list (from the cache)",
+)
+def list_all_jobs(
+    caller: AuthenticatedCaller, state: State, *, selector: Selector = None, limit: Limit = None, token: Continue = None
+) -> Response:
+    namespaces = state.cache.namespaces()
+    if not state.authorizer.allows(caller, Access("list", GROUP, PLURAL, "")):
+        namespaces = [ns for ns in namespaces if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
+    return _page(state, namespaces, selector, limit, token)
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}",
+    response_model=TrainingJob,
+    responses=ERRORS,
+    summary="Read a job (from the cache, else from Kubernetes)",
+)
+def get_job(namespace: Namespace, name: Name, _: CanGet, state: State) -> Response:
+    cached = state.cache.get(namespace, name)
+    if cached is not None:
+        return Response(cached.body, media_type=JSON)
+    try:  # not in the cache (yet): read through, so a job just created is found
+        found = state.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, name)) from None
+    return _job_response(found)
+
+
+@router.delete(
+    "/namespaces/{namespace}/trainingjobs/{name}", response_model=Deleted, responses=ERRORS, summary="Delete a job"
+)
+def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> Deleted:
+    try:
+        state.kube.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background",
+            _request_timeout=state.kube.timeout,
+        )  # fmt: skip
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, name)) from None
+    return Deleted(namespace=namespace, name=name)
+
+
+def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> Response:
+    patch = {"spec": {"runPolicy": {"suspend": suspend}}}
+    try:
+        patched = state.kube.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, patch, field_validation="Strict",
+            _request_timeout=state.kube.timeout,
+        )  # fmt: skip
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, name)) from None
+    return _job_response(patched)
+
+
+@router.post(
+    "/namespaces/{namespace}/trainingjobs/{name}/suspend",
+    response_model=TrainingJob,
+    responses=ERRORS,
+    summary="Suspend a job: its pods checkpoint and stop, the job is kept",
+)
+def suspend_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
+    return _set_suspend(state, namespace, name, True)
+
+
+@router.post(
+    "/namespaces/{namespace}/trainingjobs/{name}/resume",
+    response_model=TrainingJob,
+    responses=ERRORS,
+    summary="Resume a suspended job from its newest checkpoint",
+)
+def resume_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
+    return _set_suspend(state, namespace, name, False)

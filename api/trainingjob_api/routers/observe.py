@@ -1,0 +1,184 @@
+"""What happens to a job: its Kubernetes events, the logs of its pods, a server-sent-events stream of its status."""
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from kubernetes.client import ApiException
+
+from trainingjob.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.model import GROUP, KIND, PLURAL, VERSION
+from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
+from trainingjob_api.deps import AppState, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
+from trainingjob_api.errors import ApiError, Problem, from_kubernetes, kubernetes_message, not_found
+from trainingjob_api.schemas import JobEvent, JobEventList
+from trainingjob_api.store import CachedJob
+
+router = APIRouter(prefix="/api/v1", tags=["observe"])
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (401, 403, 404, 422, 502)}
+Replica = Annotated[
+    str,
+    Query(
+        pattern=rf"^({ROLE_WORKER}|{ROLE_PS})-[0-9]{{1,5}}$",
+        description=f"The pod slot, as <role>-<index>: {ROLE_WORKER}-0, {ROLE_PS}-1, ...",
+    ),
+]
+
+
+def _what(namespace: str, name: str) -> str:
+    return f'trainingjob "{name}" in namespace "{namespace}"'
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}/events",
+    response_model=JobEventList,
+    responses=ERRORS,
+    summary="The Kubernetes events about a job, oldest first",
+)
+def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State) -> JobEventList:
+    selector = f"involvedObject.kind={KIND},involvedObject.name={name}"
+    try:
+        found = state.kube.core.list_namespaced_event(
+            namespace, field_selector=selector, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, f"the events of {_what(namespace, name)}") from None
+    events = [_event(e) for e in found.items if (e.involved_object.api_version or "").startswith(GROUP)]
+    return JobEventList(items=sorted(events, key=lambda e: e.last_timestamp or e.first_timestamp or ""))
+
+
+def _event(event: Any) -> JobEvent:
+    def stamp(value: Any) -> str | None:
+        return value.isoformat() if value is not None else None
+
+    source = event.reporting_component or (event.source.component if event.source else None)
+    return JobEvent(
+        type=event.type,
+        reason=event.reason,
+        message=event.message,
+        count=event.count,
+        first_timestamp=stamp(event.first_timestamp or event.event_time),
+        last_timestamp=stamp(event.last_timestamp or event.event_time),
+        source=source,
+    )
+
+
+def _current_pod(state: AppState, namespace: str, name: str, replica: str) -> Any:
+    role, index = replica.rsplit("-", 1)
+    selector = f"{JOB_LABEL}={name},{ROLE_LABEL}={role},{INDEX_LABEL}={int(index)}"
+    try:
+        pods = state.kube.core.list_namespaced_pod(
+            namespace, label_selector=selector, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, f"the pods of {_what(namespace, name)}") from None
+    if not pods.items:
+        raise not_found(f"a pod of replica {replica} of {_what(namespace, name)} (not started yet, or cleaned up)")
+    return max(pods.items, key=lambda pod: int((pod.metadata.labels or {}).get(ATTEMPT_LABEL, "0")))
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}/logs",
+    response_class=StreamingResponse,
+    responses={**ERRORS, 200: {"content": {"text/plain": {}}, "description": "The log, streamed."}},
+    summary="The log of one replica's pod in the job's current attempt, streamed",
+)
+def job_logs(
+    namespace: Namespace, name: Name, _: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
+    follow: bool = False, tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)] = None,
+) -> StreamingResponse:  # fmt: skip
+    found = _current_pod(state, namespace, name, replica)
+    pod = str(found.metadata.name)
+    if not found.spec.node_name:  # the apiserver answers "no content" for a pod that has no node yet
+        phase = found.status.phase if found.status else None
+        message = f'pod "{pod}" has no logs yet: it is not scheduled to a node (phase {phase})'
+        raise ApiError(404, "LogsNotAvailable", message)
+    try:
+        response = state.kube.core.read_namespaced_pod_log(
+            pod, namespace, container=CONTAINER_NAME, follow=follow, tail_lines=tail_lines, _preload_content=False,
+            _request_timeout=None if follow else state.kube.timeout,
+        )  # fmt: skip
+    except ApiException as error:
+        raise _log_error(error, pod) from None
+    if response.status >= 400:  # without preloading, the client hands back error responses as they are
+        failure = ApiException(http_resp=response)
+        response.release_conn()
+        raise _log_error(failure, pod)
+    return StreamingResponse(_chunks(response), media_type="text/plain")
+
+
+def _log_error(error: ApiException, pod: str) -> ApiError:
+    if error.status in (400, 404):  # no node or kubelet yet, container not started: Kubernetes says which
+        reason = kubernetes_message(error)
+        return ApiError(502, "LogsUnavailable", f'the logs of pod "{pod}" are not available from Kubernetes: {reason}')
+    return from_kubernetes(error, f'the logs of pod "{pod}"')
+
+
+def _chunks(response: Any) -> Iterator[bytes]:
+    try:
+        yield from response.stream(64 * 1024)
+    finally:
+        response.release_conn()
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}/watch",
+    response_class=StreamingResponse,
+    responses={**ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "status events"}},
+    summary="A server-sent-events stream of the job: one `status` event now and on every status change",
+)
+async def watch_job(namespace: Namespace, name: Name, _: CanWatch, state: State) -> StreamingResponse:
+    queue: asyncio.Queue[tuple[str, CachedJob]] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+
+    def deliver(kind: str, job: CachedJob) -> None:  # called in the cache's thread
+        loop.call_soon_threadsafe(queue.put_nowait, (kind, job))
+
+    undo = state.cache.listen((namespace, name), deliver)
+    try:
+        current = state.cache.get(namespace, name)
+        if current is None:
+            current = await asyncio.to_thread(_read, state, namespace, name)
+    except BaseException:
+        undo()
+        raise
+    stream = _status_events(queue, current, undo, state.settings.sse_keepalive_seconds)
+    return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _read(state: AppState, namespace: str, name: str) -> CachedJob:
+    try:
+        raw = state.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, name)) from None
+    return CachedJob.from_raw(raw)
+
+
+def _sse(event: str, job: CachedJob) -> bytes:
+    return f"event: {event}\ndata: ".encode() + job.body + b"\n\n"
+
+
+async def _status_events(
+    queue: "asyncio.Queue[tuple[str, CachedJob]]", current: CachedJob, undo: Callable[[], None], keepalive: float
+) -> AsyncIterator[bytes]:
+    try:
+        last = current.status
+        yield _sse("status", current)
+        while True:
+            try:
+                kind, job = await asyncio.wait_for(queue.get(), keepalive)
+            except TimeoutError:
+                yield b": keepalive\n\n"
+                continue
+            if kind == "DELETED":
+                yield _sse("deleted", job)
+                return
+            if job.status != last:
+                last = job.status
+                yield _sse("status", job)
+    finally:
+        undo()

@@ -1,0 +1,33 @@
+"""REST API settings, from TJ_API_* environment variables; built once at startup and passed down."""
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class ApiSettings(BaseSettings):
+    """How the REST API runs; every field can be set as TJ_API_<FIELD>."""
+
+    model_config = SettingsConfigDict(env_prefix="TJ_API_")
+
+    kubeconfig: Path | None = None
+    """The kubeconfig of the API's own Kubernetes identity; the in-cluster ServiceAccount when unset."""
+    host: str = "127.0.0.1"
+    """Address to listen on (python -m trainingjob_api)."""
+    port: int = Field(default=8000, ge=1, le=65535)
+    """Port to listen on (python -m trainingjob_api)."""
+    auth_cache_seconds: float = Field(default=10.0, ge=0)
+    """How long a TokenReview or SubjectAccessReview answer is reused; 0 asks Kubernetes every time."""
+    auth_cache_size: int = Field(default=10_000, ge=1)
+    """The most answers kept; the oldest are dropped first."""
+    watch_timeout_seconds: int = Field(default=300, ge=1)
+    """The cache's WATCH is renewed (from its last resourceVersion) after this long."""
+    list_page_size: int = Field(default=500, ge=1)
+    """Items per page of the cache's initial LIST."""
+    max_page_size: int = Field(default=1000, ge=1)
+    """The largest `limit` a caller may ask for; lists are not paginated when no limit is given."""
+    sse_keepalive_seconds: float = Field(default=15.0, gt=0)
+    """A comment line is sent on idle watch streams this often, so dead clients are noticed."""
+    kubernetes_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Timeout of each request the API makes to Kubernetes (except streams)."""

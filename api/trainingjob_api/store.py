@@ -1,0 +1,196 @@
+"""The job cache: a background thread LISTs then WATCHes TrainingJobs in every namespace (relisting on 410 Gone)
+and answers reads from memory. Eventually consistent: it trails the apiserver by the watch's latency."""
+
+import json
+import logging
+import threading
+from bisect import bisect_right, insort
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob_api.kube import Kube
+from trainingjob_api.schemas import public_manifest
+from trainingjob_api.selectors import Selector
+from trainingjob_api.settings import ApiSettings
+
+log = logging.getLogger(__name__)
+Key = tuple[str, str]  # (namespace, name)
+Listener = Callable[[str, "CachedJob"], None]
+
+
+@dataclass(frozen=True)
+class CachedJob:
+    """One job as last seen: its labels, status and the JSON the API returns for it, serialized once."""
+
+    namespace: str
+    name: str
+    labels: dict[str, str]
+    status: dict[str, Any] | None
+    body: bytes
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> "CachedJob":
+        manifest = public_manifest(raw)
+        meta = manifest["metadata"]
+        body = json.dumps(manifest, separators=(",", ":")).encode()
+        return cls(meta["namespace"], meta["name"], dict(meta.get("labels") or {}), manifest.get("status"), body)
+
+
+class GoneError(Exception):
+    """The watch's resourceVersion is too old (410 Gone): relist."""
+
+
+class JobCache:
+    """Every TrainingJob of the cluster, kept current by LIST + WATCH in a daemon thread."""
+
+    def __init__(self, kube: Kube, settings: ApiSettings, on_change: Callable[[], None] = lambda: None) -> None:
+        self._kube, self._settings, self._on_change = kube, settings, on_change
+        self._jobs: dict[str, dict[str, CachedJob]] = {}
+        self._names: dict[str, list[str]] = {}  # sorted names per namespace, for pages
+        self._lock = threading.Lock()
+        self._listeners: dict[Key, set[Listener]] = {}
+        self._stopping = threading.Event()
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.relists = 0
+        self._thread = threading.Thread(target=self._run, name="trainingjob-cache", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()  # the thread ends after its current WATCH; it is a daemon, so nothing waits on it
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(names) for names in self._names.values())
+
+    def get(self, namespace: str, name: str) -> CachedJob | None:
+        with self._lock:
+            return self._jobs.get(namespace, {}).get(name)
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted(ns for ns, names in self._names.items() if names)
+
+    def page(self, namespaces: list[str], selector: Selector, after: Key | None, limit: int | None) -> list[CachedJob]:
+        """Up to `limit` + 1 matching jobs after `after`, by namespace and name (the extra one says "more")."""
+        found: list[CachedJob] = []
+        for namespace in sorted(namespaces):
+            if after is not None and namespace < after[0]:
+                continue
+            for job in self._after(namespace, after):
+                if selector.matches(job.labels):
+                    found.append(job)
+                    if limit is not None and len(found) > limit:
+                        return found
+        return found
+
+    def _after(self, namespace: str, after: Key | None) -> Iterator[CachedJob]:
+        with self._lock:
+            names = self._names.get(namespace, [])
+            start = bisect_right(names, after[1]) if after is not None and after[0] == namespace else 0
+            jobs = self._jobs.get(namespace, {})
+            batch = [jobs[name] for name in names[start:]]
+        yield from batch
+
+    def listen(self, key: Key, listener: Listener) -> Callable[[], None]:
+        """Call `listener(event_type, job)` on every change of one job (from the cache thread); returns undo."""
+        with self._lock:
+            self._listeners.setdefault(key, set()).add(listener)
+
+        def undo() -> None:
+            with self._lock:
+                self._listeners.get(key, set()).discard(listener)
+
+        return undo
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._relist()
+                self.synced.set()
+                self._watch()
+            except GoneError:
+                log.info("the watch expired (410 Gone); relisting")
+            except Exception:
+                if self._stopping.is_set():
+                    return
+                log.exception("the job cache lost its watch; relisting in 1 s")
+                self._stopping.wait(1.0)
+
+    def _relist(self) -> None:
+        items: dict[Key, CachedJob] = {}
+        token: str | None = None
+        while True:
+            page = self._kube.custom.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, limit=self._settings.list_page_size, _continue=token,
+                _request_timeout=self._kube.timeout,
+            )  # fmt: skip
+            for raw in page.get("items", []):
+                job = CachedJob.from_raw(raw)
+                items[(job.namespace, job.name)] = job
+            token = page["metadata"].get("continue")
+            if not token:
+                break
+        self._replace_all(items, page["metadata"]["resourceVersion"])
+        self.relists += 1
+
+    def _replace_all(self, items: dict[Key, CachedJob], resource_version: str) -> None:
+        with self._lock:
+            old = {(ns, name): job for ns, jobs in self._jobs.items() for name, job in jobs.items()}
+        for key in old.keys() - items.keys():
+            self._apply("DELETED", old[key])
+        for key, job in items.items():
+            if old.get(key) != job:
+                self._apply("ADDED" if key not in old else "MODIFIED", job)
+        self.resource_version = resource_version
+
+    def _watch(self) -> None:
+        timeout = self._settings.watch_timeout_seconds
+        while not self._stopping.is_set():
+            response = self._kube.custom.list_cluster_custom_object(
+                GROUP, VERSION, PLURAL, watch=True, resource_version=self.resource_version,
+                allow_watch_bookmarks=True, timeout_seconds=timeout, _preload_content=False,
+                _request_timeout=(self._kube.timeout, timeout + 30),
+            )  # fmt: skip
+            try:
+                for line in iter_resp_lines(response):
+                    if self._stopping.is_set():
+                        return
+                    self._handle(json.loads(line))
+            finally:
+                response.close()
+                response.release_conn()
+
+    def _handle(self, event: dict[str, Any]) -> None:
+        kind, raw = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if raw.get("code") == 410:
+                raise GoneError
+            raise ApiException(status=raw.get("code"), reason=raw.get("message"))
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self._apply(str(kind), CachedJob.from_raw(raw))
+        self.resource_version = raw.get("metadata", {}).get("resourceVersion", self.resource_version)
+
+    def _apply(self, kind: str, job: CachedJob) -> None:
+        with self._lock:
+            jobs = self._jobs.setdefault(job.namespace, {})
+            names = self._names.setdefault(job.namespace, [])
+            if kind == "DELETED":
+                if jobs.pop(job.name, None) is not None:
+                    names.remove(job.name)
+            elif job.name not in jobs:
+                jobs[job.name] = job
+                insort(names, job.name)
+            else:
+                jobs[job.name] = job
+            listeners = list(self._listeners.get((job.namespace, job.name), ()))
+        for listener in listeners:
+            listener(kind, job)
+        self._on_change()

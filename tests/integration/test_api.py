@@ -1,0 +1,410 @@
+"""The REST API against a real kube-apiserver: TokenReview, SubjectAccessReview, the watch-fed cache, every route."""
+
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+import yaml
+from kubernetes import client
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import free_port, poll_until
+
+from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
+from trainingjob_api.app import create_app
+from trainingjob_api.settings import ApiSettings
+
+pytestmark = pytest.mark.envtest
+
+ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+READ_VERBS = ["get", "list", "watch"]
+TIMEOUT = 30.0
+# What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
+SERVER_RULES = [
+    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
+    client.V1PolicyRule(api_groups=[""], resources=["pods", "events"], verbs=["get", "list"]),
+    client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+    client.V1PolicyRule(api_groups=["authentication.k8s.io"], resources=["tokenreviews"], verbs=["create"]),
+    client.V1PolicyRule(api_groups=["authorization.k8s.io"], resources=["subjectaccessreviews"], verbs=["create"]),
+]
+
+
+@dataclass(frozen=True)
+class Api:
+    """The API served on loopback, and the token of its own ServiceAccount (which must never leak)."""
+
+    url: str
+    server_token: str
+
+
+def manifest(name: str, labels: dict[str, str] | None = None, replicas: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TrainingJob",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"mode": "DDP", "workers": {"replicas": replicas}, "trainer": {"steps": 10}},
+    }
+
+
+def service_account(api: client.ApiClient, namespace: str, name: str) -> str:
+    """Create a ServiceAccount and return a token for it from the TokenRequest API."""
+    core = client.CoreV1Api(api)
+    try:
+        core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": name}))
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+
+
+def grant(api: client.ApiClient, name: str, sa: tuple[str, str], rules: list[Any], namespace: str = "") -> None:
+    """Bind `rules` to the ServiceAccount `sa` (namespace, name): a Role in `namespace`, else a ClusterRole."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    subject = client.RbacV1Subject(kind="ServiceAccount", name=sa[1], namespace=sa[0])
+    kind = "Role" if namespace else "ClusterRole"
+    role_ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind=kind, name=name)
+    if namespace:
+        rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": name}, rules=rules))
+        binding = client.V1RoleBinding(metadata={"name": name}, role_ref=role_ref, subjects=[subject])
+        rbac.create_namespaced_role_binding(namespace, binding)
+    else:
+        rbac.create_cluster_role(client.V1ClusterRole(metadata={"name": name}, rules=rules))
+        binding = client.V1ClusterRoleBinding(metadata={"name": name}, role_ref=role_ref, subjects=[subject])
+        rbac.create_cluster_role_binding(binding)
+
+
+def token_kubeconfig(path: Path, plane: ControlPlane, token: str) -> Path:
+    cluster = {"server": plane.server_url, "certificate-authority": str(plane.pki.cert)}
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "envtest", "cluster": cluster}],
+        "users": [{"name": "api", "user": {"token": token}}],
+        "contexts": [{"name": "api", "context": {"cluster": "envtest", "user": "api"}}],
+        "current-context": "api",
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.fixture(scope="module")
+def admin(trainingjob_crd: ControlPlane) -> Iterator[client.ApiClient]:
+    with trainingjob_crd.api_client() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def api_server(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_factory: Any) -> Iterator[Api]:
+    """The app under uvicorn on a free loopback port, acting as its own ServiceAccount with least rights."""
+    system = f"tj-api-system-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": system}))
+    token = service_account(admin, system, "trainingjob-api")
+    grant(admin, system, (system, "trainingjob-api"), SERVER_RULES)
+    kubeconfig = token_kubeconfig(tmp_path_factory.mktemp("api") / "kubeconfig", trainingjob_crd, token)
+    settings = ApiSettings(kubeconfig=kubeconfig, sse_keepalive_seconds=1.0)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.config.port}"
+    poll_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, timeout=TIMEOUT, what="the API ready")
+    yield Api(url, token)
+    server.should_exit = True
+    thread.join(TIMEOUT)
+    client.CoreV1Api(admin).delete_namespace(system)
+
+
+@dataclass(frozen=True)
+class World:
+    """Two namespaces and two callers: `writer` may do anything in `home` only, `reader` may read everywhere."""
+
+    home: str
+    other: str
+    writer: httpx.Client
+    reader: httpx.Client
+    anonymous: httpx.Client
+
+
+@pytest.fixture
+def world(api_server: Api, admin: client.ApiClient, envtest_ns: str) -> Iterator[World]:
+    other = f"{envtest_ns[:50]}-other"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": other}))
+    writer_rules = [
+        client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
+        client.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["list"]),
+        client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+    ]
+    grant(admin, "writer", (envtest_ns, "writer"), writer_rules, namespace=envtest_ns)
+    grant(
+        admin,
+        f"{other}-reader",
+        (other, "reader"),
+        [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=READ_VERBS)],
+    )
+    clients = [
+        httpx.Client(base_url=api_server.url, timeout=TIMEOUT, headers=headers)
+        for headers in (
+            {"Authorization": f"Bearer {service_account(admin, envtest_ns, 'writer')}"},
+            {"Authorization": f"Bearer {service_account(admin, other, 'reader')}"},
+            {},
+        )
+    ]
+    yield World(envtest_ns, other, *clients)
+    for each in clients:
+        each.close()
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role_binding(f"{other}-reader")
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role(f"{other}-reader")
+    client.CoreV1Api(admin).delete_namespace(other)
+
+
+def jobs_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/trainingjobs" + (f"/{name}" if name else "")
+
+
+def create(world: World, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    response = world.writer.post(jobs_path(world.home), json=manifest(name, labels))
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def names(response: httpx.Response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [item["metadata"]["name"] for item in response.json()["items"]]
+
+
+def test_create_from_json_and_yaml_then_get(world: World) -> None:
+    created = create(world, "from-json")
+    assert created["spec"]["workers"]["replicas"] == 2
+    assert created["spec"]["runPolicy"]["suspend"] is False  # camelCase, defaults filled by the model
+    body = yaml.safe_dump(manifest("from-yaml"))
+    response = world.writer.post(jobs_path(world.home), content=body, headers={"Content-Type": "application/yaml"})
+    assert response.status_code == 201, response.text
+    for name in ("from-json", "from-yaml"):
+        got = world.writer.get(jobs_path(world.home, name))
+        assert got.status_code == 200, got.text
+        assert got.json()["metadata"]["namespace"] == world.home
+        assert "managedFields" not in got.json()["metadata"]
+    again = world.writer.post(jobs_path(world.home), json=manifest("from-json"))
+    assert again.status_code == 409, again.text
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        ("replicas", 0, "spec.workers.replicas"),
+        ("replicas", "two", "spec.workers.replicas"),
+        ("replcas", 2, "spec.workers.replcas"),
+    ],
+    ids=["too-few", "not-a-number", "unknown-field"],
+)
+def test_invalid_manifest_is_422_naming_the_field(world: World, path: str, value: Any, field: str) -> None:
+    job = manifest("invalid")
+    job["spec"]["workers"] = {path: value}
+    response = world.writer.post(jobs_path(world.home), json=job)
+    assert response.status_code == 422, response.text
+    assert field in [f["field"] for f in response.json()["fields"]]
+    assert field in response.json()["message"]
+
+
+def test_list_with_label_selector_and_pages(world: World) -> None:
+    for index in range(5):
+        create(world, f"job-{index}", {"team": "nlp" if index % 2 else "vision"})
+
+    def five_listed() -> list[str] | None:
+        found = names(world.writer.get(jobs_path(world.home)))
+        return found if len(found) == 5 else None
+
+    everything = poll_until(five_listed, timeout=TIMEOUT, what="5 jobs in the cache")
+    assert everything == [f"job-{index}" for index in range(5)]
+    assert names(world.writer.get(jobs_path(world.home), params={"labelSelector": "team=nlp"})) == ["job-1", "job-3"]
+    selector = "team in (vision),!missing"
+    assert names(world.writer.get(jobs_path(world.home), params={"labelSelector": selector})) == [
+        "job-0",
+        "job-2",
+        "job-4",
+    ]
+    bad = world.writer.get(jobs_path(world.home), params={"labelSelector": "team in (a"})
+    assert bad.status_code == 422
+    pages, token = [], None
+    while True:
+        params = {"limit": 2, **({"continue": token} if token else {})}
+        page = world.writer.get(jobs_path(world.home), params=params)
+        pages.append(names(page))
+        token = page.json()["metadata"]["continue"]
+        if token is None:
+            break
+    assert pages == [["job-0", "job-1"], ["job-2", "job-3"], ["job-4"]]
+
+
+def test_list_across_namespaces_shows_only_what_the_caller_may_list(world: World, admin: client.ApiClient) -> None:
+    create(world, "mine")
+    client.CustomObjectsApi(admin).create_namespaced_custom_object(
+        GROUP, VERSION, world.other, PLURAL, manifest("theirs")
+    )
+
+    def listed(caller: httpx.Client) -> set[tuple[str, str]]:
+        response = caller.get("/api/v1/trainingjobs")
+        assert response.status_code == 200, response.text
+        return {(i["metadata"]["namespace"], i["metadata"]["name"]) for i in response.json()["items"]}
+
+    def reader_sees_both() -> bool:
+        return {(world.home, "mine"), (world.other, "theirs")} <= listed(world.reader)
+
+    poll_until(reader_sees_both, timeout=TIMEOUT, what="the reader to see the jobs of both namespaces")
+    assert {namespace for namespace, _ in listed(world.writer)} == {world.home}
+
+
+def test_authentication_is_required(world: World, api_server: Api) -> None:
+    missing = world.anonymous.get(jobs_path(world.home))
+    assert missing.status_code == 401
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    real = world.writer.headers["Authorization"].removeprefix("Bearer ")
+    forged = real[:-8] + ("A" * 8 if not real.endswith("A" * 8) else "B" * 8)  # a signature nobody made
+    for token in (forged, "not-a-token"):
+        response = world.anonymous.get(jobs_path(world.home), headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 401, response.text
+        assert "TokenReview" in response.json()["message"]
+
+
+def test_forbidden_names_verb_resource_and_namespace(world: World) -> None:
+    response = world.writer.get(jobs_path(world.other))
+    assert response.status_code == 403, response.text
+    message = response.json()["message"]
+    assert 'cannot list resource "trainingjobs"' in message
+    assert f'in the namespace "{world.other}"' in message
+    assert f"system:serviceaccount:{world.home}:writer" in message
+    denied = world.reader.post(jobs_path(world.other), json=manifest("nope"))
+    assert denied.status_code == 403
+    assert "cannot create" in denied.json()["message"]
+    assert world.reader.delete(jobs_path(world.home, "anything")).status_code == 403
+
+
+def test_delete(world: World) -> None:
+    create(world, "doomed")
+    response = world.writer.delete(jobs_path(world.home, "doomed"))
+    assert response.status_code == 200, response.text
+    assert response.json() == {"namespace": world.home, "name": "doomed", "status": "Deleting"}
+    poll_until(
+        lambda: world.writer.get(jobs_path(world.home, "doomed")).status_code == 404, timeout=TIMEOUT, what="gone"
+    )
+    assert world.writer.delete(jobs_path(world.home, "doomed")).status_code == 404
+
+
+def test_suspend_and_resume(world: World) -> None:
+    create(world, "pausable")
+    suspended = world.writer.post(jobs_path(world.home, "pausable") + "/suspend")
+    assert suspended.status_code == 200, suspended.text
+    assert suspended.json()["spec"]["runPolicy"]["suspend"] is True
+    resumed = world.writer.post(jobs_path(world.home, "pausable") + "/resume")
+    assert resumed.json()["spec"]["runPolicy"]["suspend"] is False
+    assert world.writer.post(jobs_path(world.home, "absent") + "/suspend").status_code == 404
+
+
+def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event, data) pairs of a server-sent-events stream; comments (keepalives) skipped."""
+    event = ""
+    for line in lines:
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            yield event, json.loads(line.removeprefix("data: "))
+
+
+def test_watch_streams_status_changes(world: World, admin: client.ApiClient) -> None:
+    create(world, "watched")
+    jobs = client.CustomObjectsApi(admin)
+    with world.writer.stream("GET", jobs_path(world.home, "watched") + "/watch", timeout=TIMEOUT) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(stream.iter_lines())
+        kind, first = next(events)
+        assert kind == "status"
+        assert first["metadata"]["name"] == "watched"
+        patch = {"status": {"phase": "Running", "attempt": 1}}
+        jobs.patch_namespaced_custom_object_status(GROUP, VERSION, world.home, PLURAL, "watched", patch)
+        kind, changed = next(events)
+        assert (kind, changed["status"]["phase"], changed["status"]["attempt"]) == ("status", "Running", 1)
+        jobs.delete_namespaced_custom_object(GROUP, VERSION, world.home, PLURAL, "watched")
+        assert next(events)[0] == "deleted"
+
+
+def test_events_of_a_job(world: World, admin: client.ApiClient) -> None:
+    job = create(world, "eventful")
+    involved = client.V1ObjectReference(
+        api_version=f"{GROUP}/{VERSION}", kind="TrainingJob", name="eventful", namespace=world.home,
+        uid=job["metadata"]["uid"],
+    )  # fmt: skip
+    event = client.CoreV1Event(
+        metadata={"name": "eventful.1"}, involved_object=involved, reason="WorkerFailed", type="Warning",
+        message="worker-1 exited with code 1.", source=client.V1EventSource(component="trainingjob-operator"),
+    )  # fmt: skip
+    client.CoreV1Api(admin).create_namespaced_event(world.home, event)
+    response = world.writer.get(jobs_path(world.home, "eventful") + "/events")
+    assert response.status_code == 200, response.text
+    [found] = response.json()["items"]
+    assert found["reason"] == "WorkerFailed"
+    assert found["source"] == "trainingjob-operator"
+    assert world.reader.get(jobs_path(world.home, "eventful") + "/events").status_code == 403
+
+
+def pod_of(job: str, attempt: int, node: str | None = None) -> client.V1Pod:
+    """Worker 0's pod of `attempt`, as the operator would label it; no kubelet ever runs it."""
+    labels = {JOB_LABEL: job, ROLE_LABEL: "worker", INDEX_LABEL: "0", ATTEMPT_LABEL: str(attempt)}
+    container = client.V1Container(name="trainer", image="trainer:dev")
+    spec = client.V1PodSpec(containers=[container], node_name=node, automount_service_account_token=False)
+    return client.V1Pod(metadata=client.V1ObjectMeta(name=f"{job}-worker-0-{attempt}", labels=labels), spec=spec)
+
+
+def test_logs_without_a_kubelet_fail_clearly(world: World, admin: client.ApiClient) -> None:
+    create(world, "logged")
+    logs = jobs_path(world.home, "logged") + "/logs"
+    missing = world.writer.get(logs, params={"replica": "worker-0"})
+    assert missing.status_code == 404, missing.text
+    assert "replica worker-0" in missing.json()["message"]
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_pod(world.home, pod_of("logged", attempt=1))  # envtest has no scheduler
+    pending = world.writer.get(logs, params={"replica": "worker-0"})
+    assert pending.status_code == 404, pending.text
+    assert 'pod "logged-worker-0-1" has no logs yet: it is not scheduled' in pending.json()["message"]
+    core.create_namespaced_pod(world.home, pod_of("logged", attempt=2, node="gpu-node-0"))  # no kubelet there
+    unreachable = world.writer.get(logs, params={"replica": "worker-0"})
+    assert unreachable.status_code == 502, unreachable.text
+    assert 'the logs of pod "logged-worker-0-2" are not available from Kubernetes' in unreachable.json()["message"]
+    assert world.writer.get(logs, params={"replica": "chief-0"}).status_code == 422
+
+
+def test_health_metrics_and_docs(world: World) -> None:
+    for path in ("/healthz", "/readyz", "/docs", "/openapi.json"):
+        assert world.anonymous.get(path).status_code == 200, path
+    assert world.anonymous.get("/readyz").json()["status"] == "ok"
+    world.writer.get(jobs_path(world.home))
+    metrics = world.anonymous.get("/metrics").text
+    assert 'trainingjob_api_requests_total{method="GET",route="/api/v1/namespaces/{namespace}/trainingjobs"' in metrics
+    assert "trainingjob_api_cache_synced 1.0" in metrics
+
+
+def test_errors_never_carry_the_servers_credentials(world: World, api_server: Api) -> None:
+    requests = [
+        world.anonymous.get(jobs_path(world.home)),
+        world.anonymous.get(jobs_path(world.home), headers={"Authorization": "Bearer forged"}),
+        world.writer.get(jobs_path(world.other)),
+        world.writer.get(jobs_path(world.home, "absent")),
+        world.writer.post(jobs_path(world.home), json=manifest("x", replicas=0)),
+        world.writer.post(jobs_path(world.home), content=b"{", headers={"Content-Type": "application/json"}),
+        world.writer.post(jobs_path(world.home), content=b"a: [", headers={"Content-Type": "application/yaml"}),
+        world.writer.get(jobs_path(world.home, "absent") + "/logs"),
+    ]
+    assert sorted({r.status_code for r in requests}) == [400, 401, 403, 404, 422]
+    for response in requests:
+        assert api_server.server_token not in response.text
+        assert api_server.server_token not in str(response.headers)
+        assert "BEGIN" not in response.text
