@@ -2,8 +2,10 @@
 
 import argparse
 import json
+import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,13 +13,16 @@ from typing import Any
 import yaml
 from kubernetes.client import ApiException
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from tjctl import local_run
 from tjctl.kube import Kube
 from tjctl.manifest import ManifestError, load
+from tjctl.rest import Rest, RestError
 from trainingjob import crd
 from trainingjob.local import Chaos
+from trainingjob.model import Phase, TrainingJobStatus
 
 Manifest = dict[str, Any]
 
@@ -26,6 +31,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tjctl", description=__doc__)
     parser.add_argument("--kubeconfig", help="kubeconfig of the cluster (default: $KUBECONFIG or ~/.kube/config)")
     parser.add_argument("-n", "--namespace", help="namespace (default: the kubeconfig context's)")
+    parser.add_argument(
+        "--server", default=os.environ.get("TJCTL_SERVER"), help="REST API URL ($TJCTL_SERVER); a kubeconfig when unset"
+    )
+    parser.add_argument(
+        "--token", default=os.environ.get("TJCTL_TOKEN"), help="bearer token for --server ($TJCTL_TOKEN)"
+    )
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
@@ -39,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     submit = commands.add_parser("submit", help="create a job on the cluster")
     submit.add_argument("file", type=Path)
     commands.add_parser("list", help="list jobs")
-    for name in ("get", "delete", "suspend", "resume", "logs"):
+    for name in ("get", "watch", "delete", "suspend", "resume", "logs"):
         sub = commands.add_parser(name, help=f"{name} a job")
         sub.add_argument("name")
         if name == "logs":
@@ -87,8 +98,29 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     return local_run.run(manifest, total, workdir, chaos, console)
 
 
+def _watch(kube: Kube | Rest, name: str, console: Console) -> int:
+    """A live status line until the job ends; 0 when it succeeded."""
+    started = time.monotonic()
+    with Live(console=console, refresh_per_second=2, transient=True) as live:
+        while True:
+            job = kube.get(name)
+            status = TrainingJobStatus.model_validate(job.get("status") or {})
+            live.update(local_run.status_line(status, None, started))
+            if status.phase.is_terminal:
+                break
+            time.sleep(1)
+    console.print(local_run.status_line(status, None, started))
+    return 0 if status.phase == Phase.SUCCEEDED else 1
+
+
 def _cluster(args: argparse.Namespace, console: Console) -> int:
-    kube = Kube(args.kubeconfig, args.namespace)
+    if args.server and not args.token:
+        raise ManifestError("--server needs --token (or $TJCTL_TOKEN)")
+    kube: Kube | Rest = (
+        Rest(args.server, args.token, args.namespace) if args.server else Kube(args.kubeconfig, args.namespace)
+    )
+    if args.command == "watch":
+        return _watch(kube, args.name, console)
     actions: dict[str, Callable[[], Any]] = {
         "submit": lambda: kube.submit(load(args.file)[0]),
         "list": kube.list,
@@ -119,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except ManifestError as error:
         console.print(f"[red]error:[/] {error}", highlight=False)
         return 2
+    except RestError as error:
+        console.print(f"[red]error from the REST API:[/] {error}", highlight=False)
+        return 1
     except ApiException as error:
         detail = json.loads(error.body).get("message") if error.body else error.reason
         console.print(f"[red]error from the cluster ({error.status}):[/] {detail}", highlight=False)
