@@ -72,5 +72,6 @@ dev-cluster-down: venv ## stop the dev cluster
 clean-cache: ## remove the cached virtual environments and control planes
 	rm -rf $(CACHE)
 
-crds: venv ## regenerate crds/ from the pydantic model
+crds: venv ## regenerate crds/ (and the chart's copy) from the pydantic model
 	$(PY) -m trainingjob.crd --out crds
+	cp crds/*.yaml charts/trainingjob-operator/crds/

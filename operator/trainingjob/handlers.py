@@ -39,6 +39,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.posting.enabled = False  # our own Events, from the plan
     settings.persistence.finalizer = f"{GROUP}/operator"
     settings.watching.server_timeout = 300
+    settings.scanning.disabled = bool(options.namespace)  # one namespace: no cluster-wide CRD/namespace scans
     metrics = Metrics()
     if options.metrics_port:
         start_http_server(options.metrics_port, registry=metrics.registry)

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from trainingjob.manifests import pod_manifest, replicas
-from trainingjob.model import FailureClass, Phase, TrainingJob
+from trainingjob.model import FailureClass, Phase, Progress, TrainingJob
 from trainingjob.naming import Replica
 from trainingjob.observe import Observed, observe
 from trainingjob.plan import Plan, Settings, plan
@@ -284,3 +284,31 @@ def test_the_first_rank_to_die_is_blamed_not_the_peers_it_took_down() -> None:
     pods[1]["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"] = "2026-01-01T00:00:01Z"
     job, _ = step(job, pods)
     assert job.status and job.status.last_failure and job.status.last_failure.pod == "job-worker-1-1"
+
+
+def test_no_progress_for_the_deadline_restarts_the_attempt_as_stalled() -> None:
+    job, _ = step(make_job(progressDeadlineSeconds=60), [])
+    job, _ = step(job, pods_of(job, 1))
+    heartbeat = Progress(step=40, last_heartbeat_time=T0 + timedelta(seconds=30))
+    reported = seen(pods_of(job, 1))
+    reported = Observed(reported.pods, reported.service_exists, progress=heartbeat)
+    still = plan(job, reported, T0 + timedelta(seconds=80), SETTINGS)
+    assert still.status.phase == Phase.RUNNING and still.requeue_after == pytest.approx(10)
+    assert still.status.progress and still.status.progress.step == 40
+    job = job.model_copy(update={"status": still.status})
+    stalled = plan(job, reported, T0 + timedelta(seconds=90), SETTINGS)
+    assert stalled.status.phase == Phase.RESTARTING and stalled.status.attempt == 2
+    assert stalled.status.restarts.stalled == 1
+    assert stalled.status.last_failure and stalled.status.last_failure.failure_class == FailureClass.STALLED
+
+
+def test_a_new_attempts_first_report_does_not_turn_the_step_back() -> None:
+    job, _ = step(make_job(), [])
+    first = seen(pods_of(job, 1))
+    job, _ = step(job, pods_of(job, 1))
+    late = plan(job, Observed(first.pods, True, progress=Progress(step=300)), T0, SETTINGS)
+    job = job.model_copy(update={"status": late.status})
+    early = Progress(step=0, last_heartbeat_time=T0 + timedelta(seconds=9))
+    again = plan(job, Observed(first.pods, True, progress=early), T0 + timedelta(seconds=10), SETTINGS)
+    assert again.status.progress and again.status.progress.step == 300
+    assert again.status.progress.last_heartbeat_time == early.last_heartbeat_time

@@ -1,0 +1,50 @@
+{{- /*
+The operator's rules, derived from operator/trainingjob/cluster.py and handlers.py (kopf, standalone, event
+handlers only). No wildcards and no Secrets; tests/integration/test_chart.py runs the operator under exactly
+these rules.
+*/}}
+{{- define "tj.operator.namespacedRules" -}}
+# kopf watches the pods of every job (on.event with the job label); cluster.py creates the ranks, deletes
+# them on restart/suspend/cleanup and lists them to observe a job.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [create, delete, list, watch]
+# cluster.py keeps the last log lines of a failed rank as evidence in status.lastFailure.
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+# The headless Service that gives every rank a stable DNS name: checked, then created once per job.
+- apiGroups: [""]
+  resources: [services]
+  verbs: [create, get]
+# The operator's own Events (JobCreated, WorkerFailed, JobSucceeded, ...); kopf's posting is off.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+# kopf lists and watches TrainingJobs; reconcile reads one; the TTL policy deletes finished ones.
+- apiGroups: [trainingjob.io]
+  resources: [trainingjobs]
+  verbs: [get, list, watch, delete]
+# Status is written through the status subresource, guarded by the resourceVersion (a merge patch).
+- apiGroups: [trainingjob.io]
+  resources: [trainingjobs/status]
+  verbs: [patch]
+# Pods and Services carry a controller owner reference with blockOwnerDeletion: true; where the
+# OwnerReferencesPermissionEnforcement admission plugin is on, that needs update on the owner's finalizers.
+- apiGroups: [trainingjob.io]
+  resources: [trainingjobs/finalizers]
+  verbs: [update]
+{{- end }}
+{{- define "tj.operator.crdRules" -}}
+# kopf's resource observer: notices the TrainingJob CRD when it is created or changed after startup.
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  verbs: [list, watch]
+{{- end }}
+{{- define "tj.operator.namespaceRules" -}}
+# Namespaced mode only: kopf's namespace observer lists and watches namespaces (names and labels, no contents).
+# Without it kopf retries for about a minute at startup, reconciling nothing, before it falls back.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}

@@ -1,0 +1,30 @@
+"""The chart's files on their own: its crds/ is the generated CRD, byte for byte, and its JSON files parse."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainingjob import crd
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"
+TOP_LEVEL_CRDS = CHART.parents[1] / "crds"
+
+
+def test_chart_crds_are_a_copy_of_the_top_level_crds() -> None:
+    chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
+    top = {p.name: p.read_text() for p in TOP_LEVEL_CRDS.glob("*.yaml")}
+    assert chart == top, (
+        "charts/trainingjob-operator/crds/ drifted from crds/: cp crds/*.yaml charts/trainingjob-operator/crds/"
+    )
+
+
+def test_chart_crd_is_what_the_model_generates() -> None:
+    assert (CHART / "crds" / "trainingjob.io_trainingjobs.yaml").read_text() == crd.render(), (
+        "run `make crds` and copy crds/"
+    )
+
+
+@pytest.mark.parametrize("name", ["values.schema.json", "files/dashboard.json"])
+def test_json_files_parse(name: str) -> None:
+    assert json.loads((CHART / name).read_text())
