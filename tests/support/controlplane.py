@@ -137,9 +137,9 @@ class ControlPlane:
                 f"--service-account-signing-key-file={self.service_account_keys.key}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-            # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
-            # that enable this plugin: the chart's RBAC test proves the operator has it.
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+                # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
+                # that enable this plugin: the chart's RBAC test proves the operator has it.
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
             ],
