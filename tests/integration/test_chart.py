@@ -465,15 +465,7 @@ def test_chart_rbac_deletes_a_finished_job_after_its_ttl(h: Harness) -> None:
     h.create(job_manifest("shortlived", runPolicy={"ttlSecondsAfterFinished": 1}))
     h.finish(h.wait_running_pods("shortlived", 2, attempt=1)[0].metadata.name, 78)
     h.wait_phase("shortlived", "Failed")
-
-    def gone() -> bool:
-        try:
-            h.job("shortlived")
-        except client.ApiException as error:
-            return bool(error.status == 404)
-        return False
-
-    poll_until(gone, timeout=30, what="the job deleted after its TTL (trainingjobs: delete)")
+    h.wait_gone("shortlived", "the job deleted after its TTL (trainingjobs: delete)")
 
 
 @pytest.mark.cluster

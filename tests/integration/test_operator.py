@@ -87,6 +87,16 @@ class Harness:
 
         return poll_until(running, timeout=60, interval=0.2, what=f"{count} running pods of attempt {attempt}")
 
+    def wait_gone(self, name: str, what: str = "the job deleted after its TTL") -> None:
+        def gone() -> bool:
+            try:
+                self.job(name)
+            except client.ApiException as error:
+                return bool(error.status == 404)
+            return False
+
+        poll_until(gone, timeout=30, what=what)
+
     def finish(self, pod: str, exit_code: int, **kwargs: str) -> None:
         pods.finish_pod(self.core, self.ns, pod, exit_code, **kwargs)
 
@@ -204,15 +214,7 @@ def test_ttl_deletes_a_finished_job(h: Harness) -> None:
     h.create(job_manifest("shortlived", runPolicy={"ttlSecondsAfterFinished": 1}))
     h.finish(h.wait_running_pods("shortlived", 2, attempt=1)[0].metadata.name, 78)
     h.wait_phase("shortlived", "Failed")
-
-    def gone() -> bool:
-        try:
-            h.job("shortlived")
-        except client.ApiException as error:
-            return bool(error.status == 404)
-        return False
-
-    poll_until(gone, timeout=30, what="the job deleted after its TTL")
+    h.wait_gone("shortlived")
 
 
 def test_active_deadline_fails_the_job(h: Harness) -> None:
