@@ -1,7 +1,12 @@
 """The operator against the cluster tier (real apiserver, scheduler, garbage collector, kwok nodes)."""
 
+import contextlib
 import copy
+import http.server
+import json
 import tempfile
+import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +21,7 @@ from tests.support.kwok import gpu_node
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
+from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import job_selector
 
@@ -274,6 +280,48 @@ def test_operator_killed_mid_attempt_makes_no_duplicates(h: Harness) -> None:
     )
     assert h.job("survivor")["status"]["restarts"]["retryable"] == 1
     assert len(h.pods("survivor")) == 4
+
+
+@contextlib.contextmanager
+def progress_endpoint(address: str, report: Manifest) -> Iterator[None]:
+    """Rank 0's progress endpoint, as the trainer serves it, on the pod's (loopback) IP."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(report).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer((address, PROGRESS_PORT), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_progress_is_reported_and_a_stalled_trainer_restarts_the_gang(h: Harness) -> None:
+    h.create(job_manifest("stalling", runPolicy={"progressDeadlineSeconds": 3}))
+    rank0 = h.wait_running_pods("stalling", 2, attempt=1)[0]
+    report = {"step": 42, "loss": 0.25, "samplesPerSecond": 1000.0, "heartbeat": time.time()}
+    with progress_endpoint(rank0.status.pod_ip, report):  # the heartbeat never moves again: a hang
+        reported = h.wait(
+            "stalling", lambda job: (job.get("status") or {}).get("progress", {}).get("step") == 42, "step 42 reported"
+        )
+        assert reported["status"]["progress"]["samplesPerSecond"] == 1000.0
+        restarted = h.wait(
+            "stalling", lambda job: (job.get("status") or {}).get("attempt") == 2, "a restart after the stall"
+        )
+    assert restarted["status"]["restarts"]["stalled"] == 1
+    assert restarted["status"]["lastFailure"]["failureClass"] == "Stalled"
 
 
 def test_metrics_count_jobs_and_restarts(h: Harness, operator: OperatorProcess) -> None:

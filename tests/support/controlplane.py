@@ -179,7 +179,8 @@ class ControlPlane:
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
                 "--node-lease-duration-seconds=40",
-                "--cidr=10.244.0.0/16",
+                # Loopback pod IPs: whatever dials a pod (the operator's progress reads) stays on this machine.
+                "--cidr=127.1.0.0/16",
             ],
         )
         with self.api_client() as api:

@@ -23,6 +23,7 @@ class OperatorProcess:
             "TJ_OPERATOR_BACKOFF_BASE_SECONDS": "0.5",
             "TJ_OPERATOR_BACKOFF_MAX_SECONDS": "2",
             "TJ_OPERATOR_RESYNC_SECONDS": "5",
+            "TJ_OPERATOR_READ_PROGRESS": "true",
             **settings,
         }
         self.server: Server | None = None
