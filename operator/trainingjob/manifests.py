@@ -10,6 +10,9 @@ from trainingjob.model import CHECKPOINT_VOLUME_NAME, RoleSpec, TrainingJob
 from trainingjob.naming import (
     CONTAINER_NAME,
     JOB_LABEL,
+    KUEUE_GROUP_COUNT_ANNOTATION,
+    KUEUE_POD_GROUP_LABEL,
+    KUEUE_QUEUE_LABEL,
     MIN_AVAILABLE_ANNOTATION,
     VOLCANO_GROUP_ANNOTATION,
     Replica,
@@ -189,13 +192,18 @@ def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> 
         "schedulerName": scheduling.scheduler_name if scheduling else None,
     }
     spec.update({key: value for key, value in optional.items() if value})
+    labels = pod_labels(name, replica, attempt)
+    annotations = {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name}
+    if scheduling and scheduling.queue_name:
+        labels |= {KUEUE_QUEUE_LABEL: scheduling.queue_name, KUEUE_POD_GROUP_LABEL: f"{name}-{attempt}"}
+        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(len(replicas(job)))
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": replica.pod_name(name, attempt),
-            "labels": pod_labels(name, replica, attempt),
-            "annotations": {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name},
+            "labels": labels,
+            "annotations": annotations,
             "ownerReferences": [owner_reference(job, uid)],
         },
         "spec": spec,

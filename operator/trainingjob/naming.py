@@ -14,7 +14,10 @@ MIN_AVAILABLE_ANNOTATION = f"{LABEL_PREFIX}/min-available"
 # What gang schedulers read: scheduler-plugins' coscheduling and Volcano.
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# Kueue's pod-group integration admits the pods of one attempt together from this queue.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 CONTAINER_NAME = "trainer"
 ROLES = (ROLE_WORKER, ROLE_PS)
 
