@@ -15,7 +15,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob_api.kube import Kube
 from trainingjob_api.schemas import public_manifest
-from trainingjob_api.selectors import Selector
+from trainingjob_api.selectors import Operator, Selector
 from trainingjob_api.settings import ApiSettings
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class JobCache:
         self._kube, self._settings, self._on_change = kube, settings, on_change
         self._jobs: dict[str, dict[str, CachedJob]] = {}
         self._names: dict[str, list[str]] = {}  # sorted names per namespace, for pages
+        self._by_label: dict[tuple[str, str], set[Key]] = {}  # (label key, value) -> jobs, for selectors
         self._lock = threading.Lock()
         self._listeners: dict[Key, set[Listener]] = {}
         self._stopping = threading.Event()
@@ -80,23 +81,34 @@ class JobCache:
 
     def page(self, namespaces: list[str], selector: Selector, after: Key | None, limit: int | None) -> list[CachedJob]:
         """Up to `limit` + 1 matching jobs after `after`, by namespace and name (the extra one says "more")."""
+        candidates = self._candidates(selector)
         found: list[CachedJob] = []
         for namespace in sorted(namespaces):
             if after is not None and namespace < after[0]:
                 continue
-            for job in self._after(namespace, after):
+            for job in self._after(namespace, after, candidates):
                 if selector.matches(job.labels):
                     found.append(job)
                     if limit is not None and len(found) > limit:
                         return found
         return found
 
-    def _after(self, namespace: str, after: Key | None) -> Iterator[CachedJob]:
+    def _candidates(self, selector: Selector) -> set[Key] | None:
+        """The jobs an `in` (or `=`) requirement allows, from the label index; None when no term narrows."""
+        narrowing = next((r for r in selector.requirements if r.operator == Operator.IN), None)
+        if narrowing is None:
+            return None
+        with self._lock:
+            return set().union(*(self._by_label.get((narrowing.key, value), set()) for value in narrowing.values))
+
+    def _after(self, namespace: str, after: Key | None, candidates: set[Key] | None) -> Iterator[CachedJob]:
         with self._lock:
             names = self._names.get(namespace, [])
+            if candidates is not None:
+                names = sorted(name for ns, name in candidates if ns == namespace)
             start = bisect_right(names, after[1]) if after is not None and after[0] == namespace else 0
             jobs = self._jobs.get(namespace, {})
-            batch = [jobs[name] for name in names[start:]]
+            batch = [jobs[name] for name in names[start:] if name in jobs]
         yield from batch
 
     def listen(self, key: Key, listener: Listener) -> Callable[[], None]:
@@ -178,10 +190,22 @@ class JobCache:
             self._apply(str(kind), CachedJob.from_raw(raw))
         self.resource_version = raw.get("metadata", {}).get("resourceVersion", self.resource_version)
 
+    def _index(self, job: CachedJob, add: bool) -> None:
+        for label in job.labels.items():
+            keys = self._by_label.setdefault(label, set())
+            if add:
+                keys.add((job.namespace, job.name))
+            else:
+                keys.discard((job.namespace, job.name))
+
     def _apply(self, kind: str, job: CachedJob) -> None:
         with self._lock:
             jobs = self._jobs.setdefault(job.namespace, {})
             names = self._names.setdefault(job.namespace, [])
+            if job.name in jobs:
+                self._index(jobs[job.name], add=False)
+            if kind != "DELETED":
+                self._index(job, add=True)
             if kind == "DELETED":
                 if jobs.pop(job.name, None) is not None:
                     names.remove(job.name)

@@ -1,0 +1,47 @@
+"""The REST API's job cache: pages in order, label selectors through the label index, updates and deletes."""
+
+import json
+from typing import Any, cast
+
+from trainingjob_api.selectors import parse
+from trainingjob_api.store import CachedJob, JobCache
+
+
+def job(namespace: str, name: str, **labels: str) -> CachedJob:
+    return CachedJob(namespace, name, labels, None, json.dumps({"name": name}).encode())
+
+
+def cache_with(*jobs: CachedJob) -> JobCache:
+    cache = JobCache(cast(Any, None), cast(Any, None))
+    for each in jobs:
+        cache._apply("ADDED", each)  # what the watch thread does
+    return cache
+
+
+def names(found: list[CachedJob]) -> list[str]:
+    return [f"{j.namespace}/{j.name}" for j in found]
+
+
+def test_selectors_use_the_index_and_keep_the_page_order() -> None:
+    cache = cache_with(
+        job("b", "x", shard="1"),
+        job("a", "z", shard="1"),
+        job("a", "y", shard="2"),
+        job("a", "w", shard="1", tier="gpu"),
+    )
+    everything = cache.page(["a", "b"], parse(None), None, None)
+    assert names(everything) == ["a/w", "a/y", "a/z", "b/x"]
+    assert names(cache.page(["a", "b"], parse("shard=1"), None, None)) == ["a/w", "a/z", "b/x"]
+    assert names(cache.page(["a", "b"], parse("shard in (1,2),tier=gpu"), None, None)) == ["a/w"]
+    assert names(cache.page(["a", "b"], parse("shard=1,!tier"), ("a", "w"), 1)) == ["a/z", "b/x"]
+    assert names(cache.page(["b"], parse("shard=3"), None, None)) == []
+
+
+def test_relabelled_and_deleted_jobs_leave_the_index() -> None:
+    cache = cache_with(job("a", "x", shard="1"))
+    cache._apply("MODIFIED", job("a", "x", shard="2"))
+    assert names(cache.page(["a"], parse("shard=1"), None, None)) == []
+    assert names(cache.page(["a"], parse("shard=2"), None, None)) == ["a/x"]
+    cache._apply("DELETED", job("a", "x", shard="2"))
+    assert names(cache.page(["a"], parse("shard=2"), None, None)) == []
+    assert len(cache) == 0
