@@ -1,9 +1,11 @@
 """The only Kubernetes I/O of the operator: a small Cluster protocol and its implementation on the API."""
 
+import http.client
 import json
 import logging
-import urllib.request
+import time
 import uuid
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -11,18 +13,57 @@ from typing import Any
 from kubernetes import client
 
 from trainingjob.manifests import PROGRESS_PORT
-from trainingjob.model import GROUP, KIND, PLURAL, VERSION, CheckpointStatus, Progress
+from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import job_selector, service_name
-from trainingjob.observe import progress_from_report
 from trainingjob.plan import Event
+from trainingjob.plan.creation import Refusal
+from trainingjob.reconcile import Conflict, Created, Gone
+from trainingjob.report import MAX_REPORT_BYTES, Report, parse_report
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
+TIMEOUT = (5, 30)  # connect, read: a hung apiserver connection must not hold a reconcile for ever
+PROGRESS_SECONDS = 2.0
 
 
 def _ignore(status: int, error: client.ApiException) -> None:
     if error.status != status:
         raise error
+
+
+def _message(error: client.ApiException) -> str:
+    """The apiserver's own message from an error response, or its reason."""
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except (ValueError, AttributeError):
+        return str(error.reason)
+
+
+def read_bounded(host: str, port: int, path: str, limit: int, seconds: float) -> bytes | None:
+    """GET http://host:port/path, at most `limit` bytes within `seconds` in all, or None: a pod that answers
+    slowly, endlessly or not at all costs a reconcile two seconds at most."""
+    deadline = time.monotonic() + seconds
+    connection = http.client.HTTPConnection(host, port, timeout=seconds)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        if response.status != 200:
+            return None
+        body = b""
+        while len(body) <= limit:
+            if connection.sock is not None:
+                connection.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+            chunk = response.read1(min(16384, limit + 1 - len(body)))
+            if not chunk:
+                return body
+            body += chunk
+            if time.monotonic() > deadline:
+                return None
+        return None
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
 
 
 class KubernetesCluster:
@@ -36,68 +77,94 @@ class KubernetesCluster:
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         try:
-            job: Manifest = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            job: Manifest = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
+            )
         except client.ApiException as error:
             _ignore(404, error)
             return None
         return job
 
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
-        response = self.core.list_namespaced_pod(namespace, label_selector=job_selector(job), _preload_content=False)
+        response = self.core.list_namespaced_pod(
+            namespace, label_selector=job_selector(job), _preload_content=False, _request_timeout=TIMEOUT
+        )
         items: list[Manifest] = json.loads(response.data)["items"]
         return items
 
-    def service_exists(self, namespace: str, job: str) -> bool:
+    def read_service(self, namespace: str, job: str) -> Manifest | None:
         try:
-            self.core.read_namespaced_service(service_name(job), namespace, _preload_content=False)
+            response = self.core.read_namespaced_service(
+                service_name(job), namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
         except client.ApiException as error:
             _ignore(404, error)
-            return False
-        return True
+            return None
+        found: Manifest = json.loads(response.data)
+        return found
 
     def log_tail(self, namespace: str, pod: str, lines: int) -> str:
         try:
-            text: str = self.core.read_namespaced_pod_log(pod, namespace, tail_lines=lines, _request_timeout=5)
+            text: str = self.core.read_namespaced_pod_log(
+                pod, namespace, tail_lines=lines, limit_bytes=16384, _request_timeout=5
+            )
         except Exception as error:  # logs are evidence, not a reason to stop reconciling
             log.info("no log for pod %s/%s: %s", namespace, pod, error)
             return ""
         return text
 
-    def progress(self, pod: Manifest) -> tuple[Progress | None, CheckpointStatus | None]:
-        """Rank 0's report from its progress endpoint, when reading it is on and it answers."""
+    def progress(self, pod: Manifest) -> Report:
+        """Rank 0's report from its progress endpoint, when reading it is on and it answers in time."""
         address = (pod.get("status") or {}).get("podIP")
-        if not self.read_progress or not address:
+        if not self.read_progress or not isinstance(address, str) or not address:
             return None, None
+        body = read_bounded(address, PROGRESS_PORT, "/progress", MAX_REPORT_BYTES, PROGRESS_SECONDS)
+        return parse_report(body) if body is not None else (None, None)
+
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
         try:
-            with urllib.request.urlopen(f"http://{address}:{PROGRESS_PORT}/progress", timeout=2) as response:
-                report = json.loads(response.read())
-        except (OSError, ValueError) as error:
-            log.debug("no progress from %s: %s", address, error)
-            return None, None
-        return progress_from_report(report)
+            written = self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, body, _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                raise Gone(f"{namespace}/{name}") from error
+            if error.status == 409:
+                raise Conflict(f"{namespace}/{name}") from error
+            raise
+        return str(written["metadata"]["resourceVersion"])
 
-    def write_status(self, namespace: str, name: str, resource_version: str, status: Manifest) -> None:
-        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
-        self.custom.patch_namespaced_custom_object_status(GROUP, VERSION, namespace, PLURAL, name, body)
-
-    def create(self, namespace: str, manifests: list[Manifest]) -> None:
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
         """Create all at once, in parallel: a large gang starts together, not pod by pod."""
 
-        def create_one(manifest: Manifest) -> None:
+        def create_one(manifest: Manifest) -> tuple[str, str] | Refusal:
+            name = manifest["metadata"]["name"]
             try:
                 if manifest["kind"] == "Service":
-                    self.core.create_namespaced_service(namespace, manifest)
-                else:
-                    self.core.create_namespaced_pod(namespace, manifest)
+                    self.core.create_namespaced_service(namespace, manifest, _request_timeout=TIMEOUT)
+                    return name, ""
+                response = self.core.create_namespaced_pod(
+                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                )
             except client.ApiException as error:
-                _ignore(409, error)
+                if manifest["kind"] == "Service" and error.status == 409:
+                    return name, ""  # ours from an earlier pass, or a namesake's that the GC is removing
+                if error.status is None or error.status >= 500 or error.status == 429:
+                    raise
+                return Refusal(name, int(error.status), _message(error))
+            return name, str(json.loads(response.data)["metadata"]["uid"])
 
-        list(self.pool.map(create_one, manifests))
+        results = list(self.pool.map(create_one, manifests))
+        pods = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
+        return Created(pods, [r for r in results if isinstance(r, Refusal)])
 
-    def delete_pods(self, namespace: str, names: list[str]) -> None:
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
         def delete_one(name: str) -> None:
             try:
-                self.core.delete_namespaced_pod(name, namespace)
+                self.core.delete_namespaced_pod(
+                    name, namespace, grace_period_seconds=0 if force else None, _request_timeout=TIMEOUT
+                )
             except client.ApiException as error:
                 _ignore(404, error)
 
@@ -106,12 +173,12 @@ class KubernetesCluster:
     def delete_job(self, namespace: str, name: str) -> None:
         try:
             self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background"
+                GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background", _request_timeout=TIMEOUT
             )
         except client.ApiException as error:
             _ignore(404, error)
 
-    def emit(self, job: Manifest, events: list[Event]) -> None:
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         metadata = job["metadata"]
         now = datetime.now(UTC).isoformat()
         for event in events:
@@ -135,6 +202,6 @@ class KubernetesCluster:
                 "reportingComponent": "trainingjob-operator",
             }
             try:
-                self.core.create_namespaced_event(metadata["namespace"], body)
+                self.core.create_namespaced_event(metadata["namespace"], body, _request_timeout=TIMEOUT)
             except client.ApiException as error:  # events are best effort
                 log.warning("could not record event %s: %s", event.reason, error.reason)

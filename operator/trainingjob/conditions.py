@@ -14,6 +14,7 @@ def set_condition(
     *,
     now: datetime,
     generation: int | None,
+    probed: datetime | None = None,
 ) -> list[Condition]:
     """A new list with `kind` set; lastTransitionTime moves only when the status flips."""
     status = ConditionStatus.TRUE if is_true else ConditionStatus.FALSE
@@ -25,6 +26,7 @@ def set_condition(
         reason=reason,
         message=message,
         last_transition_time=since,
+        last_probe_time=probed,
         observed_generation=generation,
     )
     others = [c for c in conditions if c.type != kind]

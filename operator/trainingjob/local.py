@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,10 +24,10 @@ from typing import Any
 
 from trainingjob import contract
 from trainingjob.manifests import TRAINER_COMMAND
-from trainingjob.model import CheckpointStatus, Progress, TrainingJobStatus
-from trainingjob.observe import progress_from_report
+from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
-from trainingjob.reconcile import reconcile
+from trainingjob.reconcile import Created, Gone, reconcile
+from trainingjob.report import Report, parse_report
 
 Manifest = dict[str, Any]
 TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
@@ -35,6 +36,20 @@ GRACE_SECONDS = 30.0
 
 def _now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def merge_patched(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """`target` with a JSON merge patch (RFC 7386) applied, as the apiserver applies one."""
+    result = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, Mapping):
+            current = result.get(key)
+            result[key] = merge_patched(current if isinstance(current, Mapping) else {}, value)
+        else:
+            result[key] = value
+    return result
 
 
 def _free_port() -> int:
@@ -113,8 +128,12 @@ class LocalCluster:
         self._reap()
         return [pod.as_manifest() for pod in self.pods.values()]
 
-    def service_exists(self, namespace: str, job: str) -> bool:
-        return self.service
+    def read_service(self, namespace: str, job: str) -> Manifest | None:
+        if not self.service:
+            return None
+        return {
+            "metadata": {"name": job, "ownerReferences": [{"uid": self.job["metadata"]["uid"], "controller": True}]}
+        }
 
     def log_tail(self, namespace: str, pod: str, lines: int) -> str:
         found = self.pods.get(pod)
@@ -122,15 +141,12 @@ class LocalCluster:
             return ""
         return "\n".join(found.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def progress(self, pod: Manifest) -> tuple[Progress | None, CheckpointStatus | None]:
+    def progress(self, pod: Manifest) -> Report:
         found = self.pods.get(pod["metadata"]["name"])
-        if found is None or not found.progress_path.exists():
-            return None, None
         try:
-            report = json.loads(found.progress_path.read_text())
-        except (OSError, ValueError):
+            return parse_report(found.progress_path.read_bytes()) if found else (None, None)
+        except OSError:
             return None, None
-        return progress_from_report(report)
 
     def report(self, pod: str) -> Manifest:
         """The raw progress report of a pod (accuracy and the like), or {}."""
@@ -139,36 +155,35 @@ class LocalCluster:
             return dict(json.loads(found.progress_path.read_text()))  # type: ignore[union-attr]
         return {}
 
-    def write_status(self, namespace: str, name: str, resource_version: str, status: Manifest) -> None:
-        current = dict(self.job.get("status") or {})
-        for key, value in status.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        self.job["status"] = current
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        if self.deleted:
+            raise Gone(name)
+        self.job["status"] = merge_patched(self.job.get("status") or {}, patch)
         self.job["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
+        return str(self.job["metadata"]["resourceVersion"])
 
-    def create(self, namespace: str, manifests: list[Manifest]) -> None:
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        created = {}
         for manifest in manifests:
             if manifest["kind"] == "Service":
                 self.service = True
             elif manifest["metadata"]["name"] not in self.pods:
-                self._start(manifest)
+                created[manifest["metadata"]["name"]] = self._start(manifest)
+        return Created(created)
 
-    def delete_pods(self, namespace: str, names: list[str]) -> None:
-        """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period."""
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
+        """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period, or at once."""
         for name in names:
             pod = self.pods.get(name)
-            if pod is not None and pod.deleted_at is None:
-                pod.deleted_at = datetime.now(UTC).timestamp()
+            if pod is not None and (pod.deleted_at is None or force):
+                pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pod.process.pid, signal.SIGTERM)
+                    os.killpg(pod.process.pid, signal.SIGKILL if force else signal.SIGTERM)
 
     def delete_job(self, namespace: str, name: str) -> None:
         self.deleted = True
 
-    def emit(self, job: Manifest, events: list[Event]) -> None:
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         for event in events:
             self.on_event(event)
 
@@ -198,7 +213,7 @@ class LocalCluster:
         """Fresh loopback ports per attempt: the rendezvous port, then one per parameter server."""
         return self.ports.setdefault(attempt, [_free_port() for _ in range(count)])
 
-    def _start(self, manifest: Manifest) -> None:
+    def _start(self, manifest: Manifest) -> str:
         container = manifest["spec"]["containers"][0]
         env = {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
         refs = [item["name"] for item in container.get("env", []) if "value" not in item]
@@ -237,6 +252,7 @@ class LocalCluster:
         pod = copy.deepcopy(manifest)
         pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now(), namespace="local")
         self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]))
+        return str(pod["metadata"]["uid"])
 
 
 @dataclass(frozen=True)

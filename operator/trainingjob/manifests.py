@@ -23,7 +23,6 @@ from trainingjob.naming import (
 MASTER_PORT = 29500
 PS_PORT = 29501
 PROGRESS_PORT = 29400
-DEFAULT_MASTER_WAIT_SECONDS = 600
 TRAINER_COMMAND = ("python", "-m", "trainer")
 
 
@@ -76,6 +75,13 @@ def service_manifest(job: TrainingJob, uid: str) -> dict[str, Any]:
     }
 
 
+def checkpoint_dir(job: TrainingJob, mount_path: str) -> str:
+    """This job's own folder on the checkpoint volume: jobs sharing a volume, or a job re-created under the
+    same name, never see each other's checkpoints."""
+    uid = str(getattr(job.metadata, "uid", "") or "no-uid")
+    return f"{mount_path.rstrip('/')}/{job.metadata.name}/{uid}"
+
+
 def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, str]:
     """The variables the trainer (or an unmodified torchrun script) reads, for one replica."""
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
@@ -106,10 +112,10 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
         contract.PS_ADDRS: ",".join(f"{r.address(name, namespace)}:{PS_PORT}" for r in servers),
         contract.NPROC_PER_POD: str(nproc),
         contract.PROGRESS_PORT: str(PROGRESS_PORT),
-        contract.MASTER_WAIT_SECONDS: str(spec.run_policy.startup_deadline_seconds or DEFAULT_MASTER_WAIT_SECONDS),
+        contract.MASTER_WAIT_SECONDS: str(spec.run_policy.startup_deadline_seconds),
     }
     if spec.checkpoint is not None:
-        env[contract.CHECKPOINT_DIR] = spec.checkpoint.path
+        env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
         env[contract.CHECKPOINT_KEEP] = str(spec.checkpoint.keep)
         if spec.checkpoint.every_steps is not None:
             env[contract.CHECKPOINT_EVERY_STEPS] = str(spec.checkpoint.every_steps)

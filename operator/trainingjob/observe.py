@@ -1,5 +1,8 @@
-"""Pure reading of a job's pods: which replica and attempt each is, and how it is doing or how it ended."""
+"""Pure reading of a job's children: which pods are the job's own, which replica and attempt each is, and
+how it is doing or how it ended. Everything copied out of a pod is bounded here, so nothing a kubelet, a
+webhook or a hostile pod writes can make a status the apiserver refuses."""
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -7,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from trainingjob.model import CheckpointStatus, Progress
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, Replica
+from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, Replica
 
 # Pod reasons and condition reasons that mean the pod was pushed out, not that the job failed.
 DISRUPTION_REASONS = frozenset(
@@ -26,6 +29,15 @@ DISRUPTION_REASONS = frozenset(
         "NodeShutdown",
     }
 )
+# The kubelet's messages when it evicts a pod for going over its own limits (no node pressure involved):
+# an emptyDir over its sizeLimit, a container or the pod over its ephemeral-storage limit.
+_OWN_LIMIT_EVICTIONS = re.compile(
+    r"exceeds the limit|exceeded its local ephemeral storage limit|exceeds the total limit of containers"
+)
+REASON_LENGTH = 128
+MESSAGE_LENGTH = 1024
+LOG_TAIL_LENGTH = 4096
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class PodPhase(StrEnum):
@@ -47,14 +59,21 @@ class PodState:
     phase: PodPhase
     created: datetime | None = None
     ready: bool = False
-    deleting: bool = False
-    disrupted: bool = False
+    deleting_since: datetime | None = None  # the pod's deletionTimestamp: when its grace period ends
+    disrupted: bool = False  # evicted under node pressure, preempted, drained, its node lost
+    over_own_limit: bool = False  # evicted for exceeding its own ephemeral-storage or emptyDir limit
     exit_code: int | None = None
     finished_at: datetime | None = None
     reason: str = ""
     message: str = ""
+    waiting: str = ""  # why a container waits: ImagePullBackOff, CreateContainerConfigError, ...
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
+    node: str = ""
     log_tail: str = ""
+
+    @property
+    def deleting(self) -> bool:
+        return self.deleting_since is not None
 
     @property
     def is_finished(self) -> bool:
@@ -66,61 +85,102 @@ class PodState:
         return self.phase == PodPhase.FAILED or (self.disrupted and self.phase != PodPhase.SUCCEEDED)
 
     @property
-    def has_started(self) -> bool:
-        return self.phase != PodPhase.PENDING
+    def is_up(self) -> bool:
+        return self.phase in (PodPhase.RUNNING, PodPhase.SUCCEEDED) and not self.deleting
+
+
+def bounded(value: Any, limit: int) -> str:
+    """A string of at most `limit` characters without control characters (newlines and tabs kept)."""
+    text = value if isinstance(value, str) else ""
+    return _CONTROL.sub("", text[: limit * 2])[:limit]
 
 
 def _parse_time(value: Any) -> datetime | None:
-    if not value:
-        return None
     if isinstance(value, datetime):
         return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def _terminated(status: Mapping[str, Any], container: str) -> Mapping[str, Any]:
-    for entry in status.get("containerStatuses") or []:
-        if entry.get("name") == container:
-            state = entry.get("state") or {}
-            last = entry.get("lastState") or {}
-            return state.get("terminated") or last.get("terminated") or {}
+def _exit_code(value: Any) -> int | None:
+    """Exit codes as the kubelet reports them (0-255, -1 for unknown); anything else is not an exit code."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 255 else None
+
+
+def _mappings(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def _container(status: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    return next((c for c in _mappings(status.get("containerStatuses")) if c.get("name") == name), {})
+
+
+def _state(container: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    for holder in (container.get("state"), container.get("lastState")):
+        found = holder.get(key) if isinstance(holder, Mapping) else None
+        if isinstance(found, Mapping):
+            return found
     return {}
 
 
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), {})
+    return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
+
+
+def controller_uid(manifest: Mapping[str, Any]) -> str:
+    """The UID of the object's controller (its owner reference with controller: true), or ""."""
+    owners = _mappings((manifest.get("metadata") or {}).get("ownerReferences"))
+    return next((str(o.get("uid", "")) for o in owners if o.get("controller") is True), "")
+
+
+def _replica(labels: Mapping[str, Any]) -> tuple[Replica, int] | None:
+    try:
+        role, index, attempt = str(labels[ROLE_LABEL]), int(labels[INDEX_LABEL]), int(labels[ATTEMPT_LABEL])
+    except (KeyError, ValueError, TypeError):
+        return None
+    return (Replica(role, index), attempt) if role in ROLES and index >= 0 and attempt >= 0 else None
 
 
 def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> PodState | None:
     """Read one pod (as the API returns it, camelCase); None for a pod without our labels."""
     metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
-    labels = metadata.get("labels") or {}
-    try:
-        replica = Replica(labels[ROLE_LABEL], int(labels[INDEX_LABEL]))
-        attempt = int(labels[ATTEMPT_LABEL])
-    except (KeyError, ValueError):
+    identity = _replica(metadata.get("labels") or {})
+    if identity is None:
         return None
-    terminated = _terminated(status, container)
-    disruption = _condition(status, "DisruptionTarget")
-    scheduled = _condition(status, "PodScheduled")
-    reason = str(status.get("reason") or terminated.get("reason") or disruption.get("reason") or "")
-    disrupted = disruption.get("status") == "True" or reason in DISRUPTION_REASONS
+    ours = _container(status, container)
+    terminated, waiting = _state(ours, "terminated"), _state(ours, "waiting")
+    disruption, scheduled = _condition(status, "DisruptionTarget"), _condition(status, "PodScheduled")
+    reason = bounded(status.get("reason") or terminated.get("reason") or disruption.get("reason"), REASON_LENGTH)
+    message = bounded(status.get("message") or terminated.get("message") or disruption.get("message"), MESSAGE_LENGTH)
+    over_own_limit = reason == "Evicted" and _OWN_LIMIT_EVICTIONS.search(message) is not None
+    phase = str(status.get("phase"))
+    waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
     return PodState(
-        name=str(metadata.get("name", "")),
-        uid=str(metadata.get("uid", "")),
-        replica=replica,
-        attempt=attempt,
-        phase=PodPhase(status.get("phase") or "Pending"),
+        name=bounded(metadata.get("name"), 253),
+        uid=bounded(metadata.get("uid"), 64),
+        replica=identity[0],
+        attempt=identity[1],
+        phase=PodPhase(phase) if phase in PodPhase.__members__.values() else PodPhase.PENDING,
         created=_parse_time(metadata.get("creationTimestamp")),
         ready=_condition(status, "Ready").get("status") == "True",
-        deleting=metadata.get("deletionTimestamp") is not None,
-        disrupted=disrupted,
-        exit_code=terminated.get("exitCode"),
+        deleting_since=_parse_time(metadata.get("deletionTimestamp")),
+        disrupted=not over_own_limit and (disruption.get("status") == "True" or reason in DISRUPTION_REASONS),
+        over_own_limit=over_own_limit,
+        exit_code=_exit_code(terminated.get("exitCode")),
         finished_at=_parse_time(terminated.get("finishedAt")),
         reason=reason,
-        message=str(status.get("message") or terminated.get("message") or disruption.get("message") or ""),
-        unschedulable=str(scheduled.get("message") or "") if scheduled.get("reason") == "Unschedulable" else "",
-        log_tail=log_tail,
+        message=message,
+        waiting=waiting_reason + (f": {bounded(waiting.get('message'), 256)}" if waiting.get("message") else ""),
+        unschedulable=bounded(scheduled.get("message"), MESSAGE_LENGTH)
+        if scheduled.get("reason") == "Unschedulable"
+        else "",
+        node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
+        log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:], LOG_TAIL_LENGTH),
     )
 
 
@@ -128,10 +188,11 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
 class Observed:
     """Everything a reconcile reads from the cluster, read once."""
 
-    pods: tuple[PodState, ...] = ()
+    pods: tuple[PodState, ...] = ()  # the job's own pods (its controller UID), by attempt and replica
     service_exists: bool = False
     progress: Progress | None = None  # rank 0's last report, when it could be read
     checkpoint: CheckpointStatus | None = None
+    foreign: tuple[str, ...] = ()  # pods with the job's labels owned by something else, e.g. a deleted namesake
 
     def of_attempt(self, attempt: int) -> list[PodState]:
         return [p for p in self.pods if p.attempt == attempt]
@@ -143,30 +204,23 @@ class Observed:
 def observe(
     pods: Iterable[Mapping[str, Any]],
     container: str,
-    service_exists: bool,
+    *,
+    job_uid: str,
+    service: Mapping[str, Any] | None,
     log_tails: Mapping[str, str] | None = None,
 ) -> Observed:
-    states = (pod_state(p, container, (log_tails or {}).get(p["metadata"]["name"], "")) for p in pods)
-    return Observed(tuple(sorted((s for s in states if s), key=lambda s: (s.attempt, s.replica))), service_exists)
-
-
-def progress_from_report(report: Mapping[str, Any]) -> tuple[Progress | None, CheckpointStatus | None]:
-    """The trainer's progress report (JSON from rank 0's endpoint or file) as status fields."""
-    try:
-        heartbeat = report.get("heartbeat")
-        progress = Progress(
-            step=int(report.get("step", 0)),
-            loss=report.get("loss"),
-            samples_per_second=report.get("samplesPerSecond"),
-            last_heartbeat_time=datetime.fromtimestamp(float(heartbeat), UTC) if heartbeat is not None else None,
-        )
-        checkpoint = None
-        if report.get("lastCheckpointStep") is not None and report.get("lastCheckpointTime") is not None:
-            checkpoint = CheckpointStatus(
-                step=int(report["lastCheckpointStep"]),
-                path=str(report.get("lastCheckpointPath", "")),
-                time=datetime.fromtimestamp(float(report["lastCheckpointTime"]), UTC),
-            )
-    except (TypeError, ValueError):
-        return None, None
-    return progress, checkpoint
+    """The job's own pods and Service: those whose controller is the job with this UID."""
+    ours, foreign = [], []
+    for pod in pods:
+        state = pod_state(pod, container, (log_tails or {}).get(str((pod.get("metadata") or {}).get("name")), ""))
+        if state is None:
+            continue
+        if controller_uid(pod) == job_uid:
+            ours.append(state)
+        else:
+            foreign.append(state.name)
+    return Observed(
+        pods=tuple(sorted(ours, key=lambda s: (s.attempt, s.replica, s.name))),
+        service_exists=service is not None and controller_uid(service) == job_uid,
+        foreign=tuple(sorted(foreign)),
+    )

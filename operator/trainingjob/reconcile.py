@@ -1,36 +1,56 @@
-"""One reconcile of one job: observe the cluster once, plan, write the status, then act on the plan."""
+"""One reconcile of one job: observe the cluster once, plan, write the status, announce, then act; what the
+actions returned (the UIDs of created pods, refused creations) is written back before the next pass."""
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from trainingjob.conditions import set_condition
 from trainingjob.contract import ROLE_WORKER
-from trainingjob.model import CheckpointStatus, ConditionType, Phase, Progress, TrainingJob, TrainingJobStatus
+from trainingjob.model import ConditionType, TrainingJob, TrainingJobStatus
 from trainingjob.naming import CONTAINER_NAME, Replica
-from trainingjob.observe import Observed, PodPhase, observe
-from trainingjob.plan import Event, Settings, plan
+from trainingjob.observe import Observed, observe
+from trainingjob.plan import Event, Plan, Settings, creation, logs, plan, tracking
+from trainingjob.plan.creation import Refusal
+from trainingjob.plan.invalid import plan_invalid, salvaged_status
+from trainingjob.report import Report
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
 
 
+class Conflict(Exception):  # noqa: N818  (a domain outcome, not a bug)
+    """The job changed since it was read: plan again from the new version."""
+
+
+class Gone(Exception):  # noqa: N818
+    """The job no longer exists."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """What a create call did: the pods it created (name -> UID) and the ones the apiserver refused."""
+
+    pods: Mapping[str, str] = field(default_factory=dict)
+    refusals: Sequence[Refusal] = ()
+
+
 class Cluster(Protocol):
-    """What reconcile needs from a cluster."""
+    """What reconcile needs from a cluster. write_status raises Conflict or Gone and returns the new version."""
 
     def read_job(self, namespace: str, name: str) -> Manifest | None: ...
     def list_pods(self, namespace: str, job: str) -> list[Manifest]: ...
-    def service_exists(self, namespace: str, job: str) -> bool: ...
+    def read_service(self, namespace: str, job: str) -> Manifest | None: ...
     def log_tail(self, namespace: str, pod: str, lines: int) -> str: ...
-    def progress(self, pod: Manifest) -> tuple[Progress | None, CheckpointStatus | None]: ...
-    def write_status(self, namespace: str, name: str, resource_version: str, status: Manifest) -> None: ...
-    def create(self, namespace: str, manifests: list[Manifest]) -> None: ...
-    def delete_pods(self, namespace: str, names: list[str]) -> None: ...
+    def progress(self, pod: Manifest) -> Report: ...
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created: ...
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None: ...
     def delete_job(self, namespace: str, name: str) -> None: ...
-    def emit(self, job: Manifest, events: list[Event]) -> None: ...
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -42,35 +62,37 @@ class Outcome:
     requeue_after: float | None = None
 
 
-def _observe(cluster: Cluster, job: TrainingJob, log_tail_lines: int) -> Observed:
-    namespace, name = str(job.metadata.namespace), str(job.metadata.name)
-    pods = cluster.list_pods(namespace, name)
-    counted = job.status.last_failure.pod_uid if job.status and job.status.last_failure else None
-    failed = [
-        p["metadata"]["name"]
-        for p in pods
-        if (p.get("status") or {}).get("phase") == PodPhase.FAILED and p["metadata"].get("uid") != counted
-    ]
-    tails = {pod: cluster.log_tail(namespace, pod, log_tail_lines) for pod in failed[:3]} if log_tail_lines else {}
-    observed = observe(pods, CONTAINER_NAME, cluster.service_exists(namespace, name), tails)
-    rank0_name = Replica(ROLE_WORKER, 0).pod_name(name, job.status.attempt if job.status else 0)
-    rank0 = next((p for p in pods if p["metadata"]["name"] == rank0_name), None)
-    if rank0 is None:
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch (RFC 7386) that turns `old` into `new`: null for every field that is gone, at
+    any depth, so nothing of an earlier status lingers."""
+    if not isinstance(old, Mapping) or not isinstance(new, Mapping):
+        return new
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        if key not in old or old[key] != value:
+            patch[key] = merge_patch(old.get(key), value) if isinstance(value, Mapping) else value
+    return patch
+
+
+def _observe(
+    cluster: Cluster, job: TrainingJob, pods: list[Manifest], service: Manifest | None, lines: int
+) -> Observed:
+    namespace, name, uid = str(job.metadata.namespace), str(job.metadata.name), str(getattr(job.metadata, "uid", ""))
+    observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
+    wanted = logs.wanted(job.status, observed) if lines else []
+    if wanted:
+        tails = {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted}
+        observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, log_tails=tails)
+    attempt = job.status.attempt if job.status else 0
+    rank0 = Replica(ROLE_WORKER, 0).pod_name(name, attempt)
+    ours = {p.name for p in observed.of_attempt(attempt)}
+    manifest = next((p for p in pods if p["metadata"].get("name") == rank0), None)
+    if manifest is None or rank0 not in ours:
         return observed
-    progress, checkpoint = cluster.progress(rank0)
-    return Observed(observed.pods, observed.service_exists, progress, checkpoint)
-
-
-def _invalid(job_manifest: dict[str, object], error: ValidationError, now: datetime) -> TrainingJobStatus:
-    """A job the apiserver accepted but the model refuses (e.g. written before a CRD upgrade) fails, with why."""
-    message = f"The job's spec is invalid: {error.errors()[0]['loc']}: {error.errors()[0]['msg']}."
-    status = TrainingJobStatus.model_validate(job_manifest.get("status") or {})
-    status.phase = Phase.FAILED
-    status.conditions = set_condition(
-        status.conditions, ConditionType.FAILED, True, "InvalidSpec", message, now=now, generation=None
-    )
-    status.completion_time = status.completion_time or now
-    return status
+    progress, checkpoint = cluster.progress(manifest)
+    if progress is not None and progress.attempt is None:
+        progress = progress.model_copy(update={"attempt": attempt})
+    return replace(observed, progress=progress, checkpoint=checkpoint)
 
 
 def reconcile(
@@ -80,30 +102,99 @@ def reconcile(
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         return Outcome()
-    version = manifest["metadata"]["resourceVersion"]
+    pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
     try:
         job = TrainingJob.model_validate(manifest)
     except ValidationError as error:
-        status = _invalid(manifest, error, now)
-        cluster.write_status(namespace, name, version, status.model_dump(mode="json", by_alias=True, exclude_none=True))
-        return Outcome(after=status)
-    before = job.status or TrainingJobStatus()
-    result = plan(job, _observe(cluster, job, log_tail_lines), now, settings)
-    if result.status != before:
-        cluster.write_status(namespace, name, version, _status_patch(before, result.status))
-    if result.delete:
-        cluster.delete_pods(namespace, result.delete)
-    if result.create:
-        cluster.create(namespace, result.create)
+        observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
+        result = plan_invalid(manifest, error, observed, now)
+    else:
+        result = plan(job, _observe(cluster, job, pods, service, log_tail_lines), now, settings)
+    before = salvaged_status(manifest.get("status"))
+    try:
+        after = _act(cluster, manifest, result, now)
+    except Gone:
+        return Outcome(before)
+    return Outcome(before, after, result.requeue_after)
+
+
+def _dump(status: TrainingJobStatus) -> Manifest:
+    return status.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> TrainingJobStatus:
+    """Write the status first (the commit point), announce, delete, create, then record what creating did."""
+    metadata = manifest["metadata"]
+    namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
+    stored = manifest.get("status") or {}
+    patch = merge_patch(stored, _dump(result.status))
+    if patch:
+        version = cluster.write_status(namespace, name, version, patch)
+    _log(namespace, name, result)
     if result.events:
         cluster.emit(manifest, result.events)
+    if result.delete:
+        cluster.delete_pods(namespace, result.delete)
+    if result.force_delete:
+        cluster.delete_pods(namespace, result.force_delete, force=True)
+    status = result.status
+    if result.create:
+        created = cluster.create(namespace, result.create)
+        status = _record_creation(cluster, (manifest, version), result.status, created, now)
     if result.delete_job:
         cluster.delete_job(namespace, name)
-    return Outcome(before, result.status, result.requeue_after)
+    return status
 
 
-def _status_patch(before: TrainingJobStatus, after: TrainingJobStatus) -> dict[str, object]:
-    """A merge patch: the new status, with null for fields that are gone."""
-    old = before.model_dump(mode="json", by_alias=True, exclude_none=True)
-    new: dict[str, object] = after.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return {**{key: None for key in old if key not in new}, **new}
+def _record_creation(
+    cluster: Cluster, written: tuple[Manifest, str], status: TrainingJobStatus, done: Created, now: datetime
+) -> TrainingJobStatus:
+    """Track the pods just created, and record refusals, in a second write on the version just written."""
+    manifest, version = written
+    metadata = manifest["metadata"]
+    after = creation.refused(tracking.created(status, done.pods), done.refusals, now, metadata.get("generation"))
+    if after == status:
+        return status
+    try:
+        cluster.write_status(metadata["namespace"], metadata["name"], version, merge_patch(_dump(status), _dump(after)))
+    except Conflict:
+        return status  # the next pass sees the pods and the refusals again
+    if done.refusals and _condition_message(status) != _condition_message(after):
+        first = done.refusals[0]
+        message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]
+        cluster.emit(manifest, [Event("Warning", "PodCreateRefused", message)])
+        log.warning("%s/%s attempt %d: %s", metadata["namespace"], metadata["name"], status.attempt, message)
+    return after
+
+
+def _condition_message(status: TrainingJobStatus) -> str:
+    created = next((c for c in status.conditions if c.type == ConditionType.CREATED), None)
+    return f"{created.reason}: {created.message}" if created else ""
+
+
+def _log(namespace: str, name: str, result: Plan) -> None:
+    """One line per decision, naming the job and the attempt: what the operator did and why."""
+    attempt = result.status.attempt
+    for event in result.events:
+        level = logging.WARNING if event.type == "Warning" else logging.INFO
+        log.log(
+            level,
+            "%s/%s attempt %d: %s: %s",
+            namespace,
+            name,
+            attempt,
+            event.reason,
+            event.message,
+            extra={"job": f"{namespace}/{name}", "attempt": attempt, "decision": event.reason},
+        )
+    if result.create or result.delete or result.force_delete:
+        log.debug(
+            "%s/%s attempt %d: create %d, delete %d, force-delete %d (%s)",
+            namespace,
+            name,
+            attempt,
+            len(result.create),
+            len(result.delete),
+            len(result.force_delete),
+            ", ".join(result.decisions),
+        )

@@ -32,9 +32,11 @@ from trainingjob.model.status import (
     FailureClass,
     LastFailure,
     Phase,
+    PodOutcome,
     Progress,
     ReplicaStatus,
     RestartCounts,
+    TrackedPod,
     TrainingJobStatus,
 )
 from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, Volume, VolumeMount
@@ -69,6 +71,7 @@ __all__ = [
     "Optimizer",
     "ParameterServerSpec",
     "Phase",
+    "PodOutcome",
     "Progress",
     "PullPolicy",
     "ReplicaStatus",
@@ -79,6 +82,7 @@ __all__ = [
     "RunPolicy",
     "SchedulingSpec",
     "Toleration",
+    "TrackedPod",
     "TrainerSpec",
     "TrainingJob",
     "TrainingJobSpec",

@@ -26,6 +26,7 @@ from trainingjob.rules import Immutable, Reason, Rule
 
 DEFAULT_PERMANENT_EXIT_CODES = (int(ExitCode.PERMANENT),)
 Seconds = Annotated[Int, Field(ge=1, le=31_536_000)]  # at most a year
+DEFAULT_STARTUP_DEADLINE_SECONDS = 1800
 ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
 
 
@@ -70,9 +71,10 @@ class CheckpointSpec(ApiModel):
     volume: Annotated[CheckpointVolume, Immutable("volume")]
     """The volume checkpoints are written to; mounted in every pod at path."""
     path: Annotated[AbsolutePath, Immutable("path")] = "/checkpoints"
-    """Absolute path in the pods where the checkpoint volume is mounted; the trainer writes step-N folders
-    here
-    (TJ_CHECKPOINT_DIR)."""
+    """Absolute path in the pods where the checkpoint volume is mounted. Each job writes its step-N folders
+    in a folder of its own there, <path>/<job name>/<job uid> (TJ_CHECKPOINT_DIR), so jobs sharing a volume,
+    or a job deleted and created again under the same name, never resume from or prune each other's
+    checkpoints."""
     every_steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
     """Checkpoint every this many steps. With everySeconds too, whichever comes first."""
     every_seconds: Seconds | None = None
@@ -108,16 +110,24 @@ class RunPolicy(ApiModel):
     """Only with restartPolicy ExitCode: exit codes that fail the job without a restart. [78] when unset (the
     trainer's code for a bad configuration)."""
     backoff_limit: Annotated[Int, Field(ge=0, le=1000)] = 3
-    """Restarts allowed for retryable failures (non-zero exits, OOM kills, stalls) before the job fails."""
+    """Restarts allowed for failures that are the job's own (non-zero exits, OOM kills, evictions for
+    exceeding its ephemeral-storage or emptyDir limits, stalls) before the job fails."""
+    disruption_limit: Annotated[Int, Field(ge=0, le=10000)] = 100
+    """Restarts allowed for disruptions (eviction under node pressure, preemption, drain, node loss, a pod
+    deleted by someone else, exit 79 after SIGTERM) before the job fails; they never count against
+    backoffLimit."""
     active_deadline_seconds: Seconds | None = None
     """Fail the job when it has run this long in total (time suspended not counted); no limit when unset."""
-    startup_deadline_seconds: Seconds | None = None
-    """Fail the attempt when its pods are not all running this long after it started (stuck Pending, image
-    pull
-    errors, unschedulable); no limit when unset."""
+    startup_deadline_seconds: Seconds = DEFAULT_STARTUP_DEADLINE_SECONDS
+    """Fail the job when a pod is not running this long after it was created, or after its creation was
+    first refused (unschedulable, image pull errors, a missing volume or secret, a quota or Pod Security
+    refusal). The condition Running says why pods wait meanwhile. Default 1800 (30 minutes); raise it for
+    jobs that wait long for capacity, or queue them with Kueue (a suspended job's clock does not run)."""
     progress_deadline_seconds: Seconds | None = None
-    """Restart the attempt from its checkpoint when the trainer reports no progress for this long (a hang);
-    hang detection is off when unset."""
+    """Restart the attempt from its checkpoint when rank 0 reports no progress for this long (a hang). Only
+    enforced once rank 0 of the current attempt has reported progress (the built-in trainer serves it on
+    port 29400, which the operator reads): a program that never reports is never restarted for it, and the
+    Running condition says so. Hang detection is off when unset."""
     ttl_seconds_after_finished: Annotated[Int, Field(ge=0, le=31_536_000)] | None = None
     """Delete the job this long after it succeeded or failed; kept when unset."""
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING

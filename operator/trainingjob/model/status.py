@@ -11,6 +11,8 @@ from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_b
 Count = Annotated[Int, Field(ge=0)]
 Reason = Annotated[Str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)]
 Message = Annotated[Str, Field(max_length=32768)]
+# What a kubelet or an apiserver wrote: any characters (e.g. "OutOfnvidia.com/gpu"), kept short.
+PodReason = Annotated[Str, Field(max_length=256)]
 
 
 class Phase(StrEnum):
@@ -66,6 +68,8 @@ class Condition(ApiModel):
     """What happened, as a sentence for people."""
     last_transition_time: datetime
     """When status last changed."""
+    last_probe_time: datetime | None = None
+    """When the operator last checked it, where that matters (the last refused pod creation)."""
     observed_generation: Annotated[Int, Field(ge=0)] | None = None
     """The metadata.generation the condition was computed from."""
 
@@ -109,8 +113,9 @@ class LastFailure(ApiModel):
     """How the failure was classified, which decides whether and how the job restarts."""
     exit_code: Annotated[Int, Field(ge=-1, le=255)] | None = None
     """Exit code of the trainer container, when it exited."""
-    reason: Reason
-    """Why it failed, CamelCase, e.g. Error, OOMKilled, Evicted, DeadlineExceeded."""
+    reason: PodReason
+    """Why it failed, as the kubelet reported it (e.g. Error, OOMKilled, Evicted, OutOfnvidia.com/gpu) or
+    the operator's own word (Vanished, Stalled)."""
     message: Message = ""
     """What happened, as a sentence for people."""
     log_tail: Annotated[Str, Field(max_length=16384)] = ""
@@ -141,6 +146,26 @@ class Progress(ApiModel):
     """Throughput of the whole job."""
     last_heartbeat_time: datetime | None = None
     """When the trainer last reported; progressDeadlineSeconds is measured from it."""
+    attempt: Annotated[Int, Field(ge=0)] | None = None
+    """The attempt whose rank 0 made this report; progressDeadlineSeconds applies only once the current
+    attempt has reported."""
+
+
+class PodOutcome(StrEnum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class TrackedPod(ApiModel):
+    """A pod of the current attempt the operator created or saw, so that one that vanishes is noticed and
+    every failure is counted exactly once."""
+
+    name: Annotated[Str, Field(max_length=253)]
+    """The pod's name."""
+    uid: Annotated[Str, Field(max_length=64)]
+    """The pod's UID."""
+    outcome: PodOutcome | None = None
+    """Succeeded, or Failed once its failure was counted; unset while it runs."""
 
 
 class TrainingJobStatus(ApiModel):
@@ -170,6 +195,12 @@ class TrainingJobStatus(ApiModel):
     progress: Progress | None = None
     """The trainer's last progress report."""
     start_time: datetime | None = None
-    """When the job first started running pods."""
+    """When the job's first attempt began (its pods were first created)."""
+    suspended_seconds: Count = 0
+    """Seconds the job has spent suspended since it started; activeDeadlineSeconds does not count them."""
     completion_time: datetime | None = None
     """When the job reached Succeeded or Failed."""
+    tracked_pods: Annotated[list[TrackedPod], Field(max_length=4352), AfterValidator(unique_by("uid"))] = Field(
+        default_factory=list, json_schema_extra=list_map("uid")
+    )
+    """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""

@@ -9,11 +9,18 @@ from trainingjob.observe import PodState
 
 # Most telling first: a configuration error explains the rest; a preemption explains peers that then crashed.
 _PRECEDENCE = (FailureClass.PERMANENT, FailureClass.DISRUPTION, FailureClass.OOM, FailureClass.RETRYABLE)
-# Restart classes that use up spec.runPolicy.backoffLimit; disruptions never do.
-BUDGETED = (FailureClass.RETRYABLE, FailureClass.OOM, FailureClass.STALLED)
+_COUNTER = {
+    FailureClass.RETRYABLE: "retryable",
+    FailureClass.OOM: "oom",
+    FailureClass.DISRUPTION: "disruption",
+    FailureClass.STALLED: "stalled",
+}
 
 
 def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
+    """Over its own limits is the job's doing (retryable); pushed out by the cluster is a disruption."""
+    if pod.over_own_limit:
+        return FailureClass.RETRYABLE
     if pod.disrupted or pod.exit_code == ExitCode.PREEMPTED:
         return FailureClass.DISRUPTION
     if pod.reason == "OOMKilled":
@@ -31,18 +38,14 @@ def root_cause(pods: list[PodState], policy: RunPolicy) -> tuple[FailureClass, P
 
 
 def budget_used(restarts: RestartCounts) -> int:
+    """Restarts that count against backoffLimit: the job's own failures."""
     return restarts.retryable + restarts.oom + restarts.stalled
 
 
 def counted(restarts: RestartCounts, failure: FailureClass) -> RestartCounts:
     """Restart counts with one more restart of this class."""
-    field = {
-        FailureClass.RETRYABLE: "retryable",
-        FailureClass.OOM: "oom",
-        FailureClass.DISRUPTION: "disruption",
-        FailureClass.STALLED: "stalled",
-    }[failure]
-    return restarts.model_copy(update={field: getattr(restarts, field) + 1})
+    name = _COUNTER[failure]
+    return restarts.model_copy(update={name: getattr(restarts, name) + 1})
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,12 @@ def decide(failure: FailureClass, restarts: RestartCounts, policy: RunPolicy, wh
     if failure == FailureClass.PERMANENT:
         return Verdict(False, "PermanentFailure", f"{what}; the exit code is permanent, so the job is not restarted.")
     if failure == FailureClass.DISRUPTION:
+        if restarts.disruption >= policy.disruption_limit:
+            return Verdict(
+                False,
+                "DisruptionLimitExceeded",
+                f"{what}; the job was disrupted {restarts.disruption} times, its disruptionLimit.",
+            )
         return Verdict(True, "Disrupted", f"{what}; disruptions do not count against backoffLimit.")
     if policy.restart_policy == RestartPolicy.NEVER:
         return Verdict(False, "RestartPolicyNever", f"{what}; restartPolicy is Never.")
@@ -68,7 +77,8 @@ def decide(failure: FailureClass, restarts: RestartCounts, policy: RunPolicy, wh
             "BackoffLimitExceeded",
             f"{what}; the job has restarted {budget_used(restarts)} times, its backoffLimit.",
         )
-    return Verdict(True, f"{failure.value}Failure" if failure != FailureClass.OOM else "OOMKilled", f"{what}.")
+    reason = {FailureClass.OOM: "OOMKilled", FailureClass.STALLED: "Stalled"}.get(failure, "RetryableFailure")
+    return Verdict(True, reason, f"{what}.")
 
 
 def describe(pod: PodState) -> str:
@@ -86,14 +96,15 @@ def describe(pod: PodState) -> str:
 
 
 def last_failure(pod: PodState, failure: FailureClass, now: datetime) -> LastFailure:
+    """The evidence kept in status: every field replaced, so nothing of an earlier failure lingers."""
     return LastFailure(
         pod=pod.name,
         pod_uid=pod.uid or None,
-        attempt=pod.attempt,
+        attempt=max(pod.attempt, 1),
         failure_class=failure,
         exit_code=pod.exit_code,
         reason=pod.reason or ("Disrupted" if failure == FailureClass.DISRUPTION else "Error"),
-        message=pod.message[-1024:],
-        log_tail=pod.log_tail[-4096:],
+        message=pod.message,
+        log_tail=pod.log_tail,
         time=now,
     )

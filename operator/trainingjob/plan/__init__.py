@@ -1,0 +1,87 @@
+"""The pure planner: plan(job, observed, now) -> what to write, say, delete and create. No I/O, no clock.
+
+Each policy is a pure function of (context, status) in a file of its own, returning a frozen Decision or
+None. plan() applies them in this order, each seeing the status the ones before it left; a final decision
+stops the rest:
+
+    finished      a Succeeded or Failed job: cleanPodPolicy, TTL; nothing else ever runs
+    suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods
+    (bookkeeping) track the attempt's pods by UID; record rank 0's progress
+    active        activeDeadlineSeconds, suspended time not counted
+    start         attempt 0 becomes attempt 1
+    success       every worker succeeded
+    failure       failed, deleted or vanished pods: restart the gang, replace a PS worker, or fail
+    stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
+    startup       a pod not running startupDeadlineSeconds after it was due
+    creation      create missing pods after earlier attempts are gone and the backoff is over
+    phase         Running, or why not yet
+
+The replica counts are recomputed last, whatever decided.
+"""
+
+from collections.abc import Callable
+from datetime import datetime
+
+from trainingjob.manifests import pod_manifest, service_manifest
+from trainingjob.model import TrainingJob, TrainingJobStatus
+from trainingjob.observe import Observed
+from trainingjob.plan import creation, deadlines, failure, finished, phase, progress, success, suspend, tracking
+from trainingjob.plan.types import Context, Decision, Event, Plan, Settings
+
+Policy = Callable[[Context, TrainingJobStatus], Decision | None]
+
+POLICIES: tuple[tuple[str, Policy], ...] = (
+    ("finished", finished.decide),
+    ("suspend", suspend.decide),
+    ("bookkeeping", lambda ctx, status: Decision(progress.recorded(ctx, tracking.observed(ctx, status)))),
+    ("active", deadlines.active),
+    ("start", creation.start),
+    ("success", success.decide),
+    ("failure", failure.decide),
+    ("stalled", progress.stalled),
+    ("startup", deadlines.startup),
+    ("creation", creation.decide),
+    ("phase", phase.decide),
+)
+
+__all__ = ["POLICIES", "Context", "Decision", "Event", "Plan", "Settings", "plan"]
+
+
+def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings | None = None) -> Plan:
+    """Decide one reconcile of `job` from what was observed; `now` is the only clock."""
+    ctx = Context(job, observed, now, settings or Settings())
+    status = (job.status or TrainingJobStatus()).model_copy(update={"observed_generation": ctx.generation})
+    taken: list[tuple[str, Decision]] = []
+    for name, policy in POLICIES:
+        decision = policy(ctx, status)
+        if decision is None:
+            continue
+        taken.append((name, decision))
+        status = decision.status
+        if decision.final:
+            break
+    return _fold(ctx, phase.counts(ctx, status), [d for _, d in taken], [n for n, d in taken if _acts(d)])
+
+
+def _acts(decision: Decision) -> bool:
+    return bool(decision.delete or decision.force_delete or decision.create or decision.events or decision.delete_job)
+
+
+def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], names: list[str]) -> Plan:
+    """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
+    creates = [r for d in decisions for r in d.create]
+    manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt) for r in dict.fromkeys(creates)]
+    if any(d.create_service for d in decisions) and not status.phase.is_terminal:
+        manifests.insert(0, service_manifest(ctx.job, ctx.uid))
+    requeues = [d.requeue_after for d in decisions if d.requeue_after is not None]
+    forced = tuple(dict.fromkeys(n for d in decisions for n in d.force_delete))
+    return Plan(
+        status=status,
+        create=tuple(manifests),
+        delete=tuple(n for n in dict.fromkeys(n for d in decisions for n in d.delete) if n not in forced),
+        force_delete=forced,
+        events=tuple(e for d in decisions for e in d.events),
+        requeue_after=max(min(requeues), 0.1) if requeues else None,
+        delete_job=any(d.delete_job for d in decisions),
+        decisions=tuple(names),
+    )

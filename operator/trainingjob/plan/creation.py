@@ -1,0 +1,142 @@
+"""Pod creation: the attempt's missing pods are created together, once the pods of earlier attempts are gone
+(a pod stuck terminating is force-deleted after a timeout) and the backoff is over. Refused creations
+(a quota, Pod Security, a webhook) are retried with a growing delay and recorded in the Created condition,
+where the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from trainingjob.conditions import set_condition
+from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
+from trainingjob.observe import PodState
+from trainingjob.plan import finished, tracking
+from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
+from trainingjob.plan.transitions import after, backoff_seconds, condition_of, seconds_until, with_condition
+from trainingjob.plan.types import Context, Decision, Event
+
+INVALID = "PodInvalid"
+CREATING = "CreatingPods"
+STALE_POLL_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The apiserver's answer to one refused create."""
+
+    name: str
+    code: int
+    message: str
+
+
+def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    """The first attempt begins: its number, the job's start time and an Event."""
+    if status.attempt != 0:
+        return None
+    status = status.model_copy(update={"attempt": 1, "start_time": status.start_time or ctx.now})
+    return Decision(status, events=(Event("Normal", "JobCreated", "Creating the pods of attempt 1."),))
+
+
+def _stuck(ctx: Context, pods: Sequence[PodState]) -> tuple[str, ...]:
+    """Pods still terminating terminatingTimeout after their grace period ended (their node is gone?)."""
+    limit = ctx.settings.terminating_timeout_seconds
+    return tuple(p.name for p in pods if p.deleting_since and (ctx.now - p.deleting_since).total_seconds() >= limit)
+
+
+def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    created = condition_of(status, ConditionType.CREATED)
+    if created is not None and created.status == ConditionStatus.FALSE and created.reason == INVALID:
+        message = f"The apiserver refuses the job's pods as invalid: {created.message}"
+        return finished.finish(ctx, status, Phase.FAILED, INVALID, message)
+    awaited = [
+        p for p in ctx.observed.pods if p.deleting and (p.attempt != status.attempt or tracking.is_counted(status, p))
+    ]
+    stale = ctx.stale(status.attempt)
+    delete = tuple(p.name for p in stale if not p.deleting)
+    events = tuple(Event("Warning", "ForceDeleted", _forced(p)) for p in awaited if p.name in _stuck(ctx, awaited))
+    base = Decision(
+        status,
+        delete=delete,
+        force_delete=_stuck(ctx, awaited),
+        create_service=not ctx.observed.service_exists,
+        events=events,
+    )
+    missing = [s for s in slots(ctx, status) if s.is_missing]
+    if not missing:
+        return _all_created(ctx, base)
+    if stale:
+        return _wait(base, STALE_POLL_SECONDS)
+    not_before = _not_before(ctx, status)
+    if not_before is not None and ctx.now < not_before:
+        return _wait(base, seconds_until(ctx, not_before, ctx.settings.backoff_max_seconds))
+    return _create(ctx, base, missing)
+
+
+def _forced(pod: PodState) -> str:
+    where = f" on node {pod.node}" if pod.node else ""
+    return f"Force-deleted pod {pod.name}{where}: it was still terminating long after its grace period (node lost?)."
+
+
+def _wait(decision: Decision, seconds: float) -> Decision:
+    return replace(decision, requeue_after=max(seconds, 0.1))
+
+
+def _all_created(ctx: Context, decision: Decision) -> Decision:
+    message = f"All {len(ctx.slots)} pods of attempt {decision.status.attempt} were created."
+    status = with_condition(ctx, decision.status, ConditionType.CREATED, True, reason="PodsCreated", message=message)
+    return replace(decision, status=status)
+
+
+def _not_before(ctx: Context, status: TrainingJobStatus) -> datetime | None:
+    """The earliest moment to create: after the backoff of the last failure, and of the last refusal."""
+    moments = []
+    if status.last_failure is not None:
+        moments.append(after(status.last_failure.time, backoff_seconds(ctx, status)))
+    created = condition_of(status, ConditionType.CREATED)
+    if created is not None and created.reason == REFUSED and created.last_probe_time is not None:
+        tried = (created.last_probe_time - created.last_transition_time).total_seconds()
+        delay = min(max(tried, ctx.settings.backoff_base_seconds), ctx.settings.backoff_max_seconds)
+        moments.append(after(created.last_probe_time, delay))
+    return max(moments) if moments else None
+
+
+def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
+    status = decision.status
+    blocked = [s for s in missing if s.name in ctx.observed.foreign]
+    ready = tuple(s.replica for s in missing if s not in blocked)
+    if blocked:
+        message = (
+            f"Pod {blocked[0].name} belongs to another object (a deleted job of the same name?); waiting for it to go."
+        )
+        status = with_condition(ctx, status, ConditionType.CREATED, False, reason=NAME_IN_USE, message=message)
+    else:
+        created = condition_of(status, ConditionType.CREATED)
+        if created is None or created.status != ConditionStatus.FALSE:
+            message = f"Creating {len(ready)} pods of attempt {status.attempt}."
+            status = with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
+    return replace(decision, status=status, create=ready, requeue_after=STALE_POLL_SECONDS if blocked else None)
+
+
+def refused(
+    status: TrainingJobStatus, refusals: Sequence[Refusal], now: datetime, generation: int | None
+) -> TrainingJobStatus:
+    """After the actions: refused creations, recorded so they are retried with a delay and counted by the
+    startup deadline. An invalid pod (422) fails the job on the next pass."""
+    if not refusals:
+        return status
+    invalid = [r for r in refusals if r.code == 422]
+    first = (invalid or list(refusals))[0]
+    reason = INVALID if invalid else REFUSED
+    names = ", ".join(r.name for r in refusals[:3]) + (f" and {len(refusals) - 3} more" if len(refusals) > 3 else "")
+    message = f"Creating {names} was refused ({first.code}): {first.message}"
+    conditions = set_condition(
+        status.conditions,
+        ConditionType.CREATED,
+        False,
+        reason,
+        message[:4096],
+        now=now,
+        generation=generation,
+        probed=now,
+    )
+    return status.model_copy(update={"conditions": conditions})

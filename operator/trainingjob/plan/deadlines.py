@@ -1,0 +1,50 @@
+"""The two deadlines that fail a job: activeDeadlineSeconds (its whole active life, time suspended not
+counted) and startupDeadlineSeconds (a pod not running that long after it was created, or after its
+creation was first refused)."""
+
+from datetime import timedelta
+
+from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
+from trainingjob.plan import finished
+from trainingjob.plan.slots import slots, summary, waiting_since, why
+from trainingjob.plan.types import Context, Decision
+
+
+def active(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    limit, started = ctx.job.spec.run_policy.active_deadline_seconds, status.start_time
+    if limit is None or started is None:
+        return None
+    used = (ctx.now - started).total_seconds() - status.suspended_seconds
+    if used < limit:
+        return Decision(status, requeue_after=min(limit - used, float(limit)))
+    message = f"The job was active longer than activeDeadlineSeconds ({limit} s)."
+    return finished.finish(ctx, status, Phase.FAILED, "DeadlineExceeded", message)
+
+
+def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    limit = ctx.job.spec.run_policy.startup_deadline_seconds
+    counting = [(since, s) for s in slots(ctx, status) if (since := waiting_since(s, status)) is not None]
+    if not counting:
+        return None
+    since, oldest = min(counting, key=lambda pair: (pair[0], pair[1].name))
+    expires = since + timedelta(seconds=limit)
+    if ctx.now < expires:
+        return Decision(status, requeue_after=min((expires - ctx.now).total_seconds(), float(limit)))
+    late = [s for _, s in sorted(counting, key=lambda pair: (pair[0], pair[1].name))]
+    detail = summary(late, status, ctx.observed.foreign)
+    message = (
+        f"{len(late)} of {len(ctx.slots)} pods of attempt {status.attempt} were not running "
+        f"{limit} s (startupDeadlineSeconds) after they were due: {detail}."
+    )
+    failure = LastFailure(
+        pod=oldest.name,
+        pod_uid=oldest.pod.uid if oldest.pod else None,
+        attempt=max(status.attempt, 1),
+        failure_class=FailureClass.DEADLINE,
+        reason="StartupDeadlineExceeded",
+        message=why(oldest, status, ctx.observed.foreign)[:1024],
+        time=ctx.now,
+    )
+    return finished.finish(
+        ctx, status.model_copy(update={"last_failure": failure}), Phase.FAILED, "StartupDeadlineExceeded", message
+    )

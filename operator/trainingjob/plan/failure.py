@@ -1,0 +1,92 @@
+"""Failures of the current attempt: pods that failed, were deleted by someone else, or vanished. DDP (or a
+parameter server failing): the attempt ends and the whole gang restarts after a backoff. ParameterServer
+mode: each failed worker is replaced alone. Every failure is counted exactly once, by pod UID."""
+
+from dataclasses import replace
+
+from trainingjob.contract import ROLE_PS
+from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
+from trainingjob.naming import Replica
+from trainingjob.observe import PodPhase, PodState
+from trainingjob.plan import classify, finished, tracking
+from trainingjob.plan.transitions import backoff_seconds, moved
+from trainingjob.plan.types import Context, Decision, Event
+
+VANISHED = "the pod is gone before it finished (evicted, preempted, its node lost, or deleted by someone)"
+DELETED = "the pod was deleted by someone other than the operator before it finished"
+
+
+def failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
+    """The attempt's uncounted failures, oldest first: failed, deleted by others, or vanished."""
+    found = []
+    for pod in ctx.pods_of(status.attempt):
+        if pod.phase == PodPhase.SUCCEEDED or tracking.is_counted(status, pod):
+            continue
+        if pod.has_failed:
+            found.append(pod)
+        elif pod.deleting:  # the operator deletes only counted pods of the current attempt
+            found.append(replace(pod, disrupted=True, reason=pod.reason or "Deleted", message=DELETED))
+    for gone in tracking.vanished(ctx, status):
+        replica = next((r for r in ctx.slots if r.pod_name(ctx.name, status.attempt) == gone.name), None)
+        found.append(_vanished(gone.name, gone.uid, replica or Replica("worker", 0), status.attempt))
+    return found
+
+
+def _vanished(name: str, uid: str, replica: Replica, attempt: int) -> PodState:
+    return PodState(name, uid, replica, attempt, PodPhase.UNKNOWN, disrupted=True, reason="Vanished", message=VANISHED)
+
+
+def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    found = failures(ctx, status)
+    if not found:
+        return None
+    if ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
+        return _replace_workers(ctx, status, found)
+    return _end_attempt(ctx, status, found)
+
+
+def _end_attempt(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
+    policy = ctx.job.spec.run_policy
+    failure, culprit = classify.root_cause(found, policy)
+    verdict = classify.decide(failure, status.restarts, policy, classify.describe(culprit))
+    status = status.model_copy(update={"last_failure": classify.last_failure(culprit, failure, ctx.now)})
+    if not verdict.restart:
+        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
+    return restart(ctx, status, failure, verdict)
+
+
+def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verdict: classify.Verdict) -> Decision:
+    """End the current attempt: all its pods go, and the next attempt starts after the backoff."""
+    attempt = status.attempt + 1
+    status = status.model_copy(
+        update={"restarts": classify.counted(status.restarts, failure), "attempt": attempt, "tracked_pods": []}
+    )
+    message = f"{verdict.message} Restarting as attempt {attempt} from the newest checkpoint."
+    status, events = moved(ctx, status, Phase.RESTARTING, verdict.reason, message)
+    delete = tuple(p.name for p in ctx.observed.pods if not p.deleting)
+    return Decision(status, delete=delete, events=events, requeue_after=backoff_seconds(ctx, status), final=True)
+
+
+def _replace_workers(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
+    """ParameterServer mode: each failed worker is counted and replaced alone; the others keep training. If
+    one of them cannot be restarted, the job fails and none of them is counted (none is replaced)."""
+    policy, restarts, events = ctx.job.spec.run_policy, status.restarts, []
+    ordered = sorted(found, key=lambda p: (p.finished_at is None, p.finished_at, p.replica))
+    for pod in ordered:
+        failure = classify.classify(pod, policy)
+        verdict = classify.decide(failure, restarts, policy, classify.describe(pod))
+        if not verdict.restart:
+            status = status.model_copy(update={"last_failure": classify.last_failure(pod, failure, ctx.now)})
+            return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
+        restarts = classify.counted(restarts, failure)
+        events.append(
+            Event("Warning", verdict.reason, f"{verdict.message} Replacing worker {pod.replica.index} alone.")
+        )
+    last = ordered[-1]
+    evidence = classify.last_failure(last, classify.classify(last, policy), ctx.now)
+    status = status.model_copy(update={"restarts": restarts, "last_failure": evidence})
+    gone = [t for t in tracking.vanished(ctx, status) if t.uid in {p.uid for p in ordered}]
+    present = [p for p in ordered if p.uid not in {t.uid for t in gone}]
+    status = tracking.counted_failed(status, present, gone)
+    delete = tuple(p.name for p in present if not p.deleting)
+    return Decision(status, delete=delete, events=tuple(events), requeue_after=backoff_seconds(ctx, status))

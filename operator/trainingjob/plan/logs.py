@@ -1,0 +1,17 @@
+"""Which pods' logs are evidence: the uncounted failures of the current attempt, a few at most, so the
+last lines of a failed rank land in status.lastFailure without reading every pod's log on every pass."""
+
+from trainingjob.model import TrainingJobStatus
+from trainingjob.observe import Observed, PodPhase
+from trainingjob.plan import tracking
+
+MOST = 3
+
+
+def wanted(status: TrainingJobStatus | None, observed: Observed) -> list[str]:
+    status = status or TrainingJobStatus()
+    return [
+        p.name
+        for p in observed.of_attempt(status.attempt)
+        if p.phase == PodPhase.FAILED and not tracking.is_counted(status, p)
+    ][:MOST]

@@ -1,0 +1,58 @@
+"""The phase while a job runs, and the Running condition that says why it is not running yet: Running once
+every pod of the attempt is up (it stays Running while a parameter-server worker is replaced); until then
+Pending or Restarting, with the pods' waiting reasons, the scheduler's messages or the apiserver's refusal.
+Also the replica counts, recomputed from the pods on every pass."""
+
+from trainingjob.contract import ROLE_PS
+from trainingjob.model import ConditionType, Mode, Phase, ReplicaStatus, TrainingJobStatus
+from trainingjob.observe import PodPhase, PodState
+from trainingjob.plan import progress, tracking
+from trainingjob.plan.slots import slots, summary
+from trainingjob.plan.transitions import moved, with_condition
+from trainingjob.plan.types import Context, Decision, Event
+
+
+def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
+    every = slots(ctx, status)
+    waiting = [s for s in every if not s.is_up]
+    total, attempt = len(every), status.attempt
+    events: tuple[Event, ...] = ()
+    if not waiting:
+        note = progress.not_enforced(ctx, status)
+        message = f"All {total} pods of attempt {attempt} are running." + (f" {note}" if note else "")
+        if status.phase != Phase.RUNNING:
+            status, events = moved(ctx, status, Phase.RUNNING, "AllReplicasRunning", message)
+        return Decision(
+            with_condition(ctx, status, ConditionType.RUNNING, True, reason="AllReplicasRunning", message=message),
+            events=events,
+        )
+    detail = summary(waiting, status, ctx.observed.foreign)
+    up = total - len(waiting)
+    if status.phase == Phase.RUNNING:
+        message = f"{up} of {total} pods of attempt {attempt} are running; {detail}."
+        return Decision(
+            with_condition(ctx, status, ConditionType.RUNNING, True, reason="ReplacingPods", message=message)
+        )
+    message = f"{up} of {total} pods of attempt {attempt} are running; {detail}."
+    return Decision(with_condition(ctx, status, ConditionType.RUNNING, False, reason="PodsNotRunning", message=message))
+
+
+def counts(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
+    """Pod counts of the current attempt per role, as they are now (zero when there are none)."""
+    pods = [p for p in ctx.pods_of(status.attempt) if not p.deleting]
+    worker_slots = {r.pod_name(ctx.name, status.attempt) for r in ctx.slots if r.role != ROLE_PS}
+    gone_done = (tracking.succeeded_names(status) & worker_slots) - {p.name for p in pods}
+    workers = _counts([p for p in pods if p.replica.role != ROLE_PS], len(gone_done))
+    update: dict[str, object] = {"workers": workers}
+    if ctx.job.spec.mode == Mode.PARAMETER_SERVER:
+        update["parameter_servers"] = _counts([p for p in pods if p.replica.role == ROLE_PS], 0)
+    return status.model_copy(update=update)
+
+
+def _counts(pods: list[PodState], succeeded_and_gone: int) -> ReplicaStatus:
+    return ReplicaStatus(
+        active=sum(not p.is_finished for p in pods),
+        ready=sum(p.ready for p in pods),
+        succeeded=sum(p.phase == PodPhase.SUCCEEDED for p in pods) + succeeded_and_gone,
+        failed=sum(p.phase == PodPhase.FAILED for p in pods),
+    )

@@ -1,0 +1,74 @@
+"""The trainer's progress: record rank 0's latest report (a step never goes back), and restart an attempt
+as Stalled when it has reported once and then not for progressDeadlineSeconds. An attempt that never
+reports (a program without the progress endpoint, or the operator not reading it) is never called stalled."""
+
+from datetime import timedelta
+
+from trainingjob.contract import ROLE_WORKER
+from trainingjob.model import FailureClass, Phase, Progress, TrainingJobStatus
+from trainingjob.naming import Replica
+from trainingjob.observe import PodPhase, PodState
+from trainingjob.plan import classify, finished
+from trainingjob.plan.failure import restart
+from trainingjob.plan.transitions import seconds_until
+from trainingjob.plan.types import Context, Decision
+
+
+def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
+    """The status with the newest report and checkpoint; a new attempt's first report may lag behind."""
+    reported, last = ctx.observed.progress, status.progress
+    update: dict[str, object] = {}
+    if reported is not None:
+        if reported.last_heartbeat_time is not None and reported.last_heartbeat_time > ctx.now:
+            reported = reported.model_copy(update={"last_heartbeat_time": ctx.now})  # a clock ahead of ours
+        if last is not None and reported.step < last.step:
+            reported = last.model_copy(
+                update={"last_heartbeat_time": reported.last_heartbeat_time, "attempt": reported.attempt}
+            )
+        update["progress"] = reported
+    if ctx.observed.checkpoint is not None:
+        update["last_checkpoint"] = ctx.observed.checkpoint
+    return status.model_copy(update=update) if update else status
+
+
+def heartbeat_source(ctx: Context, status: TrainingJobStatus) -> Progress | None:
+    """The current attempt's last report, when it has made one: the only clock the deadline trusts."""
+    progress = status.progress
+    if progress is None or progress.attempt != status.attempt or progress.last_heartbeat_time is None:
+        return None
+    return progress
+
+
+def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
+    """Why progressDeadlineSeconds does not apply to this attempt, or "" when it does (or is unset)."""
+    if ctx.job.spec.run_policy.progress_deadline_seconds is None or heartbeat_source(ctx, status) is not None:
+        return ""
+    if not ctx.settings.read_progress:
+        return "progressDeadlineSeconds is not enforced: the operator does not read progress (readProgress is off)."
+    return "progressDeadlineSeconds is not enforced yet: rank 0 of this attempt has reported no progress."
+
+
+def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    limit = ctx.job.spec.run_policy.progress_deadline_seconds
+    source = heartbeat_source(ctx, status)
+    if limit is None or source is None or source.last_heartbeat_time is None or status.phase != Phase.RUNNING:
+        return None
+    expires = source.last_heartbeat_time + timedelta(seconds=limit)
+    if ctx.now < expires:
+        return Decision(status, requeue_after=seconds_until(ctx, expires, float(limit)))
+    what = f"rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"
+    policy = ctx.job.spec.run_policy
+    verdict = classify.decide(FailureClass.STALLED, status.restarts, policy, what[0].upper() + what[1:])
+    culprit = _rank0(ctx, status)
+    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now)
+    status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": "Stalled"})})
+    if not verdict.restart:
+        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
+    return restart(ctx, status, FailureClass.STALLED, verdict)
+
+
+def _rank0(ctx: Context, status: TrainingJobStatus) -> PodState:
+    replica = Replica(ROLE_WORKER, 0)
+    name = replica.pod_name(ctx.name, status.attempt)
+    found = next((p for p in ctx.pods_of(status.attempt) if p.name == name), None)
+    return found or PodState(name, "", replica, status.attempt, PodPhase.RUNNING)

@@ -1,0 +1,92 @@
+"""The planner's vocabulary: its inputs (a Context), one policy's frozen Decision, and the Plan they fold into."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trainingjob.manifests import replicas
+from trainingjob.model import TrainingJob, TrainingJobStatus
+from trainingjob.naming import Replica
+from trainingjob.observe import Observed, PodState
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event about the job."""
+
+    type: str  # Normal or Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Operator-wide knobs the planner needs."""
+
+    backoff_base_seconds: float = 10.0
+    backoff_max_seconds: float = 300.0
+    terminating_timeout_seconds: float = 300.0  # a pod still terminating this long after its grace is force-deleted
+    read_progress: bool = True  # whether the operator reads rank 0's progress at all
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every policy sees: the job, its observed children, the clock and the settings. Read-only."""
+
+    job: TrainingJob
+    observed: Observed
+    now: datetime
+    settings: Settings
+
+    @property
+    def name(self) -> str:
+        return str(self.job.metadata.name)
+
+    @property
+    def uid(self) -> str:
+        return str(getattr(self.job.metadata, "uid", "") or "")
+
+    @property
+    def generation(self) -> int | None:
+        return self.job.metadata.generation
+
+    @property
+    def slots(self) -> list[Replica]:
+        return replicas(self.job)
+
+    def pods_of(self, attempt: int) -> list[PodState]:
+        return self.observed.of_attempt(attempt)
+
+    def stale(self, attempt: int) -> list[PodState]:
+        return self.observed.not_of_attempt(attempt)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One policy's verdict: the status it leaves and what it asks to be done. `final` stops later policies."""
+
+    status: TrainingJobStatus
+    delete: tuple[str, ...] = ()
+    force_delete: tuple[str, ...] = ()
+    create: tuple[Replica, ...] = ()
+    create_service: bool = False
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None
+    delete_job: bool = False
+    final: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one reconcile does: write `status` first, emit `events`, then delete, then create."""
+
+    status: TrainingJobStatus
+    create: tuple[Manifest, ...] = ()
+    delete: tuple[str, ...] = ()
+    force_delete: tuple[str, ...] = ()
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None
+    delete_job: bool = False
+    decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs

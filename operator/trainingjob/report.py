@@ -1,0 +1,76 @@
+"""The trainer's progress report (rank 0's JSON, from its endpoint or file), read as untrusted input: a pod
+can answer anything, and nothing it answers may raise or reach the status unchecked."""
+
+import json
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainingjob.model import CheckpointStatus, Progress
+from trainingjob.observe import bounded
+
+MAX_REPORT_BYTES = 64 * 1024
+MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway
+_EPOCH_RANGE = (0.0, 32_503_680_000.0)  # 1970 to the year 3000
+
+Report = tuple[Progress | None, CheckpointStatus | None]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _count(value: Any) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and 0 <= number <= MAX_STEP else None
+
+
+def _time(value: Any) -> datetime | None:
+    number = _number(value)
+    if number is None or not _EPOCH_RANGE[0] <= number <= _EPOCH_RANGE[1]:
+        return None
+    return datetime.fromtimestamp(number, UTC)
+
+
+def progress_from_report(report: Any) -> Report:
+    """The report as status fields; (None, None) for anything that is not a well-formed report."""
+    if not isinstance(report, dict):
+        return None, None
+    step, heartbeat = _count(report.get("step", 0)), _time(report.get("heartbeat"))
+    if step is None:
+        return None, None
+    rate = _number(report.get("samplesPerSecond"))
+    try:
+        progress = Progress(
+            step=step,
+            loss=_number(report.get("loss")),
+            samples_per_second=rate if rate is not None and rate >= 0 else None,
+            last_heartbeat_time=heartbeat,
+            attempt=_count(report.get("attempt")),
+        )
+    except ValidationError:
+        return None, None
+    return progress, _checkpoint(report)
+
+
+def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:
+    step, at = _count(report.get("lastCheckpointStep")), _time(report.get("lastCheckpointTime"))
+    if step is None or at is None:
+        return None
+    return CheckpointStatus(step=step, path=bounded(report.get("lastCheckpointPath"), 4096), time=at)
+
+
+def parse_report(body: bytes) -> Report:
+    """A report from raw bytes: at most MAX_REPORT_BYTES, any JSON at all, never an exception."""
+    if len(body) > MAX_REPORT_BYTES:
+        return None, None
+    try:
+        report = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, None
+    return progress_from_report(report)

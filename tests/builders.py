@@ -1,0 +1,135 @@
+"""Test builders, in one place: jobs, pods in any state, what the operator observes, and one planning step."""
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from trainingjob.manifests import pod_manifest, replicas
+from trainingjob.model import API_VERSION, KIND, TrainingJob
+from trainingjob.naming import CONTAINER_NAME, Replica
+from trainingjob.observe import Observed, observe
+from trainingjob.plan import Plan, Settings, plan
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+JOB_UID = "job-uid"
+SETTINGS = Settings(backoff_base_seconds=10, backoff_max_seconds=300, terminating_timeout_seconds=60)
+Manifest = dict[str, Any]
+
+
+def at(seconds: float) -> datetime:
+    """T0 plus some seconds: the tests' clock."""
+    return T0 + timedelta(seconds=seconds)
+
+
+def job_manifest(
+    name: str = "job",
+    *,
+    mode: str = "DDP",
+    workers: int = 2,
+    servers: int = 0,
+    namespace: str = "ns",
+    uid: str = JOB_UID,
+    **spec: Any,
+) -> Manifest:
+    """A TrainingJob as the apiserver serves it; `spec` keys (camelCase) are merged into the spec."""
+    body: Manifest = {"mode": mode, "workers": {"replicas": workers}, "trainer": {"steps": 100}}
+    if servers:
+        body["parameterServers"] = {"replicas": servers}
+    body.update(copy.deepcopy(spec))
+    metadata = {"name": name, "namespace": namespace, "uid": uid, "generation": 1, "resourceVersion": "1"}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
+
+
+def make_job(name: str = "job", **options: Any) -> TrainingJob:
+    """A TrainingJob model; run-policy fields may be given directly (backoffLimit=1, suspend=True)."""
+    policy_fields = {"restartPolicy", "permanentExitCodes", "backoffLimit", "disruptionLimit", "suspend"}
+    policy_fields |= {"activeDeadlineSeconds", "startupDeadlineSeconds", "progressDeadlineSeconds"}
+    policy_fields |= {"ttlSecondsAfterFinished", "cleanPodPolicy"}
+    policy = {k: options.pop(k) for k in list(options) if k in policy_fields}
+    if policy:
+        options["runPolicy"] = {**options.get("runPolicy", {}), **policy}
+    return TrainingJob.model_validate(job_manifest(name, **options))
+
+
+def with_policy(job: TrainingJob, **policy: Any) -> TrainingJob:
+    """The job with run-policy fields changed (snake_case), as a user's edit would."""
+    run_policy = job.spec.run_policy.model_copy(update=policy)
+    return job.model_copy(update={"spec": job.spec.model_copy(update={"run_policy": run_policy})})
+
+
+def pod(
+    job: TrainingJob,
+    replica: Replica,
+    attempt: int,
+    phase: str = "Running",
+    *,
+    uid: str | None = None,
+    created: datetime = T0,
+    deleting: datetime | None = None,
+    exit_code: int | None = None,
+    reason: str = "",
+    message: str = "",
+    owner: str | None = None,
+    **status: Any,
+) -> Manifest:
+    """One pod of the job in any state. `reason` goes to the container's terminated state when there is an
+    exit code, else to the pod's status (as the kubelet writes Evicted); `status` adds raw status fields."""
+    manifest = pod_manifest(job, owner if owner is not None else JOB_UID, replica, attempt)
+    manifest["metadata"]["uid"] = uid or f"uid-{replica.role}-{replica.index}-{attempt}"
+    manifest["metadata"]["creationTimestamp"] = created.isoformat()
+    if deleting is not None:
+        manifest["metadata"]["deletionTimestamp"] = deleting.isoformat()
+    ready = "True" if phase == "Running" else "False"
+    manifest["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": ready}], **status}
+    if exit_code is not None:
+        terminated = {"exitCode": exit_code, "reason": reason or ("Completed" if exit_code == 0 else "Error")}
+        if message:
+            terminated["message"] = message
+        manifest["status"]["containerStatuses"] = [{"name": CONTAINER_NAME, "state": {"terminated": terminated}}]
+    elif reason:
+        manifest["status"]["reason"] = reason
+        if message:
+            manifest["status"]["message"] = message
+    return manifest
+
+
+def pods_of(
+    job: TrainingJob, attempt: int, overrides: dict[str, dict[str, Any]] | None = None, phase: str = "Running"
+) -> list[Manifest]:
+    """Every replica's pod in `phase`; `overrides` maps a pod name to pod() keyword arguments."""
+    overrides = overrides or {}
+    result = []
+    for replica in replicas(job):
+        name = replica.pod_name(str(job.metadata.name), attempt)
+        fields = dict(overrides.get(name, {}))
+        result.append(pod(job, replica, attempt, str(fields.pop("phase", phase)), **fields))
+    return result
+
+
+def without(pods: list[Manifest], *names: str) -> list[Manifest]:
+    return [p for p in pods if p["metadata"]["name"] not in names]
+
+
+def seen(pods: list[Manifest], *, service: bool = True, uid: str = JOB_UID, **extra: Any) -> Observed:
+    """What the operator observes: the pods, the job's Service (when `service`), and e.g. progress=."""
+    owned = {"metadata": {"ownerReferences": [{"uid": uid, "controller": True}]}}
+    observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=owned if service else None)
+    return Observed(observed.pods, observed.service_exists, foreign=observed.foreign, **extra)
+
+
+def step(
+    job: TrainingJob, pods: list[Manifest], now: datetime = T0, *, service: bool = True, **extra: Any
+) -> tuple[TrainingJob, Plan]:
+    """Plan once; return the job as it is with the planned status written, and the plan."""
+    result = plan(job, seen(pods, service=service, **extra), now, SETTINGS)
+    return job.model_copy(update={"status": result.status}), result
+
+
+def created_names(result: Plan) -> list[str]:
+    return [m["metadata"]["name"] for m in result.create if m["kind"] == "Pod"]
+
+
+def condition(job: TrainingJob, kind: str) -> Any:
+    """The job's condition of this type (a model), or None."""
+    assert job.status is not None
+    return next((c for c in job.status.conditions if c.type == kind), None)

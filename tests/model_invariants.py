@@ -1,0 +1,155 @@
+"""The invariants of the model-based test, checked after every reconcile and every step, with the ledger of
+what the model did to pods (so the operator's counts can be held against it)."""
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from tests.support.fake_cluster import FakeCluster
+
+from trainingjob.model import ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
+from trainingjob.naming import CONTAINER_NAME
+from trainingjob.observe import PodPhase, controller_uid, pod_state
+from trainingjob.plan.slots import NAME_IN_USE, REFUSED
+
+Manifest = dict[str, Any]
+
+
+@dataclass
+class Ledger:
+    """What the model knows: pods it made fail (by job UID), pods the operator counted, finished jobs."""
+
+    eligible: dict[str, set[str]] = field(default_factory=dict)  # pod UIDs that failed, were evicted, lost...
+    counted: dict[str, set[str]] = field(default_factory=dict)
+    finished: dict[str, set[str]] = field(default_factory=dict)  # pods a job had when it finished
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def disrupted(self, job_uid: str, pod_uid: str) -> None:
+        self.eligible.setdefault(job_uid, set()).add(pod_uid)
+
+    def count(self, job_uid: str, pod_uids: set[str]) -> None:
+        eligible, counted = self.eligible.get(job_uid, set()), self.counted.setdefault(job_uid, set())
+        assert pod_uids <= eligible, f"counted failures that never happened: {pod_uids - eligible}"
+        assert not pod_uids & counted, f"failures counted twice: {pod_uids & counted}"
+        counted |= pod_uids
+
+
+def _status(job: Manifest) -> TrainingJobStatus:
+    return TrainingJobStatus.model_validate(job.get("status") or {})
+
+
+def _total(status: TrainingJobStatus) -> int:
+    r = status.restarts
+    return r.retryable + r.oom + r.disruption + r.stalled
+
+
+def _failed_uids(status: TrainingJobStatus, outcome: PodOutcome | None) -> set[str]:
+    return {t.uid for t in status.tracked_pods if t.outcome == outcome}
+
+
+def check_after_reconcile(
+    ledger: Ledger,
+    cluster: FakeCluster,
+    before: Manifest | None,
+    after: Manifest | None,
+    *,
+    pods: list[Manifest],
+    now: datetime,
+    crashed: bool,
+) -> None:
+    ledger.stats["reconciles"] += 1
+    ledger.stats["crashes"] += crashed
+    if before is None:
+        return
+    uid, b = before["metadata"]["uid"], _status(before)
+    if after is None:
+        ttl = (before["spec"].get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+        assert b.phase.is_terminal or ttl == 0, f"job {uid} was deleted in phase {b.phase}"
+        ledger.stats["deleted after TTL"] += 1
+        return
+    a = _status(after)
+    _check_transition(ledger, uid, b, a, before)
+    if a.phase.is_terminal and not b.phase.is_terminal:
+        ledger.finished[uid] = {p["metadata"]["uid"] for p in cluster.pods.values() if controller_uid(p) == uid}
+        ledger.stats[f"ended {a.phase.value}"] += 1
+    if not crashed:
+        owned = [p for p in pods if controller_uid(p) == uid]
+        _check_settled(b, a, after, owned, now)
+
+
+def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest) -> None:
+    if b.phase.is_terminal:
+        assert a.phase == b.phase, f"a finished job moved from {b.phase} to {a.phase}"
+    for name, value in a.restarts.model_dump().items():
+        assert value >= getattr(b.restarts, name), f"restarts.{name} went down"
+    grown, steps = _total(a) - _total(b), a.attempt - b.attempt
+    assert steps in (0, 1), f"attempt moved by {steps} in one reconcile"
+    if steps == 1:
+        assert grown == 1 or (grown == 0 and b.phase in (Phase.SUSPENDED, Phase.PENDING)), (b, a)
+    if grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
+        ledger.count(uid, {a.last_failure.pod_uid} if a.last_failure.pod_uid else set())
+        ledger.stats["gang restarts"] += 1
+    elif grown and steps == 0:
+        assert job["spec"].get("mode") == "ParameterServer", "pods replaced alone outside ParameterServer mode"
+        newly = _failed_uids(a, PodOutcome.FAILED) - _failed_uids(b, PodOutcome.FAILED)
+        newly |= _failed_uids(b, None) - {t.uid for t in a.tracked_pods}
+        assert len(newly) == grown, f"{grown} restarts counted for {len(newly)} pods"
+        ledger.count(uid, newly)
+        ledger.stats["workers replaced"] += grown
+    policy = job["spec"].get("runPolicy") or {}
+    budgeted = a.restarts.retryable + a.restarts.oom + a.restarts.stalled
+    assert budgeted <= policy.get("backoffLimit", 3), "restarts beyond backoffLimit"
+    assert a.restarts.disruption <= policy.get("disruptionLimit", 100), "restarts beyond disruptionLimit"
+    if policy.get("restartPolicy") == "Never":
+        assert budgeted == 0, "a restart under restartPolicy Never"
+
+
+def _check_settled(
+    b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime
+) -> None:
+    """After a reconcile that ran to its end: nothing left undecided, deadlines kept, status true to the pods."""
+    policy = job["spec"].get("runPolicy") or {}
+    if a.phase.is_terminal:
+        assert a.completion_time is not None
+        return
+    assert (a.phase == Phase.SUSPENDED) == bool(policy.get("suspend")), f"phase {a.phase}, suspend {policy}"
+    if a.phase == Phase.SUSPENDED:
+        return
+    states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == a.attempt]
+    if a.attempt == b.attempt:
+        counted = _failed_uids(a, PodOutcome.FAILED)
+        left = [
+            s.name
+            for s in states
+            if (s.has_failed or s.deleting) and s.phase != PodPhase.SUCCEEDED and s.uid not in counted
+        ]
+        assert not left, f"failures left uncounted: {left}"
+        gone = (_failed_uids(b, None) - {s.uid for s in states}) & _failed_uids(a, None)
+        assert not gone, f"vanished pods left uncounted: {gone}"
+        limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
+        late = [s.name for s in states if not s.deleting and not s.is_up and s.created and s.created <= now - limit]
+        assert not late, f"pods past the startup deadline in a running job: {late}"
+        created = next((c for c in b.conditions if c.type == ConditionType.CREATED), None)
+        if created is not None and created.status == "False" and created.reason in (REFUSED, NAME_IN_USE):
+            assert created.last_transition_time > now - limit, "refused creations past the startup deadline"
+    active = policy.get("activeDeadlineSeconds")
+    if active is not None and a.start_time is not None:
+        used = (now - a.start_time).total_seconds() - a.suspended_seconds
+        assert used < active, f"active {used:.0f} s past activeDeadlineSeconds {active}"
+    workers = [s for s in states if s.replica.role == "worker" and not s.deleting]
+    assert a.workers.active == sum(not s.is_finished for s in workers), "status.workers.active is not the pods'"
+
+
+def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
+    ledger.stats["steps"] += 1
+    slots: Counter[tuple[str, str, str]] = Counter()
+    for pod in cluster.pods.values():
+        labels: Mapping[str, str] = pod["metadata"]["labels"]
+        owner = controller_uid(pod)
+        slots[owner, labels["trainingjob.io/role"], labels["trainingjob.io/replica-index"]] += 1
+        if owner in ledger.finished:
+            assert pod["metadata"]["uid"] in ledger.finished[owner], f"a finished job got pod {pod['metadata']['name']}"
+    doubled = [slot for slot, count in slots.items() if count > 1]
+    assert not doubled, f"more than one pod for one replica: {doubled}"

@@ -1,0 +1,213 @@
+"""An in-memory reconcile.Cluster with the apiserver semantics the operator depends on: UIDs, resourceVersions
+(a stale status write is a Conflict, a write to a deleted job is Gone), JSON merge patches checked against
+the status schema, graceful deletion (a deletionTimestamp, then gone when the test's kubelet says so),
+controller owner references and garbage collection, refused creations, and crashes at any operation."""
+
+import copy
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from trainingjob.local import merge_patched
+from trainingjob.model import TrainingJobStatus
+from trainingjob.naming import CONTAINER_NAME, JOB_LABEL
+from trainingjob.observe import controller_uid
+from trainingjob.plan import Event
+from trainingjob.plan.creation import Refusal
+from trainingjob.reconcile import Conflict, Created, Gone
+from trainingjob.report import Report
+
+Manifest = dict[str, Any]
+GRACE_SECONDS = 30
+
+
+class Crash(Exception):  # noqa: N818
+    """The operator died here: whatever came before this operation happened, nothing after it did."""
+
+
+class InvalidStatus(Exception):  # noqa: N818
+    """The apiserver's 422: the written status does not match the CRD's schema."""
+
+
+@dataclass
+class FakeCluster:
+    clock: Callable[[], datetime]
+    jobs: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    pods: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    services: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    events: list[tuple[str, Event]] = field(default_factory=list)
+    reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
+    refuse: Callable[[Manifest], Refusal | None] = lambda _: None
+    operations_left: int | None = None  # crash when this many operations have run
+    _ids: Iterator[int] = field(default_factory=itertools.count)
+
+    # -- fault injection ---------------------------------------------------------------------------------
+
+    def _operation(self) -> None:
+        if self.operations_left is not None:
+            if self.operations_left <= 0:
+                raise Crash("the operator was killed")
+            self.operations_left -= 1
+
+    def _next(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+    # -- the Cluster protocol ------------------------------------------------------------------------------
+
+    def read_job(self, namespace: str, name: str) -> Manifest | None:
+        found = self.jobs.get((namespace, name))
+        return copy.deepcopy(found) if found else None
+
+    def list_pods(self, namespace: str, job: str) -> list[Manifest]:
+        return [
+            copy.deepcopy(p)
+            for (ns, _), p in sorted(self.pods.items())
+            if ns == namespace and p["metadata"]["labels"].get(JOB_LABEL) == job
+        ]
+
+    def read_service(self, namespace: str, job: str) -> Manifest | None:
+        found = self.services.get((namespace, job))
+        return copy.deepcopy(found) if found else None
+
+    def log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        return f"last words of {pod}"
+
+    def progress(self, pod: Manifest) -> Report:
+        return self.reports.get(pod["metadata"]["name"], (None, None))
+
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        self._operation()
+        job = self.jobs.get((namespace, name))
+        if job is None:
+            raise Gone(name)
+        if job["metadata"]["resourceVersion"] != resource_version:
+            raise Conflict(name)
+        status = merge_patched(job.get("status") or {}, copy.deepcopy(patch))
+        try:
+            TrainingJobStatus.model_validate(status)
+        except ValueError as error:
+            raise InvalidStatus(f"{namespace}/{name}: {error}") from error
+        job["status"] = status
+        return self._bump(job)
+
+    def _bump(self, job: Manifest) -> str:
+        job["metadata"]["resourceVersion"] = str(int(job["metadata"]["resourceVersion"]) + 1)
+        return str(job["metadata"]["resourceVersion"])
+
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        pods: dict[str, str] = {}
+        refusals = []
+        for manifest in manifests:
+            self._operation()
+            name = manifest["metadata"]["name"]
+            if manifest["kind"] == "Service":
+                self.services.setdefault((namespace, name), copy.deepcopy(manifest))
+                continue
+            refusal = self.refuse(manifest)
+            if refusal is None and (namespace, name) in self.pods:
+                refusal = Refusal(name, 409, f'pods "{name}" already exists')
+            if refusal is not None:
+                refusals.append(refusal)
+                continue
+            pods[name] = self.add_pod(namespace, manifest)
+        return Created(pods, refusals)
+
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
+        for name in names:
+            self._operation()
+            self.delete_pod(namespace, name, force=force)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self._operation()
+        self.jobs.pop((namespace, name), None)
+
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None:
+        self._operation()
+        self.events.extend((job["metadata"]["name"], e) for e in events)
+
+    # -- what users, kubelets and controllers do -----------------------------------------------------------
+
+    def submit(self, manifest: Manifest) -> Manifest:
+        """Create a job as the apiserver would: a fresh UID, generation 1."""
+        job = copy.deepcopy(manifest)
+        job["metadata"].update(uid=self._next("job"), resourceVersion="1", generation=1)
+        job.pop("status", None)
+        self.jobs[(job["metadata"]["namespace"], job["metadata"]["name"])] = job
+        return job
+
+    def edit_spec(self, namespace: str, name: str, change: Callable[[Manifest], None]) -> None:
+        job = self.jobs[(namespace, name)]
+        change(job["spec"])
+        job["metadata"]["generation"] += 1
+        self._bump(job)
+
+    def add_pod(self, namespace: str, manifest: Manifest) -> str:
+        pod = copy.deepcopy(manifest)
+        uid = self._next("pod")
+        pod["metadata"].update(namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat())
+        pod["status"] = {"phase": "Pending"}
+        self.pods[(namespace, pod["metadata"]["name"])] = pod
+        return uid
+
+    def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            return
+        if force:
+            del self.pods[(namespace, name)]
+        else:
+            pod["metadata"].setdefault(
+                "deletionTimestamp", (self.clock() + timedelta(seconds=GRACE_SECONDS)).isoformat()
+            )
+
+    def set_status(self, namespace: str, name: str, **status: Any) -> None:
+        self.pods[(namespace, name)]["status"].update(copy.deepcopy(status))
+
+    def run(self, namespace: str, name: str) -> None:
+        self.set_status(namespace, name, phase="Running", conditions=[{"type": "Ready", "status": "True"}])
+
+    def finish(self, namespace: str, name: str, exit_code: int, reason: str = "") -> None:
+        reason = reason or ("Completed" if exit_code == 0 else "Error")
+        terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": self.clock().isoformat()}
+        self.set_status(
+            namespace,
+            name,
+            phase="Succeeded" if exit_code == 0 else "Failed",
+            conditions=[{"type": "Ready", "status": "False"}],
+            containerStatuses=[{"name": CONTAINER_NAME, "state": {"terminated": terminated}}],
+        )
+
+    def evict(self, namespace: str, name: str, reason: str = "EvictionByEvictionAPI") -> None:
+        """The Eviction API (or preemption): DisruptionTarget, then a graceful deletion."""
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": reason, "message": "evicted"}
+        pod = self.pods[(namespace, name)]
+        pod["status"]["conditions"] = [*pod["status"].get("conditions", []), condition]
+        self.delete_pod(namespace, name)
+
+    def kubelet_evict(self, namespace: str, name: str, message: str) -> None:
+        """The kubelet's eviction: Failed with reason Evicted and its message."""
+        self.set_status(namespace, name, phase="Failed", reason="Evicted", message=message)
+
+    def reap(self, namespace: str, name: str) -> None:
+        """The kubelet finished a graceful deletion (or the pod GC removed a pod of a lost node)."""
+        self.pods.pop((namespace, name), None)
+
+    def reap_terminating(self) -> None:
+        """Every graceful deletion finishes."""
+        for key, pod in list(self.pods.items()):
+            if pod["metadata"].get("deletionTimestamp"):
+                del self.pods[key]
+
+    def collect_garbage(self) -> None:
+        """The garbage collector: children whose controller no longer exists go."""
+        alive = {job["metadata"]["uid"] for job in self.jobs.values()}
+        for store in (self.pods, self.services):
+            for key, child in list(store.items()):
+                owner = controller_uid(child)
+                if owner and owner not in alive:
+                    del store[key]
+
+    def job_status(self, namespace: str, name: str) -> Mapping[str, Any]:
+        return self.jobs[(namespace, name)].get("status") or {}

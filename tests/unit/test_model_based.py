@@ -1,0 +1,301 @@
+"""Model-based test: the real reconcile and planner against an in-memory cluster, driven by random sequences of
+the events production clusters produce, with invariants checked after every step.
+
+Events: jobs submitted, deleted and re-created under the same name; pods scheduled, running, waiting on an
+image, exiting with any code and any reason string, OOM-killed, evicted by the kubelet (node pressure or
+their own storage limits), evicted through the API, lost with their node, deleted by a user, stuck
+terminating; creations refused in part or in full; suspend and resume at any moment; the clock jumping;
+garbage progress reports; and the operator killed at any point of a reconcile (after any write, create or
+delete), its successor starting from whatever the cluster holds.
+
+Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
+
+import os
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
+from tests.builders import T0, job_manifest
+from tests.model_invariants import Ledger, check_after_reconcile, check_cluster
+from tests.support.fake_cluster import Crash, FakeCluster
+
+from trainingjob.plan import Settings
+from trainingjob.plan.creation import Refusal
+from trainingjob.reconcile import reconcile
+from trainingjob.report import parse_report
+
+NS = "ns"
+NAMES = ("a", "b", "c")
+SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
+EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "150"))
+STEPS = 60
+TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
+PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
+REASONS = st.sampled_from(
+    [
+        "Error",
+        "OOMKilled",
+        "OutOfnvidia.com/gpu",
+        "OutOfephemeral-storage",
+        "",
+        "Evicted",
+        "NodeAffinity",
+        "x" * 5000,
+        "reason with spaces/and:slashes",
+        "\u00fcnicode\u2603",
+        "ContainerCannotRun",
+    ]
+) | st.text(max_size=40)
+GARBAGE_REPORTS = st.sampled_from(
+    [
+        b"[]",
+        b"{}",
+        b"null",
+        b'{"step": 1e400}',
+        b'{"step": -5}',
+        b'{"step": "7"}',
+        b'{"step": 3, "heartbeat": 1e300}',
+        b'{"step": 99999999999999999999999}',
+        b"[" * 5000,
+        b'{"step": 5, "loss": NaN}',
+        b"\xff\xfe",
+        b'{"step": true}',
+    ]
+)
+
+
+@st.composite
+def job_specs(draw: st.DrawFn) -> dict[str, Any]:
+    ps = draw(st.booleans())
+    policy: dict[str, Any] = {
+        "backoffLimit": draw(st.integers(0, 3)),
+        "disruptionLimit": draw(st.integers(0, 3)),
+        "restartPolicy": draw(st.sampled_from(["ExitCode", "OnFailure", "Never"])),
+        "startupDeadlineSeconds": draw(st.sampled_from([30, 120, 600])),
+        "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
+    }
+    for key, values in (
+        ("activeDeadlineSeconds", [60, 600]),
+        ("progressDeadlineSeconds", [20, 200]),
+        ("ttlSecondsAfterFinished", [0, 100]),
+    ):
+        if draw(st.booleans()):
+            policy[key] = draw(st.sampled_from(values))
+    policy["suspend"] = draw(st.integers(0, 4)) == 0
+    spec: dict[str, Any] = {"workers": draw(st.integers(1, 3)), "runPolicy": policy}
+    if ps:
+        spec |= {"mode": "ParameterServer", "servers": draw(st.integers(1, 2))}
+    return spec
+
+
+class OperatorUnderEvents(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = T0
+        self.cluster = FakeCluster(clock=lambda: self.now)
+        self.ledger = Ledger()
+
+    # -- users ---------------------------------------------------------------------------------------------
+
+    @rule(name=st.sampled_from(NAMES), spec=job_specs())
+    def submit(self, name: str, spec: dict[str, Any]) -> None:
+        if (NS, name) not in self.cluster.jobs:
+            self.cluster.submit(job_manifest(name, namespace=NS, **spec))
+
+    @rule(name=st.sampled_from(NAMES))
+    def delete_job(self, name: str) -> None:
+        self.cluster.jobs.pop((NS, name), None)
+
+    @rule(name=st.sampled_from(NAMES), suspend=st.booleans())
+    def set_suspend(self, name: str, suspend: bool) -> None:
+        if (NS, name) in self.cluster.jobs:
+            self.cluster.edit_spec(NS, name, lambda spec: spec["runPolicy"].update(suspend=suspend))
+
+    @rule()
+    def collect_garbage(self) -> None:
+        self.cluster.collect_garbage()
+
+    # -- the operator --------------------------------------------------------------------------------------
+
+    @rule()
+    def operator_pass(self) -> None:
+        """The operator reconciles every job once, as after a resync, without dying."""
+        for _, name in sorted(self.cluster.jobs):
+            self.reconcile(name, None)
+
+    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6))
+    def reconcile_one(self, name: str, crash_after: int | None) -> None:
+        self.reconcile(name, crash_after)
+
+    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6))
+    def reconcile(self, name: str, crash_after: int | None) -> None:
+        before = self.cluster.read_job(NS, name)
+        pods = self.cluster.list_pods(NS, name)
+        self.cluster.operations_left = crash_after
+        crashed = False
+        try:
+            reconcile(self.cluster, NS, name, now=self.now, settings=PLAN_SETTINGS)
+        except Crash:
+            crashed = True
+        finally:
+            self.cluster.operations_left = None
+        after = self.cluster.read_job(NS, name)
+        check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
+
+    # -- pods, kubelets, schedulers and controllers --------------------------------------------------------
+
+    @precondition(lambda self: bool(self.cluster.pods))
+    @rule(
+        data=st.data(),
+        kind=st.sampled_from(
+            [
+                "run",
+                "run",
+                "run",
+                "exit",
+                "oom",
+                "pressure",
+                "own_limit",
+                "api_evict",
+                "lost",
+                "user_delete",
+                "reap",
+                "reap",
+                "image",
+                "unschedulable",
+                "admission",
+            ]
+        ),
+    )
+    def pod_event(self, data: st.DataObject, kind: str) -> None:
+        key = data.draw(st.sampled_from(sorted(self.cluster.pods)))
+        pod = self.cluster.pods[key]
+        ns, name = key
+        uid, owner = pod["metadata"]["uid"], self._owner(pod)
+        deleting = bool(pod["metadata"].get("deletionTimestamp"))
+        phase = pod["status"].get("phase")
+        if kind == "reap":
+            if deleting:
+                self.ledger.disrupted(owner, uid)
+                self.cluster.reap(ns, name)
+            return
+        if kind == "lost":
+            self.ledger.disrupted(owner, uid)
+            self.cluster.evict(ns, name, reason="DeletionByPodGC")
+            self.cluster.reap(ns, name)
+            return
+        if kind in ("api_evict", "user_delete"):
+            self.ledger.disrupted(owner, uid)
+            (self.cluster.evict if kind == "api_evict" else self.cluster.delete_pod)(ns, name)
+            return
+        if phase in ("Succeeded", "Failed"):
+            return  # the kubelet does not bring a finished pod back
+        self._kubelet(kind, key, data)
+
+    def _kubelet(self, kind: str, key: tuple[str, str], data: st.DataObject) -> None:
+        ns, name = key
+        pod = self.cluster.pods[key]
+        uid, owner = pod["metadata"]["uid"], self._owner(pod)
+        if kind == "run":
+            self.cluster.run(ns, name)
+        elif kind == "exit":
+            code = data.draw(st.sampled_from([0, 0, 0, 1, 75, 78, 79, 137, 143]) | st.integers(0, 255))
+            if code:
+                self.ledger.disrupted(owner, uid)
+            self.cluster.finish(ns, name, code, data.draw(REASONS))
+        elif kind == "oom":
+            self.ledger.disrupted(owner, uid)
+            self.cluster.finish(ns, name, 137, "OOMKilled")
+        elif kind in ("pressure", "own_limit"):
+            self.ledger.disrupted(owner, uid)
+            message = (
+                "The node was low on resource: memory. "
+                if kind == "pressure"
+                else 'Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". '
+            )
+            self.cluster.kubelet_evict(ns, name, message)
+        elif kind == "image":
+            waiting = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}
+            self.cluster.set_status(ns, name, containerStatuses=[{"name": "trainer", "state": {"waiting": waiting}}])
+        elif kind == "unschedulable":
+            why = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+            scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why}
+            self.cluster.set_status(ns, name, phase="Pending", conditions=[scheduled])
+        elif kind == "admission":
+            self.ledger.disrupted(owner, uid)
+            message = "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 8, used: 8"
+            self.cluster.set_status(ns, name, phase="Failed", reason="OutOfnvidia.com/gpu", message=message)
+
+    @rule(name=st.sampled_from(NAMES), code=st.sampled_from([None, None, 0, 0, 1]))
+    def whole_job(self, name: str, code: int | None) -> None:
+        """Every pod of a job starts running (None), or every running one exits with `code`."""
+        for (ns, pod_name), pod in list(self.cluster.pods.items()):
+            if pod["metadata"]["labels"].get("trainingjob.io/job-name") != name:
+                continue
+            phase = pod["status"].get("phase")
+            if code is None and phase == "Pending":
+                self.cluster.run(ns, pod_name)
+            elif code is not None and phase == "Running":
+                if code:
+                    self.ledger.disrupted(self._owner(pod), pod["metadata"]["uid"])
+                self.cluster.finish(ns, pod_name, code)
+
+    @staticmethod
+    def _owner(pod: dict[str, Any]) -> str:
+        return str(pod["metadata"]["ownerReferences"][0]["uid"])
+
+    @rule(mode=st.sampled_from(["none", "none", "all", "some", "invalid"]))
+    def refusals(self, mode: str) -> None:
+        def refuse(manifest: dict[str, Any]) -> Refusal | None:
+            name = manifest["metadata"]["name"]
+            if mode == "all" or (mode == "some" and "-1-" in name):
+                return Refusal(name, 403, f'pods "{name}" is forbidden: exceeded quota: gpu, requested: 8')
+            if mode == "invalid":
+                return Refusal(name, 422, f'Pod "{name}" is invalid: spec.containers[0].image: Required value')
+            return None
+
+        self.cluster.refuse = refuse
+
+    @rule(name=st.sampled_from(NAMES), good=st.booleans(), body=GARBAGE_REPORTS, step=st.integers(0, 1000))
+    def progress(self, name: str, good: bool, body: bytes, step: int) -> None:
+        job = self.cluster.jobs.get((NS, name))
+        attempt = ((job or {}).get("status") or {}).get("attempt", 0)
+        report = b'{"step": %d, "heartbeat": %f, "attempt": %d}' % (step, self.now.timestamp(), attempt)
+        self.cluster.reports[f"{name}-worker-0-{attempt}"] = parse_report(report if good else body)
+
+    @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 30, 120, 1000, -2]))
+    def clock(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+    @invariant()
+    def cluster_is_sound(self) -> None:
+        check_cluster(self.ledger, self.cluster)
+
+    def teardown(self) -> None:
+        TOTALS.update(self.ledger.stats)
+        TOTALS["sequences"] += 1
+
+
+RUN_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    print_blob=True,
+)
+
+
+@pytest.mark.model
+def test_the_operator_holds_its_invariants_under_random_events() -> None:
+    print(f"model-based test: TJ_MODEL_SEED={SEED}, {EXAMPLES} sequences of up to {STEPS} steps")
+    try:
+        seed(SEED)(get_state_machine_test(OperatorUnderEvents, settings=RUN_SETTINGS))()
+    except BaseException:
+        print(f"the failing run replays with TJ_MODEL_SEED={SEED} TJ_MODEL_EXAMPLES={EXAMPLES}")
+        raise
+    print("explored: " + ", ".join(f"{key} {value}" for key, value in sorted(TOTALS.items())))
