@@ -74,8 +74,10 @@ def check_after_reconcile(
     if a.phase.is_terminal and not b.phase.is_terminal:
         ledger.finished[uid] = {p["metadata"]["uid"] for p in cluster.pods.values() if controller_uid(p) == uid}
         ledger.stats[f"ended {a.phase.value}"] += 1
+    owned = [p for p in pods if controller_uid(p) == uid]
+    if a.phase.is_terminal and not b.phase.is_terminal:
+        _check_not_premature(b, a, before, owned, now)
     if not crashed:
-        owned = [p for p in pods if controller_uid(p) == uid]
         _check_settled(b, a, after, owned, now)
 
 
@@ -129,10 +131,15 @@ def _check_settled(
         gone = (_failed_uids(b, None) - {s.uid for s in states}) & _failed_uids(a, None)
         assert not gone, f"vanished pods left uncounted: {gone}"
         limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
-        late = [s.name for s in states if not s.deleting and not s.is_up and s.created and s.created <= now - limit]
+        late = [
+            s.name
+            for s in states
+            if not (s.deleting or s.is_up or s.has_failed or s.is_finished) and s.created and s.created <= now - limit
+        ]
         assert not late, f"pods past the startup deadline in a running job: {late}"
         created = next((c for c in b.conditions if c.type == ConditionType.CREATED), None)
-        if created is not None and created.status == "False" and created.reason in (REFUSED, NAME_IN_USE):
+        missing = len({(s.replica.role, s.replica.index) for s in states}) < _slot_count(job)
+        if missing and created is not None and created.status == "False" and created.reason in (REFUSED, NAME_IN_USE):
             assert created.last_transition_time > now - limit, "refused creations past the startup deadline"
     active = policy.get("activeDeadlineSeconds")
     if active is not None and a.start_time is not None:
@@ -140,6 +147,30 @@ def _check_settled(
         assert used < active, f"active {used:.0f} s past activeDeadlineSeconds {active}"
     workers = [s for s in states if s.replica.role == "worker" and not s.deleting]
     assert a.workers.active == sum(not s.is_finished for s in workers), "status.workers.active is not the pods'"
+
+
+def _slot_count(job: Manifest) -> int:
+    spec = job["spec"]
+    return int(spec["workers"]["replicas"]) + int((spec.get("parameterServers") or {}).get("replicas", 0))
+
+
+def _check_not_premature(b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime) -> None:
+    """A deadline fails a job only when it has really passed."""
+    policy = job["spec"].get("runPolicy") or {}
+    reason = next((c.reason for c in a.conditions if c.type == ConditionType.FAILED and c.status == "True"), "")
+    if reason == "StartupDeadlineExceeded":
+        limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
+        states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == b.attempt]
+        waiting = [s for s in states if not s.is_up and not s.deleting and not s.has_failed and s.created and s.created <= now - limit]
+        created = next((c for c in b.conditions if c.type == ConditionType.CREATED), None)
+        refused = created is not None and created.reason in (REFUSED, NAME_IN_USE) and created.status == "False"
+        assert waiting or (refused and created is not None and created.last_transition_time <= now - limit), (
+            "failed for a startup deadline that had not passed"
+        )
+    if reason == "DeadlineExceeded":
+        assert b.start_time is not None
+        used = (now - b.start_time).total_seconds() - b.suspended_seconds
+        assert used >= policy["activeDeadlineSeconds"], "failed for an active deadline that had not passed"
 
 
 def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:

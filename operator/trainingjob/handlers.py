@@ -1,26 +1,37 @@
-"""The kopf layer: startup wiring, and watch events that wake a job's reconcile loop. Nothing else."""
+"""The kopf layer: startup wiring, leader election, and watch events that wake a job's reconcile loop."""
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import kopf
+import urllib3
 from kubernetes import client, config
 from prometheus_client import start_http_server
 
 from trainingjob.cluster import KubernetesCluster
+from trainingjob.leader import LeaderElector
 from trainingjob.metrics import Metrics
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import JOB_LABEL
 from trainingjob.plan import Settings
 from trainingjob.queue import Key, ReconcileQueue
-from trainingjob.reconcile import reconcile
+from trainingjob.reconcile import Conflict, reconcile
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 CONFLICT_RETRY_SECONDS = 0.2
+NOT_LEADING_RETRY_SECONDS = 1.0
+# kopf retries API errors with these delays (its default grows to 21 s): a watch reconnects within a second of
+# the apiserver answering again, for ten minutes, after which the operator exits and its Deployment restarts it.
+WATCH_ERROR_BACKOFFS = [0.2, 0.5] + [1.0] * 600
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 def _api_client() -> client.ApiClient:
@@ -30,7 +41,48 @@ def _api_client() -> client.ApiClient:
         config.load_kube_config()
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = 32
+    configuration.retries = 0  # the queue retries, with its own backoff
     return client.ApiClient(configuration)
+
+
+def is_transient(error: Exception) -> bool:
+    """The apiserver is unreachable, overloaded or restarting: retry soon."""
+    if isinstance(error, client.ApiException):
+        return error.status is None or error.status in (429, 500, 502, 503, 504)
+    return isinstance(error, OSError | urllib3.exceptions.HTTPError | TimeoutError)
+
+
+def _lease_namespace(options: OperatorSettings) -> str:
+    if options.lease_namespace:
+        return options.lease_namespace
+    if IN_CLUSTER_NAMESPACE.is_file():
+        return IN_CLUSTER_NAMESPACE.read_text().strip()
+    return options.namespace or "default"
+
+
+def _plan_settings(options: OperatorSettings) -> Settings:
+    return Settings(
+        backoff_base_seconds=options.backoff_base_seconds,
+        backoff_max_seconds=options.backoff_max_seconds,
+        terminating_timeout_seconds=options.terminating_timeout_seconds,
+        read_progress=options.read_progress,
+    )
+
+
+async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float) -> None:
+    """Keep trying to lead; open the gate while leading, close it as soon as leadership may be lost."""
+    while True:
+        try:
+            leading = await asyncio.to_thread(elector.try_once)
+        except Exception:  # never let the election loop die: a dead loop would keep the gate as it was
+            log.exception("leader election failed; retrying")
+            leading = elector.is_leader()
+        if leading and not gate.is_set():
+            gate.set()
+        elif not leading and gate.is_set():
+            log.warning("not leading any more: reconciles stop until the Lease is held again")
+            gate.clear()
+        await asyncio.sleep(every)
 
 
 @kopf.on.startup()
@@ -39,14 +91,34 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.posting.enabled = False  # our own Events, from the plan
     settings.persistence.finalizer = f"{GROUP}/operator"
     settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = WATCH_ERROR_BACKOFFS
     settings.scanning.disabled = bool(options.namespace)  # one namespace: no cluster-wide CRD/namespace scans
     metrics = Metrics()
     if options.metrics_port:
         start_http_server(options.metrics_port, registry=metrics.registry)
-    cluster = KubernetesCluster(_api_client(), read_progress=options.read_progress)
-    plan_settings = Settings(options.backoff_base_seconds, options.backoff_max_seconds)
+    api = _api_client()
+    cluster = KubernetesCluster(api, read_progress=options.read_progress)
+    gate = asyncio.Event()
+    elector = None
+    if options.leader_election:
+        identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        namespace = _lease_namespace(options)
+        elector = LeaderElector(
+            client.CoordinationV1Api(api),
+            namespace,
+            options.lease_name,
+            identity,
+            lease_seconds=options.lease_duration_seconds,
+        )
+        memo.leading = asyncio.create_task(_lead(elector, gate, options.lease_renew_seconds), name="leader election")
+    else:
+        gate.set()
+    memo.elector = elector
+    plan_settings = _plan_settings(options)
 
     def reconcile_now(key: Key) -> float | None:
+        if elector is not None and not elector.is_leader():
+            return NOT_LEADING_RETRY_SECONDS
         namespace, name = key
         with metrics.reconcile_seconds.time():
             try:
@@ -58,10 +130,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
                     settings=plan_settings,
                     log_tail_lines=options.log_tail_lines,
                 )
-            except client.ApiException as error:
-                if error.status == 409:  # the job changed while we planned: plan again from the new version
-                    return CONFLICT_RETRY_SECONDS
-                raise
+            except Conflict:  # the job changed while we planned: plan again from the new version
+                return CONFLICT_RETRY_SECONDS
         metrics.record(key, outcome.before, outcome.after)
         if outcome.after is None:
             return None
@@ -71,18 +141,28 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         return await asyncio.to_thread(reconcile_now, key)
 
     memo.queue = ReconcileQueue(
-        run, workers=options.workers, resync_seconds=options.resync_seconds, on_depth=metrics.queue_depth.set
+        run,
+        workers=options.workers,
+        resync_seconds=options.resync_seconds,
+        on_depth=metrics.queue_depth.set,
+        is_transient=is_transient,
+        gate=gate,
     )
     log.info(
-        "trainingjob operator started: namespace=%s metrics_port=%s",
+        "trainingjob operator started: namespace=%s metrics_port=%s leader_election=%s",
         options.namespace or "*",
         options.metrics_port,
+        options.leader_election,
     )
 
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    if getattr(memo, "leading", None) is not None:
+        memo.leading.cancel()
     await memo.queue.stop()
+    if memo.elector is not None:
+        await asyncio.to_thread(memo.elector.release)
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -2,7 +2,10 @@
 
 Each job gets an asyncio task that reconciles, then sleeps until the plan's requeue time, the resync period or
 the next wake-up, whichever comes first. The task ends when the job is gone. Reconciles run in threads (the
-Kubernetes client is synchronous), at most `workers` at a time.
+Kubernetes client is synchronous), at most `workers` at a time, and only while the gate is open (while this
+operator holds the leader Lease). A reconcile that fails is retried with a backoff per job: quickly (at most
+a second apart) while the apiserver is unreachable, so the operator acts again as soon as it answers; slower
+for other errors, which are logged with their traceback once, not on every retry.
 """
 
 import asyncio
@@ -13,6 +16,14 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 # Reconcile one job; returns the seconds until it wants to run again, or None when the job is gone.
 ReconcileFn = Callable[[Key], Awaitable[float | None]]
+TRANSIENT_RETRY = (0.1, 1.0)  # first delay, longest delay
+ERROR_RETRY = (0.5, 30.0)
+
+
+def retry_delay(failures: int, transient: bool) -> float:
+    """The delay before retry number `failures` (1, 2, ...): doubling from the first delay up to the longest."""
+    first, longest = TRANSIENT_RETRY if transient else ERROR_RETRY
+    return float(min(first * 2 ** min(failures - 1, 20), longest))
 
 
 class ReconcileQueue:
@@ -23,13 +34,20 @@ class ReconcileQueue:
         workers: int,
         resync_seconds: float,
         on_depth: Callable[[int], None] = lambda _: None,
+        is_transient: Callable[[Exception], bool] = lambda _: False,
+        gate: asyncio.Event | None = None,
     ) -> None:
         self._reconcile = reconcile
         self._slots = asyncio.Semaphore(workers)
         self._resync = resync_seconds
         self._wakeups: dict[Key, asyncio.Event] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
+        self._failures: dict[Key, int] = {}
         self._on_depth = on_depth
+        self._is_transient = is_transient
+        self.gate = gate or asyncio.Event()
+        if gate is None:
+            self.gate.set()
 
     def wake(self, key: Key) -> None:
         """Reconcile this job soon; wake-ups that arrive while it is being reconciled are merged into one more."""
@@ -44,6 +62,7 @@ class ReconcileQueue:
         try:
             while True:
                 await event.wait()
+                await self.gate.wait()
                 event.clear()
                 async with self._slots:
                     delay = await self._run_once(key)
@@ -56,13 +75,24 @@ class ReconcileQueue:
         finally:
             self._tasks.pop(key, None)
             self._wakeups.pop(key, None)
+            self._failures.pop(key, None)
 
     async def _run_once(self, key: Key) -> float | None:
         try:
-            return await self._reconcile(key)
-        except Exception:
-            log.exception("reconcile of %s/%s failed; retrying in 5 s", *key)
-            return 5.0
+            delay = await self._reconcile(key)
+        except Exception as error:
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            transient = self._is_transient(error)
+            wait = retry_delay(failures, transient)
+            if transient:
+                log.warning("%s/%s: the apiserver did not answer (%s); retrying in %.1f s", *key, error, wait)
+            elif failures == 1:
+                log.exception("%s/%s: reconcile failed; retrying in %.1f s", *key, wait)
+            else:
+                log.warning("%s/%s: reconcile failed again (%d times): %s", *key, failures, error)
+            return wait
+        self._failures.pop(key, None)
+        return delay
 
     async def stop(self) -> None:
         for task in list(self._tasks.values()):

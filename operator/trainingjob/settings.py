@@ -1,5 +1,7 @@
 """Operator settings, from TJ_OPERATOR_* environment variables; built once at startup and passed down."""
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -21,7 +23,22 @@ class OperatorSettings(BaseSettings):
     """Reconcile every job at least this often, even when nothing changed."""
     workers: int = Field(default=8, ge=1, le=256)
     """Jobs reconciled at the same time."""
-    read_progress: bool = False
+    read_progress: bool = True
     """Read rank 0's progress endpoint (pod IP, port 29400) for status.progress and progressDeadlineSeconds."""
     log_tail_lines: int = Field(default=20, ge=0, le=1000)
     """Lines of a failed pod's log kept in status.lastFailure."""
+    terminating_timeout_seconds: float = Field(default=300.0, gt=0)
+    """A pod still terminating this long after its grace period ended (its node unreachable) is force-deleted,
+    so a restart or a replacement is not held up for ever."""
+    leader_election: bool = True
+    """Act only while holding the Lease, so two operators (a second replica, a stray local run) never both act."""
+    lease_name: str = "trainingjob-operator"
+    """Name of the coordination.k8s.io Lease."""
+    lease_namespace: str = ""
+    """Namespace of the Lease: the operator's own (in a pod), else the watched namespace, else default."""
+    lease_duration_seconds: float = Field(default=15.0, gt=0)
+    """A standby takes over this long after the leader stopped renewing (at once when it shuts down cleanly)."""
+    lease_renew_seconds: float = Field(default=2.0, gt=0)
+    """How often the leader renews, and standbys retry."""
+    log_format: Literal["text", "json"] = "text"
+    """text: one line per decision for people; json: one object per line with job, attempt and decision."""

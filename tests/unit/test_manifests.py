@@ -10,14 +10,14 @@ from trainingjob.model import TrainingJob
 from trainingjob.naming import Replica
 
 
-def make_job(**spec: Any) -> TrainingJob:
+def make_job(uid: str = "job-uid", **spec: Any) -> TrainingJob:
     base: dict[str, Any] = {"workers": {"replicas": 2}, "trainer": {"steps": 10}}
     return TrainingJob.model_validate(
         {
             "apiVersion": "trainingjob.io/v1alpha1",
             "kind": "TrainingJob",
             "spec": base | spec,
-            "metadata": {"name": "job", "namespace": "team"},
+            "metadata": {"name": "job", "namespace": "team", "uid": uid},
         }
     )
 
@@ -64,7 +64,14 @@ def test_quantities_are_strings_and_the_checkpoint_volume_is_mounted() -> None:
     container = pod["spec"]["containers"][0]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "2", "cpu": "4"}
     assert {"name": "tj-checkpoint", "mountPath": "/checkpoints"} in container["volumeMounts"]
-    assert env_of(pod)[contract.CHECKPOINT_DIR] == "/checkpoints"
+    assert env_of(pod)[contract.CHECKPOINT_DIR] == "/checkpoints/job/job-uid"
+
+
+def test_jobs_sharing_a_volume_or_a_name_never_share_a_checkpoint_folder() -> None:
+    checkpoint = {"volume": {"persistentVolumeClaim": {"claimName": "shared"}}, "everySteps": 5}
+    first, again = (make_job(uid, checkpoint=checkpoint) for uid in ("uid-1", "uid-2"))
+    folders = {env_of(pod_manifest(j, str(j.metadata.uid), Replica("worker", 0), 1))[contract.CHECKPOINT_DIR] for j in (first, again)}
+    assert folders == {"/checkpoints/job/uid-1", "/checkpoints/job/uid-2"}
 
 
 def test_a_queued_job_forms_one_kueue_pod_group_per_attempt() -> None:

@@ -72,8 +72,8 @@ GARBAGE_REPORTS = st.sampled_from(
 def job_specs(draw: st.DrawFn) -> dict[str, Any]:
     ps = draw(st.booleans())
     policy: dict[str, Any] = {
-        "backoffLimit": draw(st.integers(0, 3)),
-        "disruptionLimit": draw(st.integers(0, 3)),
+        "backoffLimit": draw(st.integers(0, 5)),
+        "disruptionLimit": draw(st.integers(0, 5)),
         "restartPolicy": draw(st.sampled_from(["ExitCode", "OnFailure", "Never"])),
         "startupDeadlineSeconds": draw(st.sampled_from([30, 120, 600])),
         "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
@@ -121,11 +121,18 @@ class OperatorUnderEvents(RuleBasedStateMachine):
 
     # -- the operator --------------------------------------------------------------------------------------
 
-    @rule()
-    def operator_pass(self) -> None:
-        """The operator reconciles every job once, as after a resync, without dying."""
+    @rule(seconds=st.sampled_from([1, 5, 20]))
+    def operator_pass(self, seconds: int) -> None:
+        """Time passes and the operator reconciles every job once, as on a resync, without dying."""
+        self.now += timedelta(seconds=seconds)
         for _, name in sorted(self.cluster.jobs):
             self.reconcile(name, None)
+
+    @rule()
+    def pods_start(self) -> None:
+        """The scheduler and kubelets catch up: every pending pod of every job runs."""
+        for name in NAMES:
+            self.whole_job(name, None)
 
     @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6))
     def reconcile_one(self, name: str, crash_after: int | None) -> None:

@@ -57,8 +57,8 @@ def waiting_since(slot: Slot, status: TrainingJobStatus) -> datetime | None:
     """Since when this slot counts against startupDeadlineSeconds; None while the wait is the operator's own."""
     if slot.is_up:
         return None
-    if slot.pod is not None:
-        return None if slot.pod.deleting else slot.pod.created
+    if slot.pod is not None:  # a pod that ended or is going is the failure policy's, not a slow start
+        return None if slot.pod.deleting or slot.pod.is_finished or slot.pod.has_failed else slot.pod.created
     return refusal_since(status)
 
 

@@ -1,0 +1,125 @@
+"""Leader election on a coordination.k8s.io Lease, as Kubernetes' own controllers do: one operator acts; the
+others watch the Lease and take over when the leader stops renewing it (at once when it releases it).
+
+A candidate judges expiry by its own clock, from the moment it last saw the Lease change (so clocks of
+different machines never need to agree). The leader stops acting when it could not renew for two thirds of
+the lease, before any standby may take over."""
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+log = logging.getLogger(__name__)
+TIMEOUT = (2, 5)
+
+
+def _micro_time(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: client.CoordinationV1Api,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self._seen: tuple[Any, ...] | None = None  # the Lease's holder and renew time, as last read
+        self._seen_at = 0.0
+        self._renewed_at: float | None = None
+
+    def is_leader(self) -> bool:
+        """Leading, and renewed recently enough that no standby can have taken over."""
+        return self._renewed_at is not None and self.clock() - self._renewed_at < self.lease_seconds * 2 / 3
+
+    def try_once(self) -> bool:
+        """Acquire or renew the Lease if it is free, expired or ours; True while this operator leads."""
+        try:
+            response = self.api.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                return self._failed(error)
+            return self._write(None)
+        except OSError as error:
+            return self._failed(error)
+        return self._write(json.loads(response.data))
+
+    def _write(self, lease: dict[str, Any] | None) -> bool:
+        now = self.clock()
+        spec = (lease or {}).get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        seen = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
+        if seen != self._seen:
+            self._seen, self._seen_at = seen, now
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
+        if holder and holder != self.identity and now - self._seen_at < duration:
+            self._renewed_at = None
+            return False
+        stamp = _micro_time(datetime.now(UTC))
+        body: dict[str, Any] = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                **spec,
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(int(self.lease_seconds), 1),
+                "renewTime": stamp,
+            },
+        }
+        if holder != self.identity:
+            body["spec"]["acquireTime"] = stamp
+            body["spec"]["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if lease else 0)
+        try:
+            if lease is None:
+                self.api.create_namespaced_lease(self.namespace, body, _request_timeout=TIMEOUT)
+            else:
+                body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
+                self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=TIMEOUT)
+        except (client.ApiException, OSError) as error:
+            return self._failed(error)  # 409: another candidate won this round
+        if holder != self.identity:
+            log.info("leading as %s (Lease %s/%s)", self.identity, self.namespace, self.name)
+        self._renewed_at = now
+        return True
+
+    def _failed(self, error: Exception) -> bool:
+        was = self._renewed_at is not None
+        if not self.is_leader():
+            self._renewed_at = None
+            if was:
+                log.warning("lost the Lease %s/%s: %s", self.namespace, self.name, error)
+        return self.is_leader()
+
+    def release(self) -> None:
+        """Give the Lease up so a standby takes over at once (on a clean shutdown)."""
+        if self._renewed_at is None:
+            return
+        self._renewed_at = None
+        try:
+            response = self.api.read_namespaced_lease(
+                self.name, self.namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+            lease = json.loads(response.data)
+            if lease["spec"].get("holderIdentity") != self.identity:
+                return
+            lease["spec"].update(holderIdentity=None, leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=TIMEOUT)
+        except (client.ApiException, OSError) as error:
+            log.warning("could not release the Lease %s/%s: %s", self.namespace, self.name, error)
+            return
+        log.info("released the Lease %s/%s", self.namespace, self.name)

@@ -1,0 +1,49 @@
+"""Observation: only the job's own pods count, and nothing a pod or kubelet writes can reach the status unbounded."""
+
+import pytest
+from tests.builders import JOB_UID, make_job, pod, seen
+
+from trainingjob.naming import Replica
+from trainingjob.observe import REASON_LENGTH, bounded, observe, pod_state
+
+
+def test_pods_of_a_namesake_are_foreign_not_ours() -> None:
+    job = make_job()
+    ours = pod(make_job(), Replica("worker", 0), 1)
+    theirs = pod(job, Replica("worker", 1), 1, owner="deleted-job-uid", uid="old")
+    observed = seen([ours, theirs])
+    assert [p.name for p in observed.pods] == ["job-worker-0-1"] and observed.foreign == ("job-worker-1-1",)
+
+
+def test_a_service_of_a_namesake_is_not_the_jobs() -> None:
+    theirs = {"metadata": {"ownerReferences": [{"uid": "deleted-job-uid", "controller": True}]}}
+    assert not observe([], "trainer", job_uid=JOB_UID, service=theirs).service_exists
+    assert seen([], service=True).service_exists
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"phase": "Failed", "reason": "OutOfnvidia.com/gpu" * 100, "message": "m" * 100_000},
+        {"phase": "Bogus", "conditions": "not a list", "containerStatuses": [None, 7, {"name": "trainer", "state": []}]},
+        {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {"terminated": {"exitCode": 10**12}}}]},
+        {"phase": None, "reason": 42, "message": ["x"]},
+    ],
+    ids=["huge-strings", "wrong-shapes", "impossible-exit-code", "wrong-types"],
+)
+def test_hostile_pod_statuses_are_read_without_raising_and_bounded(status: dict[str, object]) -> None:
+    manifest = pod(make_job(), Replica("worker", 0), 1)
+    manifest["status"] = status
+    state = pod_state(manifest, "trainer")
+    assert state is not None and len(state.reason) <= REASON_LENGTH and len(state.message) <= 1024
+    assert state.exit_code is None or -1 <= state.exit_code <= 255
+
+
+def test_bounded_drops_control_characters_and_keeps_newlines() -> None:
+    assert bounded("a\x00b\x1bc\nd", 10) == "abc\nd" and bounded(None, 5) == "" and bounded("x" * 9, 3) == "xxx"
+
+
+def test_pods_without_our_labels_are_not_read() -> None:
+    manifest = pod(make_job(), Replica("worker", 0), 1)
+    manifest["metadata"]["labels"]["trainingjob.io/replica-index"] = "-1"
+    assert pod_state(manifest, "trainer") is None

@@ -1,0 +1,64 @@
+"""Deadlines: activeDeadlineSeconds counts active time only; startupDeadlineSeconds counts each pod from when
+it was due, so a worker replaced late in a long run gets its own time."""
+
+import pytest
+from tests.builders import at, condition, make_job, pod, pods_of, step, with_policy, without
+
+from trainingjob.model import Phase
+from trainingjob.naming import Replica
+
+
+def test_active_deadline_fails_a_running_job() -> None:
+    job, _ = step(make_job(activeDeadlineSeconds=100), [])
+    job, result = step(job, pods_of(job, 1), at(50))
+    assert result.requeue_after == pytest.approx(50)
+    job, result = step(job, pods_of(job, 1), at(100))
+    assert job.status and job.status.phase == Phase.FAILED and condition(job, "Failed").reason == "DeadlineExceeded"
+    assert sorted(result.delete) == ["job-worker-0-1", "job-worker-1-1"]
+
+
+def test_time_suspended_does_not_count_against_the_active_deadline() -> None:
+    job, _ = step(make_job(activeDeadlineSeconds=100), [])
+    job, _ = step(job, pods_of(job, 1), at(40))
+    job, _ = step(with_policy(job, suspend=True), pods_of(job, 1), at(40))
+    job, _ = step(job, [], at(1000))
+    job, _ = step(with_policy(job, suspend=False), [], at(1000))
+    assert job.status and job.status.suspended_seconds == 960 and job.status.phase == Phase.PENDING
+    job, result = step(job, pods_of(job, 2), at(1059))
+    assert job.status and job.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(1)
+    job, _ = step(job, pods_of(job, 2), at(1060))
+    assert job.status and job.status.phase == Phase.FAILED
+
+
+def test_the_startup_deadline_says_why_the_gang_cannot_start() -> None:
+    job, _ = step(make_job(startupDeadlineSeconds=30), [])
+    why = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    scheduled = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why}]}
+    pending = pods_of(job, 1, {"job-worker-1-1": {"phase": "Pending", **scheduled}})
+    job, result = step(job, pending, at(10))
+    assert job.status and job.status.phase == Phase.PENDING and result.requeue_after == pytest.approx(20)
+    assert why in condition(job, "Running").message
+    job, _ = step(job, pending, at(30))
+    assert job.status and job.status.phase == Phase.FAILED
+    failed = condition(job, "Failed")
+    assert failed.reason == "StartupDeadlineExceeded" and why in failed.message
+    assert job.status.last_failure and job.status.last_failure.pod == "job-worker-1-1"
+
+
+def test_the_startup_deadline_has_a_default() -> None:
+    assert make_job().spec.run_policy.startup_deadline_seconds == 1800
+
+
+def test_a_ps_worker_replaced_long_after_the_start_gets_its_own_startup_time() -> None:
+    job, _ = step(make_job(mode="ParameterServer", workers=2, servers=1, startupDeadlineSeconds=60), [])
+    job, _ = step(job, pods_of(job, 1))
+    later = at(3600)
+    job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}), later)
+    job, result = step(job, without(pods_of(job, 1), "job-worker-1-1"), at(3600 + 10))
+    assert [m["metadata"]["name"] for m in result.create] == ["job-worker-1-1"]
+    replacement = pod(job, Replica("worker", 1), 1, "Pending", uid="new", created=at(3610))
+    job, _ = step(job, [*without(pods_of(job, 1), "job-worker-1-1"), replacement], at(3650))
+    assert job.status and job.status.phase == Phase.RUNNING  # it still trains; the Running condition says why
+    assert "job-worker-1-1: Pending" in condition(job, "Running").message
+    job, _ = step(job, [*without(pods_of(job, 1), "job-worker-1-1"), replacement], at(3670))
+    assert job.status and job.status.phase == Phase.FAILED

@@ -1,0 +1,63 @@
+"""Progress: rank 0's reports land in status (a step never goes back), and an attempt is restarted as Stalled
+only after it reported and then went quiet for progressDeadlineSeconds."""
+
+from dataclasses import replace
+
+import pytest
+from tests.builders import SETTINGS, at, condition, make_job, pods_of, seen, step
+
+from trainingjob.model import FailureClass, Phase, Progress
+from trainingjob.plan import plan
+
+
+def running(**policy: object) -> object:
+    job, _ = step(make_job(**policy), [])
+    job, _ = step(job, pods_of(job, 1))
+    return job
+
+
+def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:
+    job = running(progressDeadlineSeconds=60)
+    report = Progress(step=40, last_heartbeat_time=at(30), attempt=1)
+    job, result = step(job, pods_of(job, 1), at(80), progress=report)
+    assert job.status and job.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(10)
+    assert job.status.progress and job.status.progress.step == 40
+    job, _ = step(job, pods_of(job, 1), at(90))
+    assert job.status and job.status.phase == Phase.RESTARTING and job.status.attempt == 2
+    assert job.status.restarts.stalled == 1 and job.status.last_failure
+    assert job.status.last_failure.failure_class == FailureClass.STALLED and job.status.last_failure.reason == "Stalled"
+
+
+@pytest.mark.parametrize("read_progress", [True, False], ids=["never-reported", "operator-does-not-read"])
+def test_an_attempt_that_never_reports_is_never_called_stalled(read_progress: bool) -> None:
+    job = running(progressDeadlineSeconds=60)
+    result = plan(job, seen(pods_of(job, 1)), at(3600), replace(SETTINGS, read_progress=read_progress))
+    assert result.status.phase == Phase.RUNNING and result.status.restarts.stalled == 0
+    message = next(c for c in result.status.conditions if c.type == "Running").message
+    assert "progressDeadlineSeconds is not enforced" in message
+
+
+def test_an_earlier_attempts_report_does_not_arm_the_deadline() -> None:
+    job = running(progressDeadlineSeconds=60)
+    job, _ = step(job, pods_of(job, 1), at(1), progress=Progress(step=40, last_heartbeat_time=at(1), attempt=1))
+    job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}), at(2))
+    job, _ = step(job, [], at(20))
+    job, _ = step(job, pods_of(job, 2), at(21))
+    job, _ = step(job, pods_of(job, 2), at(600))
+    assert job.status and job.status.phase == Phase.RUNNING and job.status.attempt == 2
+
+
+def test_a_new_attempts_first_report_does_not_turn_the_step_back() -> None:
+    job = running()
+    job, _ = step(job, pods_of(job, 1), at(1), progress=Progress(step=300, last_heartbeat_time=at(1), attempt=1))
+    early = Progress(step=0, last_heartbeat_time=at(9), attempt=2)
+    job, _ = step(job, pods_of(job, 1), at(10), progress=early)
+    assert job.status and job.status.progress and job.status.progress.step == 300
+    assert job.status.progress.last_heartbeat_time == at(9) and job.status.progress.attempt == 2
+
+
+def test_a_heartbeat_from_the_future_is_taken_as_now() -> None:
+    job = running(progressDeadlineSeconds=60)
+    job, _ = step(job, pods_of(job, 1), at(10), progress=Progress(step=1, last_heartbeat_time=at(10**7), attempt=1))
+    assert job.status and job.status.progress and job.status.progress.last_heartbeat_time == at(10)
+    assert condition(job, "Running").status == "True"

@@ -1,0 +1,91 @@
+"""The reconcile queue: one reconcile per job at a time, wake-ups merged, nothing while the gate (the Lease) is
+closed, and failures retried with a backoff that stays short while the apiserver is unreachable."""
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from trainingjob.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue, retry_delay
+
+
+@pytest.mark.parametrize(
+    ("failures", "transient", "delay"),
+    [(1, True, 0.1), (2, True, 0.2), (4, True, 0.8), (5, True, 1.0), (50, True, 1.0), (1, False, 0.5), (7, False, 30.0)],
+    ids=["first-transient", "second-transient", "fourth-transient", "capped-transient", "long-outage", "first-error", "capped-error"],
+)
+def test_retry_delays(failures: int, transient: bool, delay: float) -> None:
+    assert retry_delay(failures, transient) == pytest.approx(delay)
+    assert retry_delay(failures, transient) <= (TRANSIENT_RETRY if transient else ERROR_RETRY)[1]
+
+
+def test_wakeups_are_merged_and_a_job_is_never_reconciled_twice_at_once() -> None:
+    async def scenario() -> Counter[Key]:
+        runs: Counter[Key] = Counter()
+        busy: set[Key] = set()
+
+        async def reconcile(key: Key) -> float | None:
+            assert key not in busy, "two reconciles of one job at once"
+            busy.add(key)
+            runs[key] += 1
+            await asyncio.sleep(0.05)
+            busy.discard(key)
+            return None if runs[key] >= 2 else 60.0
+
+        queue = ReconcileQueue(reconcile, workers=4, resync_seconds=60)
+        for _ in range(10):
+            queue.wake(("ns", "a"))
+        await asyncio.sleep(0.01)
+        for _ in range(10):
+            queue.wake(("ns", "a"))  # while it runs: merged into one more
+        await asyncio.sleep(0.3)
+        await queue.stop()
+        return runs
+
+    assert asyncio.run(scenario()) == Counter({("ns", "a"): 2})
+
+
+def test_nothing_is_reconciled_while_the_gate_is_closed() -> None:
+    async def scenario() -> list[Key]:
+        done: list[Key] = []
+
+        async def reconcile(key: Key) -> float | None:
+            done.append(key)
+            return None
+
+        gate = asyncio.Event()
+        queue = ReconcileQueue(reconcile, workers=2, resync_seconds=60, gate=gate)
+        queue.wake(("ns", "a"))
+        queue.wake(("ns", "b"))
+        await asyncio.sleep(0.1)
+        assert not done
+        gate.set()
+        await asyncio.sleep(0.1)
+        await queue.stop()
+        return done
+
+    assert sorted(asyncio.run(scenario())) == [("ns", "a"), ("ns", "b")]
+
+
+def test_an_unreachable_apiserver_is_retried_within_a_second() -> None:
+    async def scenario() -> list[float]:
+        loop = asyncio.get_running_loop()
+        attempts: list[float] = []
+
+        async def reconcile(key: Key) -> float | None:
+            attempts.append(loop.time())
+            if len(attempts) < 6:
+                raise ConnectionRefusedError("apiserver down")
+            return None
+
+        queue = ReconcileQueue(reconcile, workers=1, resync_seconds=60, is_transient=lambda e: isinstance(e, OSError))
+        queue.wake(("ns", "a"))
+        for _ in range(100):
+            if len(attempts) >= 6:
+                break
+            await asyncio.sleep(0.1)
+        await queue.stop()
+        return [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+
+    gaps = asyncio.run(scenario())
+    assert len(gaps) == 5 and all(gap < 1.2 for gap in gaps) and gaps[-1] > gaps[0]

@@ -1,0 +1,181 @@
+"""reconcile() against the in-memory cluster: the order of writes and actions, what survives an operator killed
+at any point, refusals, namesakes, and jobs deleted while they are reconciled."""
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from tests.builders import SETTINGS, T0, job_manifest
+from tests.support.fake_cluster import Crash, FakeCluster
+
+from trainingjob.plan.creation import Refusal
+from trainingjob.reconcile import Conflict, Outcome, merge_patch, reconcile
+
+NS = "ns"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cluster(clock: Clock) -> Iterator[FakeCluster]:
+    yield FakeCluster(clock=clock)
+
+
+def run(cluster: FakeCluster, clock: Clock, name: str = "job", crash_after: int | None = None) -> Outcome | None:
+    cluster.operations_left = crash_after
+    try:
+        return reconcile(cluster, NS, name, now=clock.now, settings=SETTINGS)
+    except Crash:
+        return None
+    finally:
+        cluster.operations_left = None
+
+
+def pods(cluster: FakeCluster) -> list[str]:
+    return sorted(name for _, name in cluster.pods)
+
+
+def status(cluster: FakeCluster, name: str = "job") -> Any:
+    return cluster.job_status(NS, name)
+
+
+def start(cluster: FakeCluster, clock: Clock, **spec: Any) -> None:
+    cluster.submit(job_manifest(namespace=NS, **spec))
+    run(cluster, clock)
+    for key in list(cluster.pods):
+        cluster.run(*key)
+    run(cluster, clock)
+    assert status(cluster)["phase"] == "Running"
+
+
+def test_merge_patch_nulls_what_is_gone_at_any_depth() -> None:
+    old = {"lastFailure": {"exitCode": 75, "podUid": "a", "reason": "Error"}, "attempt": 1, "gone": 1}
+    new = {"lastFailure": {"reason": "Vanished"}, "attempt": 2}
+    assert merge_patch(old, new) == {"gone": None, "lastFailure": {"exitCode": None, "podUid": None, "reason": "Vanished"}, "attempt": 2}
+
+
+def test_no_field_of_an_earlier_failure_lingers(cluster: FakeCluster, clock: Clock) -> None:
+    start(cluster, clock, runPolicy={"disruptionLimit": 5})
+    cluster.finish(NS, "job-worker-1-1", 75)
+    run(cluster, clock)
+    assert status(cluster)["lastFailure"]["exitCode"] == 75
+    cluster.reap_terminating()
+    clock.advance(10)
+    run(cluster, clock)
+    for key in list(cluster.pods):
+        cluster.run(*key)
+    run(cluster, clock)
+    cluster.reap(NS, "job-worker-0-2")  # its node is lost: no exit code this time
+    run(cluster, clock)
+    failure = status(cluster)["lastFailure"]
+    assert failure["reason"] == "Vanished" and "exitCode" not in failure and failure["attempt"] == 2
+
+
+def test_events_are_recorded_even_when_the_actions_fail(cluster: FakeCluster, clock: Clock) -> None:
+    cluster.submit(job_manifest(namespace=NS))
+    run(cluster, clock, crash_after=2)  # the status write and the events, then the operator dies while creating
+    assert [e.reason for _, e in cluster.events] == ["JobCreated"] and not cluster.pods
+    run(cluster, clock)
+    assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+    assert status(cluster)["restarts"]["disruption"] == 0 and status(cluster)["attempt"] == 1
+
+
+def test_a_job_deleted_mid_reconcile_is_done_not_an_error(cluster: FakeCluster, clock: Clock) -> None:
+    cluster.submit(job_manifest(namespace=NS))
+
+    class Vanishing(FakeCluster):
+        def write_status(self, namespace: str, name: str, resource_version: str, patch: dict[str, Any]) -> str:
+            self.jobs.pop((namespace, name), None)
+            return super().write_status(namespace, name, resource_version, patch)
+
+    vanishing = Vanishing(clock=clock, jobs=cluster.jobs)
+    outcome = reconcile(vanishing, NS, "job", now=clock.now, settings=SETTINGS)
+    assert outcome.after is None and not vanishing.pods
+
+
+def test_a_stale_version_is_a_conflict(cluster: FakeCluster, clock: Clock) -> None:
+    cluster.submit(job_manifest(namespace=NS))
+    stale = cluster.read_job(NS, "job")
+    assert stale is not None
+    run(cluster, clock)
+    with pytest.raises(Conflict):
+        cluster.write_status(NS, "job", stale["metadata"]["resourceVersion"], {"attempt": 9})
+
+
+@pytest.mark.parametrize("crash_after", range(7), ids=[f"killed-after-{n}-operations" for n in range(7)])
+def test_an_operator_killed_while_restarting_the_gang_counts_once_and_never_doubles_a_pod(
+    cluster: FakeCluster, clock: Clock, crash_after: int
+) -> None:
+    start(cluster, clock, workers=3)
+    cluster.finish(NS, "job-worker-1-1", 75)
+    run(cluster, clock, crash_after=crash_after)
+    for _ in range(6):
+        clock.advance(5)
+        run(cluster, clock)
+        cluster.reap_terminating()
+    assert status(cluster)["restarts"] == {"retryable": 1, "oom": 0, "disruption": 0, "stalled": 0}
+    assert pods(cluster) == ["job-worker-0-2", "job-worker-1-2", "job-worker-2-2"]
+
+
+def test_a_replacement_evicted_before_the_operator_saw_it_is_counted_by_its_uid(cluster: FakeCluster, clock: Clock) -> None:
+    start(cluster, clock, mode="ParameterServer", workers=2, servers=1)
+    cluster.finish(NS, "job-worker-1-1", 75)
+    run(cluster, clock)
+    cluster.reap_terminating()
+    clock.advance(10)
+    run(cluster, clock)  # creates the replacement and tracks its UID at once
+    replacement = cluster.pods[NS, "job-worker-1-1"]["metadata"]["uid"]
+    cluster.evict(NS, "job-worker-1-1")
+    cluster.reap(NS, "job-worker-1-1")
+    run(cluster, clock)
+    assert status(cluster)["restarts"]["retryable"] == 1 and status(cluster)["restarts"]["disruption"] == 1
+    assert status(cluster)["lastFailure"]["podUid"] == replacement
+
+
+def test_refusals_surface_once_as_a_condition_and_an_event(cluster: FakeCluster, clock: Clock) -> None:
+    message = 'pods "job-worker-0-1" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'
+    cluster.refuse = lambda manifest: Refusal(manifest["metadata"]["name"], 403, message)
+    cluster.submit(job_manifest(namespace=NS))
+    run(cluster, clock)
+    created = next(c for c in status(cluster)["conditions"] if c["type"] == "Created")
+    assert (created["status"], created["reason"]) == ("False", "PodCreateRefused") and "PodSecurity" in created["message"]
+    for _ in range(5):
+        clock.advance(60)
+        run(cluster, clock)
+    assert [e.reason for _, e in cluster.events].count("PodCreateRefused") == 1 and not cluster.pods
+    assert status(cluster)["phase"] == "Pending" and status(cluster)["restarts"]["disruption"] == 0
+    cluster.refuse = lambda _: None
+    clock.advance(600)
+    run(cluster, clock)
+    assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+
+
+def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(cluster: FakeCluster, clock: Clock) -> None:
+    start(cluster, clock)
+    for key in list(cluster.pods):
+        cluster.finish(*key, 0)
+    del cluster.jobs[NS, "job"]  # deleted; the garbage collector has not removed its pods yet
+    cluster.submit(job_manifest(namespace=NS))
+    run(cluster, clock)
+    assert status(cluster)["phase"] == "Pending" and all(p["status"]["phase"] == "Succeeded" for p in cluster.pods.values())
+    cluster.collect_garbage()
+    clock.advance(1)
+    run(cluster, clock)
+    assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+    assert all(p["status"]["phase"] == "Pending" for p in cluster.pods.values())
+    assert status(cluster)["phase"] == "Pending"
