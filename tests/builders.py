@@ -125,6 +125,13 @@ def step(
     return job.model_copy(update={"status": result.status}), result
 
 
+def running(**options: Any) -> TrainingJob:
+    """A job (make_job options) whose first attempt is up: every pod created and running."""
+    job, _ = step(make_job(**options), [])
+    job, _ = step(job, pods_of(job, 1))
+    return job
+
+
 def created_names(result: Plan) -> list[str]:
     return [m["metadata"]["name"] for m in result.create if m["kind"] == "Pod"]
 

@@ -154,14 +154,20 @@ def _slot_count(job: Manifest) -> int:
     return int(spec["workers"]["replicas"]) + int((spec.get("parameterServers") or {}).get("replicas", 0))
 
 
-def _check_not_premature(b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime) -> None:
+def _check_not_premature(
+    b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime
+) -> None:
     """A deadline fails a job only when it has really passed."""
     policy = job["spec"].get("runPolicy") or {}
     reason = next((c.reason for c in a.conditions if c.type == ConditionType.FAILED and c.status == "True"), "")
     if reason == "StartupDeadlineExceeded":
         limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
         states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == b.attempt]
-        waiting = [s for s in states if not s.is_up and not s.deleting and not s.has_failed and s.created and s.created <= now - limit]
+        waiting = [
+            s
+            for s in states
+            if not s.is_up and not s.deleting and not s.has_failed and s.created and s.created <= now - limit
+        ]
         created = next((c for c in b.conditions if c.type == ConditionType.CREATED), None)
         refused = created is not None and created.reason in (REFUSED, NAME_IN_USE) and created.status == "False"
         assert waiting or (refused and created is not None and created.last_transition_time <= now - limit), (

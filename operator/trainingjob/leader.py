@@ -39,6 +39,7 @@ class LeaderElector:
         self._seen: tuple[Any, ...] | None = None  # the Lease's holder and renew time, as last read
         self._seen_at = 0.0
         self._renewed_at: float | None = None
+        self._last_error = ""
 
     def is_leader(self) -> bool:
         """Leading, and renewed recently enough that no standby can have taken over."""
@@ -94,10 +95,14 @@ class LeaderElector:
             return self._failed(error)  # 409: another candidate won this round
         if holder != self.identity:
             log.info("leading as %s (Lease %s/%s)", self.identity, self.namespace, self.name)
-        self._renewed_at = now
+        self._renewed_at, self._last_error = now, ""
         return True
 
     def _failed(self, error: Exception) -> bool:
+        said = f"{getattr(error, 'status', '')} {getattr(error, 'reason', '') or error}"
+        if not (isinstance(error, client.ApiException) and error.status == 409) and said != self._last_error:
+            log.warning("Lease %s/%s: %s", self.namespace, self.name, said)  # e.g. 403: RBAC lacks leases
+        self._last_error = said
         was = self._renewed_at is not None
         if not self.is_leader():
             self._renewed_at = None

@@ -88,7 +88,9 @@ REFUSED = {
         {"operator.extraEnv[0].name": "X", "operator.extraEnv[0].value": "true"},
         "/operator/extraEnv/0/value",
     ),
-    "unknown-key": ({"operator.replicas": "2"}, "replicas"),
+    "unknown-key": ({"operator.replicaCount": "2"}, "replicaCount"),
+    "replicas": ({"operator.replicas": "0"}, "/operator/replicas"),
+    "log-format": ({"operator.settings.logFormat": "xml"}, "/operator/settings/logFormat"),
 }
 
 
@@ -115,7 +117,13 @@ def test_the_operator_runs_alone_hardened_and_probed(helm: Helm) -> None:
     operator, api = sorted(
         kinds["Deployment"], key=lambda d: d["metadata"]["name"] != "rel-trainingjob-operator-operator"
     )
-    assert operator["spec"]["replicas"] == 1 and operator["spec"]["strategy"] == {"type": "Recreate"}
+    assert operator["spec"]["replicas"] == 1 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
+    (lease_role,) = [r for r in kinds["Role"] if r["metadata"]["name"].endswith("-leader")]
+    assert lease_role["metadata"]["namespace"] == "tj-system" and lease_role["rules"][0]["resources"] == ["leases"]
+    alone = _by_kind(helm.template("rel", "tj-system", {"operator.leaderElection": "false", "operator.replicas": "3"}))
+    (single,) = [d for d in alone["Deployment"] if d["metadata"]["name"].endswith("-operator")]
+    assert single["spec"]["replicas"] == 1 and single["spec"]["strategy"] == {"type": "Recreate"}
+    assert "Role" not in alone
     for deployment in (operator, api):
         pod = deployment["spec"]["template"]["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True
@@ -158,7 +166,7 @@ def test_images_are_overridable(helm: Helm) -> None:
 def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> None:
     objects = helm.template("rel", "tj-system", {"operator.watchNamespace": "team-a", "api.enabled": "false"})
     kinds = _by_kind(objects)
-    (role,) = kinds["Role"]
+    (role,) = [r for r in kinds["Role"] if not r["metadata"]["name"].endswith("-leader")]
     assert role["metadata"]["namespace"] == "team-a"
     (cluster_role,) = kinds["ClusterRole"]  # only kopf's namespace and CRD observers are cluster-wide
     assert [r["resources"] for r in cluster_role["rules"]] == [["namespaces"], ["customresourcedefinitions"]]
@@ -402,7 +410,9 @@ def chart_identity(cluster: ControlPlane, helm: Helm) -> Iterator[ChartIdentity]
 @pytest.fixture(scope="module")
 def chart_operator(chart_identity: ChartIdentity) -> Iterator[OperatorProcess]:
     with tempfile.TemporaryDirectory(prefix="tj-chart-operator-") as logs:
-        process = OperatorProcess(chart_identity.kubeconfig, Path(logs))
+        process = OperatorProcess(
+            chart_identity.kubeconfig, Path(logs), TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace
+        )
         process.start()
         try:
             yield process

@@ -24,7 +24,12 @@ def namespaced_operator(cluster: ControlPlane, cluster_ns: str) -> Iterator[tupl
         install_crd(api)
     with tempfile.TemporaryDirectory(prefix="tj-chart-ns-") as folder:
         identity = ChartIdentity(cluster, Helm(Path(folder)), Path(folder), {"operator.watchNamespace": cluster_ns})
-        process = OperatorProcess(identity.kubeconfig, Path(folder), TJ_OPERATOR_NAMESPACE=cluster_ns)
+        process = OperatorProcess(
+            identity.kubeconfig,
+            Path(folder),
+            TJ_OPERATOR_NAMESPACE=cluster_ns,
+            TJ_OPERATOR_LEASE_NAMESPACE=identity.namespace,
+        )
         process.start()
         try:
             yield identity, process

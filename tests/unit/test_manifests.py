@@ -69,8 +69,12 @@ def test_quantities_are_strings_and_the_checkpoint_volume_is_mounted() -> None:
 
 def test_jobs_sharing_a_volume_or_a_name_never_share_a_checkpoint_folder() -> None:
     checkpoint = {"volume": {"persistentVolumeClaim": {"claimName": "shared"}}, "everySteps": 5}
-    first, again = (make_job(uid, checkpoint=checkpoint) for uid in ("uid-1", "uid-2"))
-    folders = {env_of(pod_manifest(j, str(j.metadata.uid), Replica("worker", 0), 1))[contract.CHECKPOINT_DIR] for j in (first, again)}
+    folders = {
+        env_of(pod_manifest(make_job(uid, checkpoint=checkpoint), uid, Replica("worker", 0), 1))[
+            contract.CHECKPOINT_DIR
+        ]
+        for uid in ("uid-1", "uid-2")
+    }
     assert folders == {"/checkpoints/job/uid-1", "/checkpoints/job/uid-2"}
 
 

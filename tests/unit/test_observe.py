@@ -25,7 +25,11 @@ def test_a_service_of_a_namesake_is_not_the_jobs() -> None:
     "status",
     [
         {"phase": "Failed", "reason": "OutOfnvidia.com/gpu" * 100, "message": "m" * 100_000},
-        {"phase": "Bogus", "conditions": "not a list", "containerStatuses": [None, 7, {"name": "trainer", "state": []}]},
+        {
+            "phase": "Bogus",
+            "conditions": "not a list",
+            "containerStatuses": [None, 7, {"name": "trainer", "state": []}],
+        },
         {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {"terminated": {"exitCode": 10**12}}}]},
         {"phase": None, "reason": 42, "message": ["x"]},
     ],

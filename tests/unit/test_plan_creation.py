@@ -85,7 +85,7 @@ def test_refusals_count_against_the_startup_deadline() -> None:
     assert job.status
     job = job.model_copy(update={"status": refused(job.status, [Refusal("job-worker-0-1", 403, QUOTA)], at(0), 1)})
     job, result = step(job, [], at(60))
-    assert job.status and job.status.phase == Phase.FAILED
+    assert job.status and job.status.phase == Phase.FAILED and not result.create
     failed = condition(job, "Failed")
     assert failed.reason == "StartupDeadlineExceeded" and "exceeded quota" in failed.message
 
@@ -97,12 +97,18 @@ def test_an_invalid_pod_fails_the_job_at_once() -> None:
     job = job.model_copy(update={"status": refused(job.status, [invalid], at(0), 1)})
     job, result = step(job, [], at(1))
     assert job.status and job.status.phase == Phase.FAILED and not result.create
-    assert condition(job, "Failed").reason == "PodInvalid" and "spec.containers[0].image" in condition(job, "Failed").message
+    assert (
+        condition(job, "Failed").reason == "PodInvalid"
+        and "spec.containers[0].image" in condition(job, "Failed").message
+    )
 
 
 def test_a_namesakes_leftover_pods_are_never_adopted_nor_overwritten() -> None:
     job, _ = step(make_job(), [])
-    old = [pod(job, Replica("worker", i), 1, phase="Succeeded", exit_code=0, owner="old-uid", uid=f"old-{i}") for i in (0, 1)]
+    old = [
+        pod(job, Replica("worker", i), 1, phase="Succeeded", exit_code=0, owner="old-uid", uid=f"old-{i}")
+        for i in (0, 1)
+    ]
     job, result = step(job, old, at(1))
     assert job.status and job.status.phase == Phase.PENDING and not result.create and result.requeue_after
     assert condition(job, "Created").reason == "PodNameInUse"

@@ -5,9 +5,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.builders import SETTINGS, at, make_job, pod, pods_of, seen, step, without
+from tests.builders import SETTINGS, at, created_names, make_job, pod, pods_of, running, seen, step, without
 
-from trainingjob.model import FailureClass, Phase, PodOutcome
+from trainingjob.model import FailureClass, Phase, PodOutcome, TrainingJob
 from trainingjob.naming import Replica
 from trainingjob.plan import plan
 
@@ -16,35 +16,50 @@ PRESSURE = "The node was low on resource: memory. "
 DISRUPTION = [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
 
 
-def running(**job: Any) -> Any:
-    """A job whose attempt 1 is up."""
-    made, _ = step(make_job(**job), [])
-    made, _ = step(made, pods_of(made, 1))
-    return made
-
-
 @pytest.mark.parametrize(
     ("ending", "failure", "reason"),
     [
         ({"phase": "Failed", "exit_code": 75}, FailureClass.RETRYABLE, "Error"),
         ({"phase": "Failed", "exit_code": 137, "reason": "OOMKilled"}, FailureClass.OOM, "OOMKilled"),
         ({"phase": "Failed", "exit_code": 79}, FailureClass.DISRUPTION, "Error"),
-        ({"phase": "Failed", "reason": "Evicted", "message": PRESSURE, "conditions": DISRUPTION}, FailureClass.DISRUPTION, "Evicted"),
+        (
+            {"phase": "Failed", "reason": "Evicted", "message": PRESSURE, "conditions": DISRUPTION},
+            FailureClass.DISRUPTION,
+            "Evicted",
+        ),
         ({"phase": "Failed", "reason": "Evicted", "message": EMPTY_DIR}, FailureClass.RETRYABLE, "Evicted"),
-        ({"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": "Pod was rejected"}, FailureClass.RETRYABLE, "OutOfnvidia.com/gpu"),
+        (
+            {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": "Pod was rejected"},
+            FailureClass.RETRYABLE,
+            "OutOfnvidia.com/gpu",
+        ),
         ({"phase": "Failed", "exit_code": 1, "reason": "x" * 5000}, FailureClass.RETRYABLE, "x" * 128),
         ({"phase": "Running", "deleting": at(0)}, FailureClass.DISRUPTION, "Deleted"),
     ],
-    ids=["retryable", "oom", "preempted-79", "node-pressure", "own-emptydir-limit", "kubelet-admission", "huge-reason", "deleted-by-user"],
+    ids=[
+        "retryable",
+        "oom",
+        "preempted-79",
+        "node-pressure",
+        "own-emptydir-limit",
+        "kubelet-admission",
+        "huge-reason",
+        "deleted-by-user",
+    ],
 )
-def test_a_failed_rank_is_classified_and_the_gang_restarts(ending: dict[str, Any], failure: FailureClass, reason: str) -> None:
+def test_a_failed_rank_is_classified_and_the_gang_restarts(
+    ending: dict[str, Any], failure: FailureClass, reason: str
+) -> None:
     job = running(disruptionLimit=5)
     job, result = step(job, pods_of(job, 1, {"job-worker-1-1": ending}), at(1))
     assert job.status and job.status.phase == Phase.RESTARTING and job.status.attempt == 2
     assert job.status.last_failure and job.status.last_failure.failure_class == failure
     assert job.status.last_failure.reason == reason and job.status.last_failure.pod == "job-worker-1-1"
     counts = job.status.restarts.model_dump()
-    assert sum(counts.values()) == 1 and counts[{"Retryable": "retryable", "OOMKilled": "oom", "Disruption": "disruption"}[failure]] == 1
+    assert (
+        sum(counts.values()) == 1
+        and counts[{"Retryable": "retryable", "OOMKilled": "oom", "Disruption": "disruption"}[failure]] == 1
+    )
     assert set(result.delete) == {"job-worker-0-1"} | ({"job-worker-1-1"} if "deleting" not in ending else set())
     job.status.model_validate(job.status.model_dump())  # what the apiserver would be asked to store is valid
 
@@ -66,6 +81,7 @@ def test_a_pod_that_vanished_is_a_disruption_and_one_never_created_is_created() 
     fresh, _ = step(make_job(), [])
     fresh, result = step(fresh, without(pods_of(fresh, 1), "job-worker-1-1"), at(1))
     assert fresh.status and fresh.status.restarts.disruption == 0 and fresh.status.attempt == 1
+    assert created_names(result) == ["job-worker-1-1"]
 
 
 @pytest.mark.parametrize(
@@ -94,7 +110,7 @@ def test_restart_policy_never_still_restarts_after_a_disruption() -> None:
     assert job.status and job.status.phase == Phase.RESTARTING and job.status.restarts.disruption == 1
 
 
-def ps_running(workers: int = 3, **policy: Any) -> Any:
+def ps_running(workers: int = 3, **policy: Any) -> TrainingJob:
     return running(mode="ParameterServer", workers=workers, servers=1, **policy)
 
 
@@ -123,7 +139,7 @@ def test_a_replacement_that_vanishes_unseen_is_counted_again_by_its_uid() -> Non
     job, _ = step(job, without(pods_of(job, 1), "job-worker-1-1"), at(20))
     replacement = pod(job, Replica("worker", 1), 1, uid="uid-replacement", created=at(20))
     job, _ = step(job, [*without(pods_of(job, 1), "job-worker-1-1"), replacement], at(21))
-    job, result = step(job, without(pods_of(job, 1), "job-worker-1-1"), at(22))  # evicted and gone
+    job, _ = step(job, without(pods_of(job, 1), "job-worker-1-1"), at(22))  # evicted and gone
     assert job.status and job.status.restarts.retryable == 1 and job.status.restarts.disruption == 1
     assert job.status.last_failure and job.status.last_failure.pod_uid == "uid-replacement"
 

@@ -6,14 +6,41 @@ from tests.builders import at, condition, make_job, pods_of, step, with_policy, 
 
 from trainingjob.model import Phase
 
-IMAGE = {"containerStatuses": [{"name": "trainer", "state": {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}}}]}
-CONFIG = {"containerStatuses": [{"name": "trainer", "state": {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "token" not found'}}}]}
-PVC = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": 'persistentvolumeclaim "ckpt" not found'}]}
+IMAGE = {
+    "containerStatuses": [
+        {
+            "name": "trainer",
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "nope:1"'}},
+        }
+    ]
+}
+CONFIG = {
+    "containerStatuses": [
+        {
+            "name": "trainer",
+            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "token" not found'}},
+        }
+    ]
+}
+PVC = {
+    "conditions": [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": 'persistentvolumeclaim "ckpt" not found',
+        }
+    ]
+}
 
 
 @pytest.mark.parametrize(
     ("status", "words"),
-    [(IMAGE, "ImagePullBackOff: Back-off pulling image"), (CONFIG, 'secret "token" not found'), (PVC, 'persistentvolumeclaim "ckpt" not found')],
+    [
+        (IMAGE, "ImagePullBackOff: Back-off pulling image"),
+        (CONFIG, 'secret "token" not found'),
+        (PVC, 'persistentvolumeclaim "ckpt" not found'),
+    ],
     ids=["image-pull", "missing-secret", "missing-pvc"],
 )
 def test_a_pending_job_says_why(status: dict[str, object], words: str) -> None:
@@ -63,5 +90,9 @@ def test_a_worker_that_succeeded_and_then_went_still_counts_as_done() -> None:
     job, _ = step(job, pods_of(job, 1, {"job-worker-0-1": {"phase": "Succeeded", "exit_code": 0}}), at(1))
     job, _ = step(job, without(pods_of(job, 1), "job-worker-0-1"), at(2))  # its node went after it finished
     assert job.status and job.status.restarts.disruption == 0 and job.status.attempt == 1
-    job, _ = step(job, without(pods_of(job, 1, {"job-worker-1-1": {"phase": "Succeeded", "exit_code": 0}}), "job-worker-0-1"), at(3))
+    job, _ = step(
+        job,
+        without(pods_of(job, 1, {"job-worker-1-1": {"phase": "Succeeded", "exit_code": 0}}), "job-worker-0-1"),
+        at(3),
+    )
     assert job.status and job.status.phase == Phase.SUCCEEDED and job.status.workers.succeeded == 2

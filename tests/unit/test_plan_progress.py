@@ -4,16 +4,10 @@ only after it reported and then went quiet for progressDeadlineSeconds."""
 from dataclasses import replace
 
 import pytest
-from tests.builders import SETTINGS, at, condition, make_job, pods_of, seen, step
+from tests.builders import SETTINGS, at, condition, pods_of, running, seen, step
 
 from trainingjob.model import FailureClass, Phase, Progress
 from trainingjob.plan import plan
-
-
-def running(**policy: object) -> object:
-    job, _ = step(make_job(**policy), [])
-    job, _ = step(job, pods_of(job, 1))
-    return job
 
 
 def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:

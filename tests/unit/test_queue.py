@@ -2,6 +2,7 @@
 closed, and failures retried with a backoff that stays short while the apiserver is unreachable."""
 
 import asyncio
+import itertools
 from collections import Counter
 
 import pytest
@@ -11,8 +12,24 @@ from trainingjob.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue,
 
 @pytest.mark.parametrize(
     ("failures", "transient", "delay"),
-    [(1, True, 0.1), (2, True, 0.2), (4, True, 0.8), (5, True, 1.0), (50, True, 1.0), (1, False, 0.5), (7, False, 30.0)],
-    ids=["first-transient", "second-transient", "fourth-transient", "capped-transient", "long-outage", "first-error", "capped-error"],
+    [
+        (1, True, 0.1),
+        (2, True, 0.2),
+        (4, True, 0.8),
+        (5, True, 1.0),
+        (50, True, 1.0),
+        (1, False, 0.5),
+        (7, False, 30.0),
+    ],
+    ids=[
+        "first-transient",
+        "second-transient",
+        "fourth-transient",
+        "capped-transient",
+        "long-outage",
+        "first-error",
+        "capped-error",
+    ],
 )
 def test_retry_delays(failures: int, transient: bool, delay: float) -> None:
     assert retry_delay(failures, transient) == pytest.approx(delay)
@@ -85,7 +102,7 @@ def test_an_unreachable_apiserver_is_retried_within_a_second() -> None:
                 break
             await asyncio.sleep(0.1)
         await queue.stop()
-        return [b - a for a, b in zip(attempts, attempts[1:], strict=False)]
+        return [b - a for a, b in itertools.pairwise(attempts)]
 
     gaps = asyncio.run(scenario())
     assert len(gaps) == 5 and all(gap < 1.2 for gap in gaps) and gaps[-1] > gaps[0]

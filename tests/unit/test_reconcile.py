@@ -1,7 +1,6 @@
 """reconcile() against the in-memory cluster: the order of writes and actions, what survives an operator killed
 at any point, refusals, namesakes, and jobs deleted while they are reconciled."""
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,8 +31,8 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def cluster(clock: Clock) -> Iterator[FakeCluster]:
-    yield FakeCluster(clock=clock)
+def cluster(clock: Clock) -> FakeCluster:
+    return FakeCluster(clock=clock)
 
 
 def run(cluster: FakeCluster, clock: Clock, name: str = "job", crash_after: int | None = None) -> Outcome | None:
@@ -66,7 +65,11 @@ def start(cluster: FakeCluster, clock: Clock, **spec: Any) -> None:
 def test_merge_patch_nulls_what_is_gone_at_any_depth() -> None:
     old = {"lastFailure": {"exitCode": 75, "podUid": "a", "reason": "Error"}, "attempt": 1, "gone": 1}
     new = {"lastFailure": {"reason": "Vanished"}, "attempt": 2}
-    assert merge_patch(old, new) == {"gone": None, "lastFailure": {"exitCode": None, "podUid": None, "reason": "Vanished"}, "attempt": 2}
+    assert merge_patch(old, new) == {
+        "gone": None,
+        "lastFailure": {"exitCode": None, "podUid": None, "reason": "Vanished"},
+        "attempt": 2,
+    }
 
 
 def test_no_field_of_an_earlier_failure_lingers(cluster: FakeCluster, clock: Clock) -> None:
@@ -132,7 +135,9 @@ def test_an_operator_killed_while_restarting_the_gang_counts_once_and_never_doub
     assert pods(cluster) == ["job-worker-0-2", "job-worker-1-2", "job-worker-2-2"]
 
 
-def test_a_replacement_evicted_before_the_operator_saw_it_is_counted_by_its_uid(cluster: FakeCluster, clock: Clock) -> None:
+def test_a_replacement_evicted_before_the_operator_saw_it_is_counted_by_its_uid(
+    cluster: FakeCluster, clock: Clock
+) -> None:
     start(cluster, clock, mode="ParameterServer", workers=2, servers=1)
     cluster.finish(NS, "job-worker-1-1", 75)
     run(cluster, clock)
@@ -153,7 +158,9 @@ def test_refusals_surface_once_as_a_condition_and_an_event(cluster: FakeCluster,
     cluster.submit(job_manifest(namespace=NS))
     run(cluster, clock)
     created = next(c for c in status(cluster)["conditions"] if c["type"] == "Created")
-    assert (created["status"], created["reason"]) == ("False", "PodCreateRefused") and "PodSecurity" in created["message"]
+    assert (created["status"], created["reason"]) == ("False", "PodCreateRefused") and "PodSecurity" in created[
+        "message"
+    ]
     for _ in range(5):
         clock.advance(60)
         run(cluster, clock)
@@ -172,7 +179,9 @@ def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(clust
     del cluster.jobs[NS, "job"]  # deleted; the garbage collector has not removed its pods yet
     cluster.submit(job_manifest(namespace=NS))
     run(cluster, clock)
-    assert status(cluster)["phase"] == "Pending" and all(p["status"]["phase"] == "Succeeded" for p in cluster.pods.values())
+    assert status(cluster)["phase"] == "Pending" and all(
+        p["status"]["phase"] == "Succeeded" for p in cluster.pods.values()
+    )
     cluster.collect_garbage()
     clock.advance(1)
     run(cluster, clock)

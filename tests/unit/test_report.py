@@ -9,10 +9,34 @@ from trainingjob.report import MAX_REPORT_BYTES, parse_report, progress_from_rep
 
 @pytest.mark.parametrize(
     "body",
-    [b"[]", b"null", b'"text"', b'{"step": 1e400}', b'{"step": -5}', b'{"step": "7"}', b'{"step": true}',
-     b'{"step": 99999999999999999999999}', b"[" * 100_000, b"\xff\xfe", b"{", b" " * (MAX_REPORT_BYTES + 1)],
-    ids=["list", "null", "string", "infinite-step", "negative-step", "string-step", "bool-step", "huge-step",
-         "deep-nesting", "not-utf8", "truncated", "too-large"],
+    [
+        b"[]",
+        b"null",
+        b'"text"',
+        b'{"step": 1e400}',
+        b'{"step": -5}',
+        b'{"step": "7"}',
+        b'{"step": true}',
+        b'{"step": 99999999999999999999999}',
+        b"[" * 100_000,
+        b"\xff\xfe",
+        b"{",
+        b" " * (MAX_REPORT_BYTES + 1),
+    ],
+    ids=[
+        "list",
+        "null",
+        "string",
+        "infinite-step",
+        "negative-step",
+        "string-step",
+        "bool-step",
+        "huge-step",
+        "deep-nesting",
+        "not-utf8",
+        "truncated",
+        "too-large",
+    ],
 )
 def test_garbage_reports_are_dropped(body: bytes) -> None:
     assert parse_report(body) == (None, None)

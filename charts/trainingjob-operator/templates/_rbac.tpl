@@ -48,3 +48,10 @@ these rules.
   resources: [namespaces]
   verbs: [list, watch]
 {{- end }}
+{{- define "tj.operator.leaseRules" -}}
+# Leader election: the operator reads, creates and renews its Lease (in the release namespace only), so that
+# of several operator pods only the holder acts.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create, update]
+{{- end }}
