@@ -1,8 +1,15 @@
-"""Integration fixtures of the TrainingJob API: the generated CRD installed once per envtest session."""
+"""Integration fixtures: the generated CRD installed and established, and the real operator running against the
+cluster tier (one per test module), with a Harness per test."""
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from tests.support.controlplane import ControlPlane
+from tests.support.harness import Harness
+from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
 from trainingjob import crd
@@ -37,3 +44,23 @@ def trainingjob_crd(envtest: ControlPlane) -> ControlPlane:
     with envtest.api_client() as api:
         install_crd(api)
     return envtest
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
+    """The operator (`python -m trainingjob`) against the cluster tier, for one test module."""
+    with cluster.api_client() as api:
+        install_crd(api)
+    with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
+        process = OperatorProcess(cluster.kubeconfig, Path(logs))
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
+
+
+@pytest.fixture
+def h(cluster: ControlPlane, cluster_ns: str, operator: OperatorProcess) -> Iterator[Harness]:
+    with cluster.api_client() as api:
+        yield Harness(api, cluster_ns, operator)

@@ -13,8 +13,8 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from tests.integration.conftest import install_crd
-from tests.integration.test_operator import Harness, condition, job_manifest
 from tests.support.controlplane import ControlPlane
+from tests.support.harness import Harness, condition, job_manifest
 from tests.support.helm import Helm, HelmError
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until

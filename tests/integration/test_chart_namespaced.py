@@ -10,8 +10,8 @@ import pytest
 from kubernetes import client
 from tests.integration.conftest import install_crd
 from tests.integration.test_chart import ChartIdentity, refusals
-from tests.integration.test_operator import Harness, job_manifest
 from tests.support.controlplane import ControlPlane
+from tests.support.harness import Harness, job_manifest
 from tests.support.helm import Helm
 from tests.support.operator import OperatorProcess
 

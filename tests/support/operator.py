@@ -1,8 +1,10 @@
 """The operator as the tests run it: `python -m trainingjob` in its own process group, against a kubeconfig."""
 
 import os
+import re
 import signal
 import sys
+import urllib.request
 from pathlib import Path
 
 from tests.support.processes import Server, free_port
@@ -48,3 +50,16 @@ class OperatorProcess:
 
     def log_tail(self) -> str:
         return self.server.log_tail(60) if self.server else ""
+
+    def log(self) -> str:
+        return self.server.log_path.read_text(errors="replace") if self.server else ""
+
+    def reconciles(self) -> int:
+        """How many reconciles this process has finished (its /metrics), or -1 while it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return -1
+        found = re.search(r"^trainingjob_reconcile_duration_seconds_count (\S+)$", text, re.MULTILINE)
+        return int(float(found.group(1))) if found else 0
