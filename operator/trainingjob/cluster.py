@@ -105,13 +105,13 @@ class KubernetesCluster:
 
     def log_tail(self, namespace: str, pod: str, lines: int) -> str:
         try:
-            text: str = self.core.read_namespaced_pod_log(
+            text = self.core.read_namespaced_pod_log(
                 pod, namespace, tail_lines=lines, limit_bytes=16384, _request_timeout=5
             )
         except Exception as error:  # logs are evidence, not a reason to stop reconciling
             log.info("no log for pod %s/%s: %s", namespace, pod, error)
             return ""
-        return text
+        return text if isinstance(text, str) else ""
 
     def progress(self, pod: Manifest) -> Report:
         """Rank 0's report from its progress endpoint, when reading it is on and it answers in time."""

@@ -180,7 +180,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         if scheduled.get("reason") == "Unschedulable"
         else "",
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
-        log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:], LOG_TAIL_LENGTH),
+        log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )
 
 

@@ -4,6 +4,7 @@ scheduler and kwok with fake GPU nodes (cluster tier). Built from source by scri
 import os
 import shutil
 import ssl
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,33 +121,43 @@ class ControlPlane:
         )
         etcd.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), _STARTUP_TIMEOUT)
         serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
-        apiserver = self._serve(
-            "kube-apiserver",
-            [
-                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.port}",
-                f"--cert-dir={self.root / 'apiserver'}",
-                f"--tls-cert-file={serving.cert}",
-                f"--tls-private-key-file={serving.key}",
-                f"--client-ca-file={self.pki.cert}",
-                "--authorization-mode=RBAC",
-                f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-                f"--service-account-key-file={self.service_account_keys.cert}",
-                f"--service-account-signing-key-file={self.service_account_keys.key}",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--allow-privileged=true",
-                # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
-                # that enable this plugin: the chart's RBAC test proves the operator has it.
-                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
-                "--enable-priority-and-fairness=false",
-                "--profiling=false",
-            ],
-        )
+        self._apiserver_args = [
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--cert-dir={self.root / 'apiserver'}",
+            f"--tls-cert-file={serving.cert}",
+            f"--tls-private-key-file={serving.key}",
+            f"--client-ca-file={self.pki.cert}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={self.service_account_keys.cert}",
+            f"--service-account-signing-key-file={self.service_account_keys.key}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
+            # that enable this plugin: the chart's RBAC test proves the operator has it.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+        ]
+        self._start_apiserver()
+
+    def _start_apiserver(self) -> None:
+        apiserver = self._serve("kube-apiserver", self._apiserver_args)
         context = ssl.create_default_context(cafile=str(self.pki.cert))
         context.load_cert_chain(str(self.admin.cert), str(self.admin.key))
         apiserver.wait_ready(lambda: _http_ok(f"{self.server_url}/readyz", context), _STARTUP_TIMEOUT)
+
+    def restart_apiserver(self, down_for: float) -> None:
+        """Stop kube-apiserver, keep it down `down_for` seconds (an outage, not a wait), start it on the same port;
+        returns once it answers /readyz."""
+        (apiserver,) = [s for s in self.servers if s.name == "kube-apiserver"]
+        apiserver.stop()
+        self.servers.remove(apiserver)
+        time.sleep(down_for)
+        self._start_apiserver()
 
     def _start_cluster_components(self) -> None:
         kubeconfig = str(self.kubeconfig)

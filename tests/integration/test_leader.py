@@ -1,0 +1,117 @@
+"""Leader election: of two operators only the Lease holder acts; a standby takes over when the leader dies (within
+the lease) or shuts down (at once). The elector alone runs against the envtest apiserver with clocks the test
+moves; the operators run as processes on the cluster tier."""
+
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from tests.integration.conftest import install_crd
+from tests.support.controlplane import ControlPlane
+from tests.support.harness import Harness, job_manifest
+from tests.support.operator import OperatorProcess
+from tests.support.processes import poll_until
+
+from trainingjob.leader import LeaderElector
+
+LEASE_SECONDS = 3.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elector(api: client.ApiClient, namespace: str, identity: str, clock: Clock) -> LeaderElector:
+    return LeaderElector(client.CoordinationV1Api(api), namespace, "tj-leader", identity, lease_seconds=15, clock=clock)
+
+
+@pytest.mark.envtest
+def test_one_leader_a_standby_and_a_takeover_when_the_lease_lapses(envtest: ControlPlane, envtest_ns: str) -> None:
+    with envtest.api_client() as api:
+        clock_a, clock_b = Clock(), Clock()
+        a, b = elector(api, envtest_ns, "a", clock_a), elector(api, envtest_ns, "b", clock_b)
+        assert a.try_once() and a.is_leader()
+        assert not b.try_once() and not b.is_leader()
+        clock_a.now += 5
+        clock_b.now += 5
+        assert a.try_once() and not b.try_once()  # renewed: b saw the Lease change and waits again
+        clock_b.now += 16  # a stopped renewing (dead, or cut off) for longer than the lease
+        clock_a.now += 16
+        assert not a.is_leader()  # a stops acting by itself before b may take over
+        assert b.try_once() and b.is_leader()
+        assert not a.try_once() and not a.is_leader()
+        lease = client.CoordinationV1Api(api).read_namespaced_lease("tj-leader", envtest_ns)
+        assert lease.spec.holder_identity == "b" and lease.spec.lease_transitions == 1
+
+
+@pytest.mark.envtest
+def test_a_released_lease_is_taken_at_once(envtest: ControlPlane, envtest_ns: str) -> None:
+    with envtest.api_client() as api:
+        clock = Clock()
+        a, b = elector(api, envtest_ns, "a", clock), elector(api, envtest_ns, "b", clock)
+        assert a.try_once() and not b.try_once()
+        a.release()
+        assert not a.is_leader() and b.try_once()
+
+
+@pytest.fixture
+def two_operators(cluster: ControlPlane) -> Iterator[tuple[OperatorProcess, OperatorProcess]]:
+    with cluster.api_client() as api:
+        install_crd(api)
+    lease = f"tj-{uuid.uuid4().hex[:6]}"
+    settings = {
+        "TJ_OPERATOR_LEASE_NAME": lease,
+        "TJ_OPERATOR_LEASE_NAMESPACE": "default",
+        "TJ_OPERATOR_LEASE_DURATION_SECONDS": str(LEASE_SECONDS),
+        "TJ_OPERATOR_LEASE_RENEW_SECONDS": "0.5",
+    }
+    with tempfile.TemporaryDirectory(prefix="tj-leader-") as logs:
+        first = OperatorProcess(cluster.kubeconfig, Path(logs) / "1", **settings)
+        second = OperatorProcess(cluster.kubeconfig, Path(logs) / "2", **settings)
+        for process in (first, second):
+            process.log_dir.mkdir()
+            process.start()
+        try:
+            yield first, second
+        finally:
+            first.stop()
+            second.stop()
+
+
+def _leader(processes: tuple[OperatorProcess, ...]) -> OperatorProcess | None:
+    leading = [p for p in processes if p.server is not None and "leading as" in p.log()]
+    return leading[0] if len(leading) == 1 else None
+
+
+@pytest.mark.cluster
+def test_two_operators_one_acts_and_the_standby_takes_over_when_it_dies(
+    cluster: ControlPlane, cluster_ns: str, two_operators: tuple[OperatorProcess, OperatorProcess]
+) -> None:
+    leader = poll_until(lambda: _leader(two_operators), timeout=30, what="one operator to lead")
+    standby = next(p for p in two_operators if p is not leader)
+    with cluster.api_client() as api:
+        h = Harness(api, cluster_ns, leader)
+        h.create(job_manifest("led", workers=3))
+        first = h.wait_running_pods("led", 3, attempt=1)
+        h.wait_phase("led", "Running")
+        assert standby.reconciles() == 0, "the standby reconciled while the leader lived"
+        events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=led").items
+        assert [e.reason for e in events].count("JobCreated") == 1
+        leader.kill()
+        died = time.monotonic()
+        h.finish(first[0].metadata.name, 75)
+        h.operator = standby
+        h.wait_phase("led", "Running", attempt=2, timeout=30)
+        took = time.monotonic() - died
+        assert "leading as" in standby.log()
+        assert took < LEASE_SECONDS + 10, f"the standby took {took:.1f} s to take over and restart the gang"
+        assert h.job("led")["status"]["restarts"]["retryable"] == 1
+        print(f"takeover and restart {took:.1f} s after the leader was killed (lease {LEASE_SECONDS} s)")
