@@ -79,6 +79,7 @@ def check_after_reconcile(
         _check_not_premature(b, a, before, owned, now)
     if not crashed:
         _check_settled(b, a, after, owned, now)
+        _check_cleared(a, [p for p in cluster.pods.values() if controller_uid(p) == uid])
 
 
 def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest) -> None:
@@ -147,6 +148,16 @@ def _check_settled(
         assert used < active, f"active {used:.0f} s past activeDeadlineSeconds {active}"
     workers = [s for s in states if s.replica.role == "worker" and not s.deleting]
     assert a.workers.active == sum(not s.is_finished for s in workers), "status.workers.active is not the pods'"
+
+
+def _check_cleared(a: TrainingJobStatus, pods: list[Manifest]) -> None:
+    """After a reconcile that ran to its end, every pod of an earlier attempt and every counted failure is going."""
+    if a.phase.is_terminal or a.phase == Phase.SUSPENDED:
+        return
+    counted = _failed_uids(a, PodOutcome.FAILED)
+    states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None]
+    left = [s.name for s in states if not s.deleting and (s.attempt != a.attempt or s.uid in counted)]
+    assert not left, f"pods an earlier attempt or a counted failure left standing: {left}"
 
 
 def _slot_count(job: Manifest) -> int:

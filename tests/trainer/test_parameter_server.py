@@ -51,8 +51,27 @@ def test_four_workers_two_shards_reach_accuracy_within_the_staleness_bound(
     assert isinstance(progress["accuracy"], float) and progress["accuracy"] >= 0.93
     assert isinstance(progress["maxStaleness"], int) and 0 <= progress["maxStaleness"] <= BOUND
     assert progress["acceptedGradients"] + progress["refusedGradients"] == 2 * 4 * 200
+    assert_refused_exactly_beyond(progress, BOUND)
     for index in range(2):
         assert any((tmp_path / "checkpoints" / f"ps-{index}").glob("step-*/COMPLETE"))
+
+
+def assert_refused_exactly_beyond(progress: dict[str, object], bound: int) -> None:
+    """Every gradient staler than the bound was refused, and only those (the shards' own histogram)."""
+    histogram = {int(k): v for k, v in progress["stalenessHistogram"].items()}  # type: ignore[attr-defined]
+    assert progress["refusedGradients"] == sum(n for staleness, n in histogram.items() if staleness > bound)
+    assert progress["acceptedGradients"] == sum(n for staleness, n in histogram.items() if staleness <= bound)
+
+
+def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    config = config_json(workload="digits-mlp", steps=60, batchSize=32, learningRate=0.05, stalenessBound=0)
+    servers, workers = start_ps_job(pods, logs, tmp_path, shards=1, workers=2, config=config, wait="60")
+    codes = [pod.wait(RUN_TIMEOUT) for pod in servers + workers]
+    assert codes == [0] * 3, "\n".join(pod.text() for pod in pods)
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None
+    assert progress["maxStaleness"] == 0 and progress["maxStalenessSeen"] > 0 and progress["refusedGradients"] > 0
+    assert_refused_exactly_beyond(progress, 0)
 
 
 def test_workers_exit_retryable_when_their_parameter_server_dies(pods: list[Pod], logs: Path, tmp_path: Path) -> None:

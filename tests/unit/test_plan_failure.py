@@ -133,6 +133,14 @@ def test_ps_workers_failing_together_are_each_counted_once_and_replaced_alone() 
     assert sorted(m["metadata"]["name"] for m in result.create) == ["job-worker-0-1", "job-worker-2-1"]
 
 
+def test_a_counted_worker_whose_deletion_was_lost_is_deleted_again() -> None:
+    job = ps_running()
+    failed = pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}})
+    job, _ = step(job, failed, at(1))  # counted, then the operator died before deleting it
+    job, result = step(job, failed, at(2))
+    assert result.delete == ("job-worker-1-1",) and job.status and job.status.restarts.retryable == 1
+
+
 def test_a_replacement_that_vanishes_unseen_is_counted_again_by_its_uid() -> None:
     job = ps_running()
     job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}), at(1))

@@ -119,6 +119,7 @@ class PsWorker:
             "maxStalenessSeen": max(s["max_staleness_seen"] for s in stats),
             "acceptedGradients": sum(s["accepted"] for s in stats),
             "refusedGradients": sum(s["refused"] for s in stats),
+            "stalenessHistogram": _merged_histogram(stats),
             "workersDone": min(len(reply["done"]) for reply in replies),
         }
         log.info("parameter-server training done: %s", summary)
@@ -159,3 +160,12 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
         worker.close()
         if progress is not None:
             progress.close()
+
+
+def _merged_histogram(stats: list[dict[str, Any]]) -> dict[str, int]:
+    """Gradients per staleness over every shard, as {"0": n0, "1": n1, ...} (JSON keys are strings)."""
+    merged: dict[int, int] = {}
+    for shard in stats:
+        for staleness, count in shard["histogram"].items():
+            merged[int(staleness)] = merged.get(int(staleness), 0) + int(count)
+    return {str(staleness): merged[staleness] for staleness in sorted(merged)}

@@ -52,7 +52,8 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         p for p in ctx.observed.pods if p.deleting and (p.attempt != status.attempt or tracking.is_counted(status, p))
     ]
     stale = ctx.stale(status.attempt)
-    delete = tuple(p.name for p in stale if not p.deleting)
+    counted = [p for p in ctx.pods_of(status.attempt) if tracking.is_counted(status, p)]
+    delete = tuple(p.name for p in [*stale, *counted] if not p.deleting)  # again, if a crash cut the first off
     events = tuple(Event("Warning", "ForceDeleted", _forced(p)) for p in awaited if p.name in _stuck(ctx, awaited))
     base = Decision(
         status,
