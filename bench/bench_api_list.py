@@ -1,19 +1,17 @@
 """List latency of the REST API (served from its watch-fed cache) against a direct LIST through the apiserver."""
 
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from pathlib import Path
 
 import httpx
 import uvicorn
 from kubernetes import client
 from tests.integration.conftest import install_crd
-from tests.support.controlplane import Binaries, ControlPlane
+from tests.support.controlplane import ControlPlane, running
 from tests.support.processes import free_port, poll_until
 
 from trainingjob.model import GROUP, PLURAL, VERSION
@@ -120,22 +118,17 @@ def measure(api_url: str, token: str, plane: ControlPlane) -> None:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="tj-bench-api-") as root:
-        plane = ControlPlane(Path(root), Binaries.from_environment(), cluster=False)
-        plane.start()
-        try:
-            with plane.api_client() as api:
-                install_crd(api)
-                for index in range(NAMESPACES):
-                    client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": f"bench-{index}"}))
-                token = caller_token(api)
-            start = time.perf_counter()
-            create_jobs(plane)
-            print(f"created {JOBS} TrainingJobs in {NAMESPACES} namespaces in {time.perf_counter() - start:.1f} s")
-            with serve(plane) as url:
-                measure(url, token, plane)
-        finally:
-            plane.stop()
+    with running(cluster=False, prefix="tj-bench-api-") as plane:
+        with plane.api_client() as api:
+            install_crd(api)
+            for index in range(NAMESPACES):
+                client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": f"bench-{index}"}))
+            token = caller_token(api)
+        start = time.perf_counter()
+        create_jobs(plane)
+        print(f"created {JOBS} TrainingJobs in {NAMESPACES} namespaces in {time.perf_counter() - start:.1f} s")
+        with serve(plane) as url:
+            measure(url, token, plane)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,17 @@
 """Session fixtures for the two control-plane tiers and a fresh namespace per test."""
 
 import re
-import tempfile
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
-from tests.support.controlplane import Binaries, ControlPlane
+from tests.support.controlplane import ControlPlane, running
 
 
 def _control_plane(cluster: bool) -> Iterator[ControlPlane]:
-    with tempfile.TemporaryDirectory(prefix="tj-cluster-" if cluster else "tj-envtest-") as root:
-        plane = ControlPlane(Path(root), Binaries.from_environment(), cluster=cluster)
-        plane.start()
-        try:
-            yield plane
-        finally:
-            plane.stop()
+    with running(cluster=cluster, prefix="tj-cluster-" if cluster else "tj-envtest-") as plane:
+        yield plane
 
 
 @pytest.fixture(scope="session")

@@ -1,15 +1,13 @@
 """Integration fixtures: the generated CRD installed and established, and the real operator running against the
 cluster tier (one per test module), with a Harness per test."""
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
 from trainingjob import crd
@@ -51,13 +49,8 @@ def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
     """The operator (`python -m trainingjob`) against the cluster tier, for one test module."""
     with cluster.api_client() as api:
         install_crd(api)
-    with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
-        process = OperatorProcess(cluster.kubeconfig, Path(logs))
-        process.start()
-        try:
-            yield process
-        finally:
-            process.stop()
+    with operator_running(cluster.kubeconfig) as process:
+        yield process
 
 
 @pytest.fixture

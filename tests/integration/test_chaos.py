@@ -5,12 +5,10 @@ pod watch checks every event), and no pod may be left behind."""
 
 import os
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +17,11 @@ from tests.integration.conftest import install_crd
 from tests.support import pods as kubelet
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness, condition, job_manifest
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
 pytestmark = pytest.mark.cluster
-ROUNDS = int(os.environ.get("TJ_CHAOS_ROUNDS", "4"))
+ROUNDS = int(os.environ.get("TJ_CHAOS_ROUNDS", "8"))
 SEED = 20261122
 SPACING = 0.5
 WITHIN = float(os.environ.get("TJ_CHAOS_WITHIN", "480"))  # seconds for every lifecycle to end
@@ -181,7 +179,7 @@ class SlotWatch:
 
 
 class Killer:
-    """Lets each operator process lead, then SIGKILLs it a random moment later (0-1.5 s: before, during or after
+    """Lets each operator process lead, then SIGKILLs it a random moment later (0-1 s: before, during or after
     any write of any reconcile) and starts the next one, until stopped."""
 
     def __init__(self, operator: OperatorProcess, rng: random.Random) -> None:
@@ -196,7 +194,7 @@ class Killer:
     def _run(self) -> None:
         while not self.stopped.is_set():
             poll_until(self._leading, timeout=60, interval=0.05, what="the operator to lead")
-            if self.stopped.wait(self.rng.uniform(0.0, 1.5)):
+            if self.stopped.wait(self.rng.uniform(0.0, 1.0)):
                 return
             self.operator.kill()
             self.kills += 1
@@ -211,21 +209,15 @@ class Killer:
 def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
     with cluster.api_client() as api:
         install_crd(api)
-    with tempfile.TemporaryDirectory(prefix="tj-chaos-") as logs:
-        process = OperatorProcess(
-            cluster.kubeconfig,
-            Path(logs),
-            TJ_OPERATOR_BACKOFF_BASE_SECONDS="0.2",
-            TJ_OPERATOR_BACKOFF_MAX_SECONDS="1",
-            TJ_OPERATOR_RESYNC_SECONDS="2",
-            TJ_OPERATOR_LEASE_DURATION_SECONDS="2",
-            TJ_OPERATOR_LEASE_RENEW_SECONDS="0.5",
-        )
-        process.start()
-        try:
-            yield process
-        finally:
-            process.stop()
+    with operator_running(
+        cluster.kubeconfig,
+        TJ_OPERATOR_BACKOFF_BASE_SECONDS="0.2",
+        TJ_OPERATOR_BACKOFF_MAX_SECONDS="1",
+        TJ_OPERATOR_RESYNC_SECONDS="2",
+        TJ_OPERATOR_LEASE_DURATION_SECONDS="1",
+        TJ_OPERATOR_LEASE_RENEW_SECONDS="0.25",
+    ) as process:
+        yield process
 
 
 class Run:

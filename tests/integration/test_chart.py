@@ -16,7 +16,7 @@ from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness, condition, job_manifest
 from tests.support.helm import Helm, HelmError
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
 from trainingjob.metrics import Metrics
@@ -409,15 +409,8 @@ def chart_identity(cluster: ControlPlane, helm: Helm) -> Iterator[ChartIdentity]
 
 @pytest.fixture(scope="module")
 def chart_operator(chart_identity: ChartIdentity) -> Iterator[OperatorProcess]:
-    with tempfile.TemporaryDirectory(prefix="tj-chart-operator-") as logs:
-        process = OperatorProcess(
-            chart_identity.kubeconfig, Path(logs), TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace
-        )
-        process.start()
-        try:
-            yield process
-        finally:
-            process.stop()
+    with operator_running(chart_identity.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace) as process:
+        yield process
 
 
 @pytest.fixture

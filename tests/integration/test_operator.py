@@ -27,6 +27,9 @@ def test_a_job_runs_to_success(h: Harness) -> None:
     assert done["status"]["completionTime"] >= done["status"]["startTime"]
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
     assert {"JobCreated", "AllReplicasRunning", "JobSucceeded"} <= {e.reason for e in events}
+    log = h.operator.log()
+    assert f"{h.ns}/ok attempt 1: JobSucceeded: All 2 workers finished successfully." in log
+    assert "Handler 'pod_changed' succeeded" not in log  # the decisions, not kopf's chatter
 
 
 def test_a_failed_rank_restarts_the_whole_gang(h: Harness) -> None:

@@ -3,9 +3,7 @@
 unreachable node, kubelet reasons with a slash, a hostile progress endpoint, a missing volume, and jobs deleted
 while they are reconciled."""
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -13,7 +11,7 @@ from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness, condition, job_manifest, progress_endpoint
 from tests.support.kwok import NODE_ANNOTATION, gpu_node
-from tests.support.operator import OperatorProcess
+from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
 pytestmark = pytest.mark.cluster
@@ -24,15 +22,10 @@ TERMINATING_TIMEOUT = 3
 def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
     with cluster.api_client() as api:
         install_crd(api)
-    with tempfile.TemporaryDirectory(prefix="tj-operator-events-") as logs:
-        process = OperatorProcess(
-            cluster.kubeconfig, Path(logs), TJ_OPERATOR_TERMINATING_TIMEOUT_SECONDS=str(TERMINATING_TIMEOUT)
-        )
-        process.start()
-        try:
-            yield process
-        finally:
-            process.stop()
+    with operator_running(
+        cluster.kubeconfig, TJ_OPERATOR_TERMINATING_TIMEOUT_SECONDS=str(TERMINATING_TIMEOUT)
+    ) as process:
+        yield process
 
 
 def quota(h: Harness, pods: int) -> None:

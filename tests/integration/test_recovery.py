@@ -2,17 +2,15 @@
 apiserver answering. A control plane of its own (etcd + kube-apiserver), since its apiserver is restarted; with
 no kubelet here, the test writes the pods' status itself."""
 
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
 from tests.integration.conftest import install_crd
-from tests.support.controlplane import Binaries, ControlPlane
+from tests.support.controlplane import ControlPlane, running
 from tests.support.harness import Harness, job_manifest
-from tests.support.operator import OperatorProcess
+from tests.support.operator import operator_running
 from tests.support.processes import poll_until
 
 pytestmark = pytest.mark.envtest
@@ -21,19 +19,14 @@ OUTAGE_SECONDS = 12.0  # past the point where kopf's default retries are 8 s apa
 
 @pytest.fixture
 def plane() -> Iterator[ControlPlane]:
-    with tempfile.TemporaryDirectory(prefix="tj-recovery-") as root:
-        own = ControlPlane(Path(root), Binaries.from_environment(), cluster=False)
-        own.start()
-        try:
-            with own.api_client() as api:
-                install_crd(api)
-                core = client.CoreV1Api(api)
-                core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team")))
-                account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
-                core.create_namespaced_service_account("team", account)  # no controller-manager makes it here
-            yield own
-        finally:
-            own.stop()
+    with running(cluster=False, prefix="tj-recovery-") as own:
+        with own.api_client() as api:
+            install_crd(api)
+            core = client.CoreV1Api(api)
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team")))
+            account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
+            core.create_namespaced_service_account("team", account)  # no controller-manager makes it here
+        yield own
 
 
 def run_pods(h: Harness, name: str, attempt: int) -> list[str]:
@@ -48,23 +41,18 @@ def run_pods(h: Harness, name: str, attempt: int) -> list[str]:
 
 
 def test_the_operator_acts_within_seconds_of_the_apiserver_answering_again(plane: ControlPlane) -> None:
-    with tempfile.TemporaryDirectory(prefix="tj-recovery-operator-") as logs:
-        operator = OperatorProcess(plane.kubeconfig, Path(logs), TJ_OPERATOR_BACKOFF_BASE_SECONDS="0.1")
-        operator.start()
-        try:
-            with plane.api_client() as api:
-                h = Harness(api, "team", operator)
-                h.create(job_manifest("steady"))
-                first = run_pods(h, "steady", 1)
-                h.wait_phase("steady", "Running")
-            plane.restart_apiserver(down_for=OUTAGE_SECONDS)
-            answered = time.monotonic()
-            with plane.api_client() as api:
-                h = Harness(api, "team", operator)
-                h.finish(first[1], 75)
-                h.wait("steady", lambda job: job["status"]["attempt"] == 2, "the restart of the gang", timeout=30)
-                acted = time.monotonic() - answered
-        finally:
-            operator.stop()
+    with operator_running(plane.kubeconfig, TJ_OPERATOR_BACKOFF_BASE_SECONDS="0.1") as operator:
+        with plane.api_client() as api:
+            h = Harness(api, "team", operator)
+            h.create(job_manifest("steady"))
+            first = run_pods(h, "steady", 1)
+            h.wait_phase("steady", "Running")
+        plane.restart_apiserver(down_for=OUTAGE_SECONDS)
+        answered = time.monotonic()
+        with plane.api_client() as api:
+            h = Harness(api, "team", operator)
+            h.finish(first[1], 75)
+            h.wait("steady", lambda job: job["status"]["attempt"] == 2, "the restart of the gang", timeout=30)
+            acted = time.monotonic() - answered
     print(f"the operator restarted the gang {acted:.2f} s after the apiserver answered again")
     assert acted < 2.0, f"{acted:.1f} s from the apiserver answering to the operator acting (goal: 2 s)"

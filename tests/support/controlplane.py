@@ -1,11 +1,14 @@
 """A real control plane on loopback: etcd + kube-apiserver (envtest tier), plus controller-manager,
 scheduler and kwok with fake GPU nodes (cluster tier). Built from source by scripts/build-controlplane.sh."""
 
+import contextlib
 import os
 import shutil
 import ssl
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,6 +219,18 @@ class ControlPlane:
         kubectl = shutil.which("kubectl")
         if kubectl and not (folder / "kubectl").exists():
             (folder / "kubectl").symlink_to(kubectl)
+
+
+@contextlib.contextmanager
+def running(*, cluster: bool, prefix: str = "tj-plane-") -> Iterator[ControlPlane]:
+    """A control plane of the tier asked for, in a temporary folder, stopped (by process group) on the way out."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as root:
+        plane = ControlPlane(Path(root), Binaries.from_environment(), cluster=cluster)
+        plane.start()
+        try:
+            yield plane
+        finally:
+            plane.stop()
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:

@@ -1,10 +1,13 @@
 """The operator as the tests run it: `python -m trainingjob` in its own process group, against a kubeconfig."""
 
+import contextlib
 import os
 import re
 import signal
 import sys
+import tempfile
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.processes import Server, free_port
@@ -63,3 +66,15 @@ class OperatorProcess:
             return -1
         found = re.search(r"^trainingjob_reconcile_duration_seconds_count (\S+)$", text, re.MULTILINE)
         return int(float(found.group(1))) if found else 0
+
+
+@contextlib.contextmanager
+def operator_running(kubeconfig: Path, **settings: str) -> Iterator[OperatorProcess]:
+    """The operator started with these TJ_OPERATOR_* settings, its log in a temporary folder, stopped after."""
+    with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
+        process = OperatorProcess(kubeconfig, Path(logs), **settings)
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()

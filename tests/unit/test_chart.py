@@ -1,11 +1,14 @@
 """The chart's files on their own: its crds/ is the generated CRD, byte for byte, and its JSON files parse."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from trainingjob import crd
+from trainingjob.settings import OperatorSettings
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"
 TOP_LEVEL_CRDS = CHART.parents[1] / "crds"
@@ -28,3 +31,15 @@ def test_chart_crd_is_what_the_model_generates() -> None:
 @pytest.mark.parametrize("name", ["values.schema.json", "files/dashboard.json"])
 def test_json_files_parse(name: str) -> None:
     assert json.loads((CHART / name).read_text())
+
+
+def test_the_charts_operator_settings_default_to_the_operators_own() -> None:
+    """One default per setting: the chart's values.yaml agrees with OperatorSettings (readProgress included)."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["operator"]
+    defaults = OperatorSettings.model_fields
+    for name, value in values["settings"].items():
+        field = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+        assert defaults[field].default == value, (
+            f"operator.settings.{name}: chart {value!r}, operator {defaults[field].default!r}"
+        )
+    assert defaults["leader_election"].default == values["leaderElection"]

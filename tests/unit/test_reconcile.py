@@ -188,3 +188,17 @@ def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(clust
     assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
     assert all(p["status"]["phase"] == "Pending" for p in cluster.pods.values())
     assert status(cluster)["phase"] == "Pending"
+
+
+def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster: FakeCluster, clock: Clock) -> None:
+    start(cluster, clock, runPolicy={"ttlSecondsAfterFinished": 30, "cleanPodPolicy": "All"})
+    cluster.jobs[NS, "job"]["spec"]["workers"]["replicas"] = 0  # what an older CRD let in
+    run(cluster, clock)
+    assert status(cluster)["phase"] == "Failed"
+    assert all(p["metadata"].get("deletionTimestamp") for p in cluster.pods.values())  # cleanPodPolicy All
+    failed = next(c for c in status(cluster)["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "InvalidSpec" and "spec.workers.replicas" in failed["message"]
+    clock.advance(30)
+    run(cluster, clock)
+    assert (NS, "job") not in cluster.jobs
+    assert [e.reason for _, e in cluster.events].count("InvalidSpec") == 1
