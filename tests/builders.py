@@ -25,30 +25,40 @@ def job_manifest(
     name: str = "job",
     *,
     mode: str = "DDP",
-    workers: int = 2,
+    workers: int | Manifest = 2,
     servers: int = 0,
-    namespace: str = "ns",
-    uid: str = JOB_UID,
+    namespace: str | None = None,
+    labels: dict[str, str] | None = None,
     **spec: Any,
 ) -> Manifest:
-    """A TrainingJob as the apiserver serves it; `spec` keys (camelCase) are merged into the spec."""
-    body: Manifest = {"mode": mode, "workers": {"replicas": workers}, "trainer": {"steps": 100}}
+    """A TrainingJob as a user submits it; `spec` keys (camelCase) are merged into the spec."""
+    body: Manifest = {
+        "mode": mode,
+        "workers": copy.deepcopy(workers) if isinstance(workers, dict) else {"replicas": workers},
+        "trainer": {"steps": 100},
+    }
     if servers:
         body["parameterServers"] = {"replicas": servers}
     body.update(copy.deepcopy(spec))
-    metadata = {"name": name, "namespace": namespace, "uid": uid, "generation": 1, "resourceVersion": "1"}
+    metadata: Manifest = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    if labels:
+        metadata["labels"] = dict(labels)
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
 
 
-def make_job(name: str = "job", **options: Any) -> TrainingJob:
-    """A TrainingJob model; run-policy fields may be given directly (backoffLimit=1, suspend=True)."""
+def make_job(name: str = "job", *, namespace: str = "ns", uid: str = JOB_UID, **options: Any) -> TrainingJob:
+    """A TrainingJob model as the apiserver stores it; run-policy fields may be given directly (backoffLimit=1)."""
     policy_fields = {"restartPolicy", "permanentExitCodes", "backoffLimit", "disruptionLimit", "suspend"}
     policy_fields |= {"activeDeadlineSeconds", "startupDeadlineSeconds", "progressDeadlineSeconds"}
     policy_fields |= {"ttlSecondsAfterFinished", "cleanPodPolicy"}
     policy = {k: options.pop(k) for k in list(options) if k in policy_fields}
     if policy:
         options["runPolicy"] = {**options.get("runPolicy", {}), **policy}
-    return TrainingJob.model_validate(job_manifest(name, **options))
+    manifest = job_manifest(name, namespace=namespace, **options)
+    manifest["metadata"].update(uid=uid, generation=1, resourceVersion="1")
+    return TrainingJob.model_validate(manifest)
 
 
 def with_policy(job: TrainingJob, **policy: Any) -> TrainingJob:
@@ -70,11 +80,15 @@ def pod(
     reason: str = "",
     message: str = "",
     owner: str | None = None,
+    gated: bool = False,
     **status: Any,
 ) -> Manifest:
-    """One pod of the job in any state. `reason` goes to the container's terminated state when there is an
-    exit code, else to the pod's status (as the kubelet writes Evicted); `status` adds raw status fields."""
+    """One pod of the job in any state (past the tracking gate unless `gated`). `reason` goes to the container's
+    terminated state when there is an exit code, else to the pod's status (as the kubelet writes Evicted);
+    `status` adds raw status fields."""
     manifest = pod_manifest(job, owner if owner is not None else JOB_UID, replica, attempt)
+    if not gated:
+        del manifest["spec"]["schedulingGates"]
     manifest["metadata"]["uid"] = uid or f"uid-{replica.role}-{replica.index}-{attempt}"
     manifest["metadata"]["creationTimestamp"] = created.isoformat()
     if deleting is not None:

@@ -160,6 +160,18 @@ def _check_cleared(a: TrainingJobStatus, pods: list[Manifest]) -> None:
     assert not left, f"pods an earlier attempt or a counted failure left standing: {left}"
 
 
+def _check_nothing_runs_untracked(cluster: FakeCluster) -> None:
+    """A pod of a job's current attempt leaves the tracking gate only once the job's status names it: so no
+    pod can run, fail or vanish without the operator having a record of it."""
+    statuses = {job["metadata"]["uid"]: _status(job) for job in cluster.jobs.values()}
+    for pod in cluster.pods.values():
+        status = statuses.get(controller_uid(pod))
+        state = pod_state(pod, CONTAINER_NAME)
+        if status is None or state is None or state.gated or state.attempt != status.attempt:
+            continue
+        assert state.uid in {t.uid for t in status.tracked_pods}, f"{state.name} runs untracked"
+
+
 def _slot_count(job: Manifest) -> int:
     spec = job["spec"]
     return int(spec["workers"]["replicas"]) + int((spec.get("parameterServers") or {}).get("replicas", 0))
@@ -192,6 +204,7 @@ def _check_not_premature(
 
 def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
     ledger.stats["steps"] += 1
+    _check_nothing_runs_untracked(cluster)
     slots: Counter[tuple[str, str, str]] = Counter()
     for pod in cluster.pods.values():
         labels: Mapping[str, str] = pod["metadata"]["labels"]

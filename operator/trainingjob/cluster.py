@@ -14,7 +14,7 @@ from kubernetes import client
 
 from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
-from trainingjob.naming import job_selector, service_name
+from trainingjob.naming import TRACKING_GATE, job_selector, service_name
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
 from trainingjob.reconcile import Conflict, Created, Gone
@@ -169,6 +169,18 @@ class KubernetesCluster:
                 _ignore(404, error)
 
         list(self.pool.map(delete_one, names))
+
+    def ungate(self, namespace: str, names: Sequence[str]) -> None:
+        """Remove the tracking gate: the pods may now be scheduled."""
+        patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": TRACKING_GATE}]}}
+
+        def ungate_one(name: str) -> None:
+            try:
+                self.core.patch_namespaced_pod(name, namespace, patch, _request_timeout=TIMEOUT)
+            except client.ApiException as error:
+                _ignore(404, error)
+
+        list(self.pool.map(ungate_one, names))
 
     def delete_job(self, namespace: str, name: str) -> None:
         try:

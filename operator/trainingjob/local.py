@@ -180,6 +180,12 @@ class LocalCluster:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pod.process.pid, signal.SIGKILL if force else signal.SIGTERM)
 
+    def ungate(self, namespace: str, names: Sequence[str]) -> None:
+        """Local processes start at once; the gate is only taken off the record."""
+        for name in names:
+            if name in self.pods:
+                self.pods[name].manifest["spec"].pop("schedulingGates", None)
+
     def delete_job(self, namespace: str, name: str) -> None:
         self.deleted = True
 

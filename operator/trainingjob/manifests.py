@@ -14,6 +14,7 @@ from trainingjob.naming import (
     KUEUE_POD_GROUP_LABEL,
     KUEUE_QUEUE_LABEL,
     MIN_AVAILABLE_ANNOTATION,
+    TRACKING_GATE,
     VOLCANO_GROUP_ANNOTATION,
     Replica,
     pod_labels,
@@ -177,13 +178,15 @@ def _volumes(job: TrainingJob, role: RoleSpec) -> list[dict[str, Any]]:
 
 
 def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> dict[str, Any]:
-    """The pod of one replica in one attempt. The operator restarts pods itself, so restartPolicy is Never."""
+    """The pod of one replica in one attempt. The operator restarts pods itself, so restartPolicy is Never; the pod
+    waits at the tracking gate until the operator has recorded it."""
     name = str(job.metadata.name)
     role = role_spec(job, replica.role)
     scheduling = job.spec.scheduling
     min_available = (scheduling.min_available if scheduling else None) or len(replicas(job))
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        "schedulingGates": [{"name": TRACKING_GATE}],
         "hostname": replica.hostname(name),
         "subdomain": service_name(name),
         "containers": [_container(job, replica, attempt, role)],

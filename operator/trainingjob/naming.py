@@ -19,6 +19,9 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 CONTAINER_NAME = "trainer"
+# Every pod is created held by this scheduling gate, and released only once its UID is in the job's status: a pod
+# cannot run, fail or be evicted before the operator has recorded it, so no failure can go uncounted.
+TRACKING_GATE = f"{LABEL_PREFIX}/tracked"
 ROLES = (ROLE_WORKER, ROLE_PS)
 
 

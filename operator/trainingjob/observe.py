@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from trainingjob.model import CheckpointStatus, Progress
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, Replica
+from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
 
 # Pod reasons and condition reasons that mean the pod was pushed out, not that the job failed.
 DISRUPTION_REASONS = frozenset(
@@ -69,6 +69,7 @@ class PodState:
     waiting: str = ""  # why a container waits: ImagePullBackOff, CreateContainerConfigError, ...
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
     node: str = ""
+    gated: bool = False  # still held by the tracking gate: never scheduled, never ran
     log_tail: str = ""
 
     @property
@@ -180,6 +181,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         if scheduled.get("reason") == "Unschedulable"
         else "",
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
+        gated=any(g.get("name") == TRACKING_GATE for g in _mappings((pod.get("spec") or {}).get("schedulingGates"))),
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )
 

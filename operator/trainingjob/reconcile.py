@@ -49,6 +49,7 @@ class Cluster(Protocol):
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created: ...
     def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None: ...
+    def ungate(self, namespace: str, names: Sequence[str]) -> None: ...
     def delete_job(self, namespace: str, name: str) -> None: ...
     def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
 
@@ -123,7 +124,8 @@ def _dump(status: TrainingJobStatus) -> Manifest:
 
 
 def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> TrainingJobStatus:
-    """Write the status first (the commit point), announce, delete, create, then record what creating did."""
+    """Write the status first (the commit point), announce, delete, release, create, then record what creating
+    did."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
     stored = manifest.get("status") or {}
@@ -137,6 +139,8 @@ def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> T
         cluster.delete_pods(namespace, result.delete)
     if result.force_delete:
         cluster.delete_pods(namespace, result.force_delete, force=True)
+    if result.ungate:
+        cluster.ungate(namespace, result.ungate)
     status = result.status
     if result.create:
         created = cluster.create(namespace, result.create)
@@ -149,7 +153,8 @@ def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> T
 def _record_creation(
     cluster: Cluster, written: tuple[Manifest, str], status: TrainingJobStatus, done: Created, now: datetime
 ) -> TrainingJobStatus:
-    """Track the pods just created, and record refusals, in a second write on the version just written."""
+    """Track the pods just created, and record refusals, in a second write on the version just written; then
+    release the pods from the tracking gate (the next pass does, if this write is cut off)."""
     manifest, version = written
     metadata = manifest["metadata"]
     after = creation.refused(tracking.created(status, done.pods), done.refusals, now, metadata.get("generation"))
@@ -159,6 +164,8 @@ def _record_creation(
         cluster.write_status(metadata["namespace"], metadata["name"], version, merge_patch(_dump(status), _dump(after)))
     except Conflict:
         return status  # the next pass sees the pods and the refusals again
+    if done.pods:
+        cluster.ungate(metadata["namespace"], sorted(done.pods))
     if done.refusals and _condition_message(status) != _condition_message(after):
         first = done.refusals[0]
         message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]

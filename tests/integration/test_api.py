@@ -13,6 +13,7 @@ import pytest
 import uvicorn
 import yaml
 from kubernetes import client
+from tests.builders import job_manifest
 from tests.support.controlplane import ControlPlane
 from tests.support.processes import free_port, poll_until
 
@@ -45,12 +46,7 @@ class Api:
 
 
 def manifest(name: str, labels: dict[str, str] | None = None, replicas: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": {"mode": "DDP", "workers": {"replicas": replicas}, "trainer": {"steps": 10}},
-    }
+    return job_manifest(name, labels=labels, workers=replicas, trainer={"steps": 10})
 
 
 def service_account(api: client.ApiClient, namespace: str, name: str) -> str:

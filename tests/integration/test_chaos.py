@@ -13,15 +13,16 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.support import pods as kubelet
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition, job_manifest
+from tests.support.harness import Harness, condition
 from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
 pytestmark = pytest.mark.cluster
-ROUNDS = int(os.environ.get("TJ_CHAOS_ROUNDS", "8"))
+ROUNDS = int(os.environ.get("TJ_CHAOS_ROUNDS", "12"))
 SEED = 20261122
 SPACING = 0.5
 WITHIN = float(os.environ.get("TJ_CHAOS_WITHIN", "480"))  # seconds for every lifecycle to end
@@ -179,7 +180,7 @@ class SlotWatch:
 
 
 class Killer:
-    """Lets each operator process lead, then SIGKILLs it a random moment later (0-1 s: before, during or after
+    """Lets each operator process lead, then SIGKILLs it a random moment later (0.5-3 s: before, during or after
     any write of any reconcile) and starts the next one, until stopped."""
 
     def __init__(self, operator: OperatorProcess, rng: random.Random) -> None:
@@ -194,7 +195,7 @@ class Killer:
     def _run(self) -> None:
         while not self.stopped.is_set():
             poll_until(self._leading, timeout=60, interval=0.05, what="the operator to lead")
-            if self.stopped.wait(self.rng.uniform(0.0, 1.0)):
+            if self.stopped.wait(self.rng.uniform(0.5, 3.0)):
                 return
             self.operator.kill()
             self.kills += 1

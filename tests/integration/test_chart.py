@@ -12,9 +12,10 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition, job_manifest
+from tests.support.harness import Harness, condition
 from tests.support.helm import Helm, HelmError
 from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until

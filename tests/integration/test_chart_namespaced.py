@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.integration.test_chart import ChartIdentity, refusals
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, job_manifest
+from tests.support.harness import Harness
 from tests.support.helm import Helm
 from tests.support.operator import OperatorProcess
 

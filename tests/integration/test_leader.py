@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, job_manifest
+from tests.support.harness import Harness
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 

@@ -5,8 +5,9 @@ import urllib.request
 from typing import Any
 
 import pytest
+from tests.builders import job_manifest
 from tests.support import pods
-from tests.support.harness import Harness, condition, job_manifest, progress_endpoint
+from tests.support.harness import Harness, condition, progress_endpoint
 from tests.support.kwok import gpu_node
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition, job_manifest, progress_endpoint
+from tests.support.harness import Harness, condition, progress_endpoint
 from tests.support.kwok import NODE_ANNOTATION, gpu_node
 from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from tests.builders import job_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane, running
-from tests.support.harness import Harness, job_manifest
+from tests.support.harness import Harness
 from tests.support.operator import operator_running
 from tests.support.processes import poll_until
 

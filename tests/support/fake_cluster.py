@@ -12,7 +12,7 @@ from typing import Any
 
 from trainingjob.local import merge_patched
 from trainingjob.model import TrainingJobStatus
-from trainingjob.naming import CONTAINER_NAME, JOB_LABEL
+from trainingjob.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
 from trainingjob.observe import controller_uid
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
@@ -119,6 +119,14 @@ class FakeCluster:
             self._operation()
             self.delete_pod(namespace, name, force=force)
 
+    def ungate(self, namespace: str, names: Sequence[str]) -> None:
+        for name in names:
+            self._operation()
+            pod = self.pods.get((namespace, name))
+            if pod is not None:
+                gates = [g for g in pod["spec"].get("schedulingGates", []) if g["name"] != TRACKING_GATE]
+                pod["spec"]["schedulingGates"] = gates
+
     def delete_job(self, namespace: str, name: str) -> None:
         self._operation()
         self.jobs.pop((namespace, name), None)
@@ -164,6 +172,10 @@ class FakeCluster:
 
     def set_status(self, namespace: str, name: str, **status: Any) -> None:
         self.pods[(namespace, name)]["status"].update(copy.deepcopy(status))
+
+    def is_gated(self, namespace: str, name: str) -> bool:
+        """Held by a scheduling gate: never scheduled, so no kubelet can run, fail or evict it."""
+        return bool(self.pods[(namespace, name)]["spec"].get("schedulingGates"))
 
     def run(self, namespace: str, name: str) -> None:
         self.set_status(namespace, name, phase="Running", conditions=[{"type": "Ready", "status": "True"}])

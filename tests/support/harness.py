@@ -2,7 +2,6 @@
 pods as a kubelet would, and wait (polling with a deadline) for what the operator does."""
 
 import contextlib
-import copy
 import http.server
 import json
 import threading
@@ -84,13 +83,6 @@ class Harness:
 
     def finish(self, pod: str, exit_code: int, **kwargs: str) -> None:
         pods.finish_pod(self.core, self.ns, pod, exit_code, **kwargs)
-
-
-def job_manifest(name: str, workers: int = 2, **extra: Any) -> Manifest:
-    spec: Manifest = {"mode": "DDP", "workers": {"replicas": workers}, "trainer": {"steps": 100}}
-    for key, value in extra.items():
-        spec[key] = copy.deepcopy(value)
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": name}, "spec": spec}
 
 
 def condition(job: Manifest, kind: str) -> Manifest:

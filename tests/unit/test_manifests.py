@@ -3,6 +3,7 @@
 from typing import Any
 
 import pytest
+from tests import builders
 
 from trainingjob import contract
 from trainingjob.manifests import MASTER_PORT, PS_PORT, pod_manifest, replicas, service_manifest
@@ -11,15 +12,7 @@ from trainingjob.naming import Replica
 
 
 def make_job(uid: str = "job-uid", **spec: Any) -> TrainingJob:
-    base: dict[str, Any] = {"workers": {"replicas": 2}, "trainer": {"steps": 10}}
-    return TrainingJob.model_validate(
-        {
-            "apiVersion": "trainingjob.io/v1alpha1",
-            "kind": "TrainingJob",
-            "spec": base | spec,
-            "metadata": {"name": "job", "namespace": "team", "uid": uid},
-        }
-    )
+    return builders.make_job(namespace="team", uid=uid, trainer={"steps": 10}, **spec)
 
 
 def env_of(pod: dict[str, Any]) -> dict[str, str]:

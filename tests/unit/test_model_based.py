@@ -191,6 +191,8 @@ class OperatorUnderEvents(RuleBasedStateMachine):
                 self.cluster.reap(ns, name)
             return
         if kind == "lost":
+            if self.cluster.is_gated(ns, name):
+                return  # never placed on a node, so it cannot lose one
             self.ledger.disrupted(owner, uid)
             self.cluster.evict(ns, name, reason="DeletionByPodGC")
             self.cluster.reap(ns, name)
@@ -199,8 +201,8 @@ class OperatorUnderEvents(RuleBasedStateMachine):
             self.ledger.disrupted(owner, uid)
             (self.cluster.evict if kind == "api_evict" else self.cluster.delete_pod)(ns, name)
             return
-        if phase in ("Succeeded", "Failed"):
-            return  # the kubelet does not bring a finished pod back
+        if phase in ("Succeeded", "Failed") or self.cluster.is_gated(ns, name):
+            return  # the kubelet does not bring a finished pod back, nor run one the scheduler has not placed
         self._kubelet(kind, key, data)
 
     def _kubelet(self, kind: str, key: tuple[str, str], data: st.DataObject) -> None:
@@ -244,6 +246,8 @@ class OperatorUnderEvents(RuleBasedStateMachine):
             if pod["metadata"]["labels"].get("trainingjob.io/job-name") != name:
                 continue
             phase = pod["status"].get("phase")
+            if self.cluster.is_gated(ns, pod_name):
+                continue
             if code is None and phase == "Pending":
                 self.cluster.run(ns, pod_name)
             elif code is not None and phase == "Running":

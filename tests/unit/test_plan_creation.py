@@ -25,6 +25,17 @@ def test_a_new_job_creates_its_service_and_every_pod_at_once() -> None:
     assert created.status == "True" and created.message == "All 3 pods of attempt 1 were created."
 
 
+def test_new_pods_wait_at_the_tracking_gate_until_their_uids_are_recorded() -> None:
+    job, result = step(make_job(), [], service=False)
+    assert all(m["spec"]["schedulingGates"] == [{"name": "trainingjob.io/tracked"}] for m in result.create[1:])
+    gated = pods_of(job, 1, {n: {"phase": "Pending", "gated": True} for n in ("job-worker-0-1", "job-worker-1-1")})
+    job, result = step(job, gated, at(1))  # e.g. the operator died before recording them: record, then release
+    assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}
+    assert sorted(result.ungate) == ["job-worker-0-1", "job-worker-1-1"]
+    job, result = step(job, pods_of(job, 1, phase="Pending"), at(2))
+    assert not result.ungate
+
+
 def restarted(**policy: Any) -> Any:
     job, _ = step(make_job(**policy), [])
     job, _ = step(job, pods_of(job, 1))

@@ -5,10 +5,11 @@ these rules.
 */}}
 {{- define "tj.operator.namespacedRules" -}}
 # kopf watches the pods of every job (on.event with the job label); cluster.py creates the ranks, deletes
-# them on restart/suspend/cleanup and lists them to observe a job.
+# them on restart/suspend/cleanup, lists them to observe a job, and patches a new pod once to take it out of the
+# tracking scheduling gate after its UID is in the job's status.
 - apiGroups: [""]
   resources: [pods]
-  verbs: [create, delete, list, watch]
+  verbs: [create, delete, list, watch, patch]
 # cluster.py keeps the last log lines of a failed rank as evidence in status.lastFailure.
 - apiGroups: [""]
   resources: [pods/log]

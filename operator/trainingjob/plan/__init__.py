@@ -6,7 +6,8 @@ stops the rest:
 
     finished      a Succeeded or Failed job: cleanPodPolicy, TTL; nothing else ever runs
     suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods
-    (bookkeeping) track the attempt's pods by UID; record rank 0's progress
+    tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
+    progress      record rank 0's latest progress report
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded
@@ -33,7 +34,8 @@ Policy = Callable[[Context, TrainingJobStatus], Decision | None]
 POLICIES: tuple[tuple[str, Policy], ...] = (
     ("finished", finished.decide),
     ("suspend", suspend.decide),
-    ("bookkeeping", lambda ctx, status: Decision(progress.recorded(ctx, tracking.observed(ctx, status)))),
+    ("tracking", tracking.decide),
+    ("progress", progress.record),
     ("active", deadlines.active),
     ("start", creation.start),
     ("success", success.decide),
@@ -64,7 +66,14 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
 
 
 def _acts(decision: Decision) -> bool:
-    return bool(decision.delete or decision.force_delete or decision.create or decision.events or decision.delete_job)
+    return bool(
+        decision.delete
+        or decision.force_delete
+        or decision.create
+        or decision.ungate
+        or decision.events
+        or decision.delete_job
+    )
 
 
 def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], names: list[str]) -> Plan:
@@ -75,11 +84,14 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         manifests.insert(0, service_manifest(ctx.job, ctx.uid))
     requeues = [d.requeue_after for d in decisions if d.requeue_after is not None]
     forced = tuple(dict.fromkeys(n for d in decisions for n in d.force_delete))
+    deleted = tuple(n for n in dict.fromkeys(n for d in decisions for n in d.delete) if n not in forced)
+    going = set(forced) | set(deleted)
     return Plan(
         status=status,
         create=tuple(manifests),
-        delete=tuple(n for n in dict.fromkeys(n for d in decisions for n in d.delete) if n not in forced),
+        delete=deleted,
         force_delete=forced,
+        ungate=tuple(n for n in dict.fromkeys(n for d in decisions for n in d.ungate) if n not in going),
         events=tuple(e for d in decisions for e in d.events),
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),

@@ -31,6 +31,10 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     return status.model_copy(update=update) if update else status
 
 
+def record(ctx: Context, status: TrainingJobStatus) -> Decision:
+    return Decision(recorded(ctx, status))
+
+
 def heartbeat_source(ctx: Context, status: TrainingJobStatus) -> Progress | None:
     """The current attempt's last report, when it has made one: the only clock the deadline trusts."""
     progress = status.progress

@@ -6,7 +6,15 @@ from collections.abc import Mapping
 
 from trainingjob.model import PodOutcome, TrackedPod, TrainingJobStatus
 from trainingjob.observe import PodPhase, PodState
-from trainingjob.plan.types import Context
+from trainingjob.plan.types import Context, Decision
+
+
+def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
+    """Record the attempt's pods, and release from the tracking gate those the written status will name."""
+    status = observed(ctx, status)
+    tracked = {t.uid for t in status.tracked_pods}
+    held = [p for p in ctx.pods_of(status.attempt) if p.gated and not p.deleting and p.uid in tracked]
+    return Decision(status, ungate=tuple(p.name for p in held))
 
 
 def observed(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:

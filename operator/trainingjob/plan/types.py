@@ -72,6 +72,7 @@ class Decision:
     force_delete: tuple[str, ...] = ()
     create: tuple[Replica, ...] = ()
     create_service: bool = False
+    ungate: tuple[str, ...] = ()  # pods to release from the tracking gate, once the status naming them is written
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False
@@ -80,12 +81,13 @@ class Decision:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one reconcile does: write `status` first, emit `events`, then delete, then create."""
+    """What one reconcile does: write `status` first, emit `events`, then delete, release gates, create."""
 
     status: TrainingJobStatus
     create: tuple[Manifest, ...] = ()
     delete: tuple[str, ...] = ()
     force_delete: tuple[str, ...] = ()
+    ungate: tuple[str, ...] = ()
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False
