@@ -14,6 +14,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JOB_UID = "job-uid"
 SETTINGS = Settings(backoff_base_seconds=10, backoff_max_seconds=300, terminating_timeout_seconds=60)
 Manifest = dict[str, Any]
+BUILT_IN_TRAINER: Manifest = {"steps": 100}
 
 
 def at(seconds: float) -> datetime:
@@ -29,14 +30,17 @@ def job_manifest(
     servers: int = 0,
     namespace: str | None = None,
     labels: dict[str, str] | None = None,
+    trainer: Manifest | None = BUILT_IN_TRAINER,
     **spec: Any,
 ) -> Manifest:
-    """A TrainingJob as a user submits it; `spec` keys (camelCase) are merged into the spec."""
+    """A TrainingJob as a user submits it; `spec` keys (camelCase) are merged into the spec. trainer=None: the
+    workers run their own command."""
     body: Manifest = {
         "mode": mode,
         "workers": copy.deepcopy(workers) if isinstance(workers, dict) else {"replicas": workers},
-        "trainer": {"steps": 100},
     }
+    if trainer is not None:
+        body["trainer"] = copy.deepcopy(trainer)
     if servers:
         body["parameterServers"] = {"replicas": servers}
     body.update(copy.deepcopy(spec))

@@ -24,6 +24,8 @@ class Ledger:
     eligible: dict[str, set[str]] = field(default_factory=dict)  # pod UIDs that failed, were evicted, lost...
     counted: dict[str, set[str]] = field(default_factory=dict)
     finished: dict[str, set[str]] = field(default_factory=dict)  # pods a job had when it finished
+    attempts_with_pods: dict[str, set[int]] = field(default_factory=dict)
+    backoff_base: float = 0.0  # the planner's first backoff: no pod is created sooner after a failure
     stats: Counter[str] = field(default_factory=Counter)
 
     def disrupted(self, job_uid: str, pod_uid: str) -> None:
@@ -71,6 +73,15 @@ def check_after_reconcile(
         return
     a = _status(after)
     _check_transition(ledger, uid, b, a, before)
+    _check_legitimate(ledger, uid, (b, a), before, now)
+    created = [
+        p
+        for p in cluster.pods.values()
+        if controller_uid(p) == uid and p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}
+    ]
+    if created and a.last_failure is not None:
+        since = (now - a.last_failure.time).total_seconds()
+        assert since >= ledger.backoff_base, f"pods created {since:.1f} s after a failure, within the backoff"
     if a.phase.is_terminal and not b.phase.is_terminal:
         ledger.finished[uid] = {p["metadata"]["uid"] for p in cluster.pods.values() if controller_uid(p) == uid}
         ledger.stats[f"ended {a.phase.value}"] += 1
@@ -107,6 +118,19 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
     assert a.restarts.disruption <= policy.get("disruptionLimit", 100), "restarts beyond disruptionLimit"
     if policy.get("restartPolicy") == "Never":
         assert budgeted == 0, "a restart under restartPolicy Never"
+
+
+def _check_legitimate(
+    ledger: Ledger, uid: str, statuses: tuple[TrainingJobStatus, TrainingJobStatus], job: Manifest, now: datetime
+) -> None:
+    """A new attempt without a restart only on resuming one that had pods; a stall only after a heartbeat."""
+    b, a = statuses
+    if a.attempt == b.attempt + 1 and _total(a) == _total(b) and b.attempt > 0:
+        assert b.attempt in ledger.attempts_with_pods.get(uid, set()), f"attempt {b.attempt} never had pods"
+    if a.restarts.stalled > b.restarts.stalled:
+        limit = (job["spec"].get("runPolicy") or {})["progressDeadlineSeconds"]
+        heard = a.progress.last_heartbeat_time if a.progress and a.progress.attempt == b.attempt else None
+        assert heard is not None and heard + timedelta(seconds=limit) <= now, "a stall without a heartbeat"
 
 
 def _check_settled(
@@ -204,6 +228,9 @@ def _check_not_premature(
 
 def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
     ledger.stats["steps"] += 1
+    for pod in cluster.pods.values():
+        attempt = int(pod["metadata"]["labels"]["trainingjob.io/attempt"])
+        ledger.attempts_with_pods.setdefault(controller_uid(pod), set()).add(attempt)
     _check_nothing_runs_untracked(cluster)
     slots: Counter[tuple[str, str, str]] = Counter()
     for pod in cluster.pods.values():

@@ -31,7 +31,7 @@ from trainingjob.report import parse_report
 NS = "ns"
 NAMES = ("a", "b", "c")
 SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
-EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "1000"))
 STEPS = 60
 TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
 PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
@@ -97,7 +97,7 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         super().__init__()
         self.now = T0
         self.cluster = FakeCluster(clock=lambda: self.now)
-        self.ledger = Ledger()
+        self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds)
 
     # -- users ---------------------------------------------------------------------------------------------
 

@@ -1,0 +1,34 @@
+"""Local mode without torch: the same reconcile and planner over pods that are local processes, here tiny Python
+programs whose exit codes follow the attempt, so restarts, permanent failures and parameter-server
+replacements are exercised in a few seconds."""
+
+from pathlib import Path
+from typing import Any
+
+from tests.builders import job_manifest
+
+from trainingjob.local import run_local
+from trainingjob.model import Phase
+
+# Exits 75 in attempt 1 and succeeds after: a rank that crashes once.
+CRASH_ONCE = "import os, sys; sys.exit(75 if os.environ['TJ_ATTEMPT'] == '1' else 0)"
+
+
+def python(code: str) -> dict[str, Any]:
+    return {"replicas": 2, "command": ["python", "-c", code]}
+
+
+def test_a_rank_that_crashes_once_restarts_the_gang_and_succeeds(tmp_path: Path) -> None:
+    events: list[str] = []
+    manifest = job_manifest("local", workers=python(CRASH_ONCE), trainer=None)
+    status, _ = run_local(manifest, tmp_path, on_event=lambda e: events.append(e.reason))
+    assert status is not None and status.phase == Phase.SUCCEEDED and status.attempt == 2
+    assert status.restarts.retryable == 1 and status.last_failure and status.last_failure.exit_code == 75
+    assert events[:2] == ["JobCreated", "RetryableFailure"] and events[-1] == "JobSucceeded"
+
+
+def test_a_permanent_exit_fails_without_a_restart(tmp_path: Path) -> None:
+    manifest = job_manifest("local", workers=python("import sys; sys.exit(78)"), trainer=None)
+    status, _ = run_local(manifest, tmp_path, on_event=lambda e: None)
+    assert status is not None and status.phase == Phase.FAILED and status.attempt == 1
+    assert next(c for c in status.conditions if c.type == "Failed").reason == "PermanentFailure"
