@@ -16,7 +16,7 @@ from kubernetes import client, config
 from prometheus_client import start_http_server
 
 from trainingjob.cluster import KubernetesCluster
-from trainingjob.leader import LeaderElector
+from trainingjob.leader import LeaderElector, existing_lease_namespace
 from trainingjob.metrics import Metrics
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import JOB_LABEL
@@ -52,12 +52,14 @@ def is_transient(error: Exception) -> bool:
     return isinstance(error, OSError | urllib3.exceptions.HTTPError | TimeoutError)
 
 
-def _lease_namespace(options: OperatorSettings) -> str:
+def _lease_namespace(options: OperatorSettings, api: client.CoordinationV1Api) -> str:
+    """The setting; else the operator's own namespace in a pod; else where an installed operator keeps its Lease
+    (so a local run defers to it); else the watched namespace, or default."""
     if options.lease_namespace:
         return options.lease_namespace
     if IN_CLUSTER_NAMESPACE.is_file():
         return IN_CLUSTER_NAMESPACE.read_text().strip()
-    return options.namespace or "default"
+    return existing_lease_namespace(api, options.lease_name) or options.namespace or "default"
 
 
 def _plan_settings(options: OperatorSettings) -> Settings:
@@ -102,10 +104,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     elector = None
     if options.leader_election:
         identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        namespace = _lease_namespace(options)
+        coordination = client.CoordinationV1Api(api)
         elector = LeaderElector(
-            client.CoordinationV1Api(api),
-            namespace,
+            coordination,
+            _lease_namespace(options, coordination),
             options.lease_name,
             identity,
             lease_seconds=options.lease_duration_seconds,

@@ -22,6 +22,17 @@ def _micro_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def existing_lease_namespace(api: client.CoordinationV1Api, name: str) -> str | None:
+    """The namespace of a Lease of this name, if exactly one exists and this identity may list Leases: how an
+    operator run outside the cluster (a stray `make run-operator`) finds the installed one's Lease."""
+    try:
+        found = api.list_lease_for_all_namespaces(field_selector=f"metadata.name={name}", _request_timeout=TIMEOUT)
+    except (client.ApiException, OSError):
+        return None
+    namespaces = {lease.metadata.namespace for lease in found.items}
+    return namespaces.pop() if len(namespaces) == 1 else None
+
+
 class LeaderElector:
     def __init__(
         self,

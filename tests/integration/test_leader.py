@@ -17,7 +17,7 @@ from tests.support.harness import Harness
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
-from trainingjob.leader import LeaderElector
+from trainingjob.leader import LeaderElector, existing_lease_namespace
 
 LEASE_SECONDS = 3.0
 
@@ -30,8 +30,10 @@ class Clock:
         return self.now
 
 
-def elector(api: client.ApiClient, namespace: str, identity: str, clock: Clock) -> LeaderElector:
-    return LeaderElector(client.CoordinationV1Api(api), namespace, "tj-leader", identity, lease_seconds=15, clock=clock)
+def elector(
+    api: client.ApiClient, namespace: str, identity: str, clock: Clock, lease: str = "tj-leader"
+) -> LeaderElector:
+    return LeaderElector(client.CoordinationV1Api(api), namespace, lease, identity, lease_seconds=15, clock=clock)
 
 
 @pytest.mark.envtest
@@ -54,6 +56,15 @@ def test_one_leader_a_standby_and_a_takeover_when_the_lease_lapses(envtest: Cont
 
 
 @pytest.mark.envtest
+def test_a_run_outside_the_cluster_finds_the_installed_operators_lease(envtest: ControlPlane, envtest_ns: str) -> None:
+    with envtest.api_client() as api:
+        coordination, lease = client.CoordinationV1Api(api), f"tj-{uuid.uuid4().hex[:8]}"
+        assert existing_lease_namespace(coordination, lease) is None
+        assert elector(api, envtest_ns, "a", Clock(), lease).try_once()
+        assert existing_lease_namespace(coordination, lease) == envtest_ns
+
+
+@pytest.mark.envtest
 def test_a_released_lease_is_taken_at_once(envtest: ControlPlane, envtest_ns: str) -> None:
     with envtest.api_client() as api:
         clock = Clock()
@@ -65,39 +76,43 @@ def test_a_released_lease_is_taken_at_once(envtest: ControlPlane, envtest_ns: st
 
 @pytest.fixture
 def two_operators(cluster: ControlPlane) -> Iterator[tuple[OperatorProcess, OperatorProcess]]:
+    """The installed operator (its Lease namespace set, as the chart does) and a stray local run started after it
+    without a Lease namespace: the stray one must find the installed one's Lease and stand by."""
     with cluster.api_client() as api:
         install_crd(api)
-    lease = f"tj-{uuid.uuid4().hex[:6]}"
-    settings = {
-        "TJ_OPERATOR_LEASE_NAME": lease,
-        "TJ_OPERATOR_LEASE_NAMESPACE": "default",
+        namespace = f"tj-system-{uuid.uuid4().hex[:6]}"
+        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    # A Lease name of their own: operators of earlier tests left theirs (default name) in other namespaces.
+    timing = {
+        "TJ_OPERATOR_LEASE_NAME": f"tj-{uuid.uuid4().hex[:8]}",
         "TJ_OPERATOR_LEASE_DURATION_SECONDS": str(LEASE_SECONDS),
         "TJ_OPERATOR_LEASE_RENEW_SECONDS": "0.5",
     }
     with tempfile.TemporaryDirectory(prefix="tj-leader-") as logs:
-        first = OperatorProcess(cluster.kubeconfig, Path(logs) / "1", **settings)
-        second = OperatorProcess(cluster.kubeconfig, Path(logs) / "2", **settings)
-        for process in (first, second):
+        installed = OperatorProcess(
+            cluster.kubeconfig, Path(logs) / "1", TJ_OPERATOR_LEASE_NAMESPACE=namespace, **timing
+        )
+        stray = OperatorProcess(cluster.kubeconfig, Path(logs) / "2", **timing)
+        for process in (installed, stray):
             process.log_dir.mkdir()
-            process.start()
+        installed.start()
         try:
-            yield first, second
+            poll_until(lambda: "leading as" in installed.log(), timeout=30, what="the installed operator to lead")
+            stray.start()
+            yield installed, stray
         finally:
-            first.stop()
-            second.stop()
-
-
-def _leader(processes: tuple[OperatorProcess, ...]) -> OperatorProcess | None:
-    leading = [p for p in processes if p.server is not None and "leading as" in p.log()]
-    return leading[0] if len(leading) == 1 else None
+            installed.stop()
+            stray.stop()
+            with cluster.api_client() as api:
+                client.CoreV1Api(api).delete_namespace(namespace)
 
 
 @pytest.mark.cluster
 def test_two_operators_one_acts_and_the_standby_takes_over_when_it_dies(
     cluster: ControlPlane, cluster_ns: str, two_operators: tuple[OperatorProcess, OperatorProcess]
 ) -> None:
-    leader = poll_until(lambda: _leader(two_operators), timeout=30, what="one operator to lead")
-    standby = next(p for p in two_operators if p is not leader)
+    leader, standby = two_operators
+    poll_until(lambda: standby.server is not None and "operator started" in standby.log(), timeout=30, what="start")
     with cluster.api_client() as api:
         h = Harness(api, cluster_ns, leader)
         h.create(job_manifest("led", workers=3))

@@ -3,36 +3,43 @@
 import signal
 from pathlib import Path
 
+import torch
 from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+
+from trainer.ps_wire import Connection
+from trainer.rendezvous import wait_for_port
 
 RUN_TIMEOUT = 120.0
 BOUND = 4
+
+
+def ps_env(directory: Path, *, shards: int, workers: int, config: str, wait: str) -> dict[str, str]:
+    """What every pod of one parameter-server job shares."""
+    return {
+        "TJ_NUM_PS": str(shards),
+        "TJ_NUM_WORKERS": str(workers),
+        "TJ_PS_ADDRS": ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards)),
+        "TJ_TRAINER_CONFIG": config,
+        "TJ_MASTER_WAIT_SECONDS": wait,
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+    }
+
+
+def start_role(pods: list[Pod], logs: Path, env: dict[str, str], role: str, index: int) -> Pod:
+    """One `ps` or `worker` pod of the job."""
+    pod = start_pod(f"{role}{index}", {**env, "TJ_ROLE": role, "TJ_REPLICA_INDEX": str(index)}, logs)
+    pods.append(pod)
+    return pod
 
 
 def start_ps_job(
     pods: list[Pod], logs: Path, directory: Path, *, shards: int, workers: int, config: str, wait: str
 ) -> tuple[list[Pod], list[Pod]]:
     """Parameter servers first, then workers, as the operator would create them (in any order)."""
-    addrs = ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards))
-    common = {
-        "TJ_NUM_PS": str(shards),
-        "TJ_NUM_WORKERS": str(workers),
-        "TJ_PS_ADDRS": addrs,
-        "TJ_TRAINER_CONFIG": config,
-        "TJ_MASTER_WAIT_SECONDS": wait,
-        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
-        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
-    }
-    servers = [
-        start_pod(f"ps{index}", {**common, "TJ_ROLE": "ps", "TJ_REPLICA_INDEX": str(index)}, logs)
-        for index in range(shards)
-    ]
-    clients = [
-        start_pod(f"worker{index}", {**common, "TJ_ROLE": "worker", "TJ_REPLICA_INDEX": str(index)}, logs)
-        for index in range(workers)
-    ]
-    pods += servers + clients
-    return servers, clients
+    env = ps_env(directory, shards=shards, workers=workers, config=config, wait=wait)
+    servers = [start_role(pods, logs, env, "ps", index) for index in range(shards)]
+    return servers, [start_role(pods, logs, env, "worker", index) for index in range(workers)]
 
 
 def test_four_workers_two_shards_reach_accuracy_within_the_staleness_bound(
@@ -64,13 +71,31 @@ def assert_refused_exactly_beyond(progress: dict[str, object], bound: int) -> No
 
 
 def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    """Worker 1 is this test, on the wire: it pushes gradients computed on version-0 parameters after worker 0 has
+    moved the shard on, so their staleness is known to be positive however the processes are scheduled."""
     config = config_json(workload="digits-mlp", steps=60, batchSize=32, learningRate=0.05, stalenessBound=0)
-    servers, workers = start_ps_job(pods, logs, tmp_path, shards=1, workers=2, config=config, wait="60")
-    codes = [pod.wait(RUN_TIMEOUT) for pod in servers + workers]
-    assert codes == [0] * 3, "\n".join(pod.text() for pod in pods)
+    env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="60")
+    server = start_role(pods, logs, env, "ps", 0)
+    host, port = env["TJ_PS_ADDRS"].split(":")
+    wait_for_port(host, int(port), 60, "parameter server")
+    stale = Connection(host, int(port), 30)
+    hello = stale.request({"op": "hello", "worker": 1})
+    zeros = {name: torch.zeros_like(value) for name, value in hello["params"].items()}
+    worker = start_role(pods, logs, env, "worker", 0)
+    wait_for(lambda: stale.request({"op": "pull"})["version"] >= hello["version"] + 5, 90, "worker 0 to train")
+    replies = [
+        stale.request({"op": "push", "worker": 1, "step": step, "version": hello["version"], "grads": zeros})
+        for step in range(3)
+    ]
+    stale.request({"op": "done", "worker": 1})
+    assert [(r["accepted"], r["staleness"] > 0) for r in replies] == [(False, True)] * 3
+    codes = [pod.wait(RUN_TIMEOUT) for pod in (server, worker)]
+    stale.close()
+    assert codes == [0] * 2, "\n".join(pod.text() for pod in pods)
     progress = read_json(tmp_path / "progress.json")
     assert progress is not None
-    assert progress["maxStaleness"] == 0 and progress["maxStalenessSeen"] > 0 and progress["refusedGradients"] > 0
+    assert (progress["maxStaleness"], progress["refusedGradients"], progress["acceptedGradients"]) == (0, 3, 60)
+    assert progress["maxStalenessSeen"] > 0
     assert_refused_exactly_beyond(progress, 0)
 
 

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 from tests.builders import T0, job_manifest
 from tests.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.fake_cluster import Crash, FakeCluster
@@ -32,7 +39,7 @@ NS = "ns"
 NAMES = ("a", "b", "c")
 SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
 EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "1000"))
-STEPS = 60
+STEPS = int(os.environ.get("TJ_MODEL_STEPS", "80"))
 TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
 PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
 REASONS = st.sampled_from(
@@ -73,9 +80,9 @@ def job_specs(draw: st.DrawFn) -> dict[str, Any]:
     ps = draw(st.booleans())
     policy: dict[str, Any] = {
         "backoffLimit": draw(st.integers(0, 5)),
-        "disruptionLimit": draw(st.integers(0, 5)),
+        "disruptionLimit": draw(st.integers(1, 5)),
         "restartPolicy": draw(st.sampled_from(["ExitCode", "OnFailure", "Never"])),
-        "startupDeadlineSeconds": draw(st.sampled_from([30, 120, 600])),
+        "startupDeadlineSeconds": draw(st.sampled_from([30, 120, 1800])),
         "cleanPodPolicy": draw(st.sampled_from(["All", "Running", "None"])),
     }
     for key, values in (
@@ -100,6 +107,10 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds)
 
     # -- users ---------------------------------------------------------------------------------------------
+
+    @initialize(name=st.sampled_from(NAMES), spec=job_specs())
+    def first_job(self, name: str, spec: dict[str, Any]) -> None:
+        self.submit(name, spec)
 
     @rule(name=st.sampled_from(NAMES), spec=job_specs())
     def submit(self, name: str, spec: dict[str, Any]) -> None:
@@ -129,8 +140,9 @@ class OperatorUnderEvents(RuleBasedStateMachine):
             self.reconcile(name, None)
 
     @rule()
-    def pods_start(self) -> None:
-        """The scheduler and kubelets catch up: every pending pod of every job runs."""
+    def kubelets_settle(self) -> None:
+        """The kubelets catch up: every graceful deletion completes and every pending pod that was placed runs."""
+        self.cluster.reap_terminating()
         for name in NAMES:
             self.whole_job(name, None)
 
