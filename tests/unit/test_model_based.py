@@ -38,7 +38,7 @@ from trainingjob.report import parse_report
 NS = "ns"
 NAMES = ("a", "b", "c")
 SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
-EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "1000"))
+EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "3000"))
 STEPS = int(os.environ.get("TJ_MODEL_STEPS", "80"))
 TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
 PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
