@@ -1,5 +1,6 @@
 """`tjctl run`: a job on this machine with a live status line, then its outcome."""
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ def status_line(status: TrainingJobStatus, total_steps: int | None, started: flo
 
 def run(manifest: dict[str, Any], total_steps: int | None, workdir: Path, chaos: Chaos | None, console: Console) -> int:
     """Run to the end; 0 when the job succeeded."""
+    # The operator's decision log says what the events printed below say: keep it off the console.
+    logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started = time.monotonic()
     with Live(Text("starting"), console=console, refresh_per_second=4, transient=True) as live:
 

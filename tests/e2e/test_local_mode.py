@@ -39,6 +39,7 @@ def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_pat
     assert result.returncode == 0, output
     assert "ChaosKill" in output and "Restarting as attempt 2" in output
     assert "digits-ddp-worker-1-1 exited with code 137" in output  # the killed rank is blamed, not its peer
+    assert output.count("Restarting as attempt 2") == 1  # said once, as an event: no operator log on the console
     report = json.loads((tmp_path / "work" / "logs" / "digits-ddp-worker-0-2.progress.json").read_text())
     assert report["resumedFromStep"] >= 100  # resumed from a checkpoint, not from step 0
     assert report["step"] == 300
