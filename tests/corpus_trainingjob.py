@@ -132,6 +132,12 @@ VALID = [
         "hostpath-checkpoint",
         job(checkpoint={"volume": {"hostPath": {"path": "/mnt/ckpt"}}, "everySeconds": 30}),
     ),
+    Case(
+        "grace-period",
+        with_value(ps_job(), "spec.parameterServers.terminationGracePeriodSeconds", 900),
+    ),
+    Case("root-by-choice", job(workers={"securityContext": {"runAsUser": 0, "runAsNonRoot": False}})),
+    Case("rdma-capability", job(workers={"securityContext": {"addCapabilities": ["IPC_LOCK"], "fsGroup": 0}})),
 ]
 
 
@@ -270,6 +276,30 @@ INVALID = [
         "spec.workers.affinity.nodeAfinity",
     ),
     Case("name-too-long", job(name="a" * 41), "metadata.name"),
+    Case("root-while-non-root", job(workers={"securityContext": {"runAsUser": 0}}), "spec.workers.securityContext"),
+    Case(
+        "negative-user", job(workers={"securityContext": {"runAsUser": -1}}), "spec.workers.securityContext.runAsUser"
+    ),
+    Case(
+        "capability-lowercase",
+        job(workers={"securityContext": {"addCapabilities": ["net_admin"]}}),
+        "spec.workers.securityContext.addCapabilities[0]",
+    ),
+    Case(
+        "capability-twice",
+        job(workers={"securityContext": {"addCapabilities": ["IPC_LOCK", "IPC_LOCK"]}}),
+        "spec.workers.securityContext.addCapabilities",
+    ),
+    Case(
+        "seccomp-unknown",
+        job(workers={"securityContext": {"seccompProfile": "Localhost"}}),
+        "spec.workers.securityContext.seccompProfile",
+    ),
+    Case(
+        "grace-period-a-week",
+        job(workers={"terminationGracePeriodSeconds": 604800}),
+        "spec.workers.terminationGracePeriodSeconds",
+    ),
 ]
 
 CASES = VALID + INVALID

@@ -149,6 +149,7 @@ def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec)
         "resources": _resources(role),
         "volumeMounts": [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job),
     }
+    container["securityContext"] = role.security_context.container_context()
     container.update({key: value for key, value in optional.items() if value})
     return container
 
@@ -189,6 +190,8 @@ def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> 
         "schedulingGates": [{"name": TRACKING_GATE}],
         "hostname": replica.hostname(name),
         "subdomain": service_name(name),
+        "securityContext": role.security_context.pod_context(),
+        "terminationGracePeriodSeconds": role.termination_grace_period_seconds,
         "containers": [_container(job, replica, attempt, role)],
     }
     optional = {

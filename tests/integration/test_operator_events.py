@@ -67,10 +67,14 @@ def test_a_wholly_refused_job_fails_at_its_startup_deadline_with_the_apiservers_
     assert "exceeded quota" in condition(failed, "Failed")["message"]
 
 
-def test_pod_security_refusals_surface_in_the_status(h: Harness) -> None:
+def test_a_job_runs_in_a_restricted_namespace_and_a_loosened_one_is_refused_saying_why(h: Harness) -> None:
     labels = {"pod-security.kubernetes.io/enforce": "restricted"}
     h.core.patch_namespace(h.ns, {"metadata": {"labels": labels}})
-    h.create(job_manifest("locked"))
+    h.create(job_manifest("secure"))
+    h.wait_phase("secure", "Running")
+    loosened = job_manifest("locked")
+    loosened["spec"]["workers"]["securityContext"] = {"runAsUser": 0, "runAsNonRoot": False}
+    h.create(loosened)
     refused = h.wait(
         "locked",
         lambda job: "PodSecurity" in condition(job, "Created").get("message", "") if job.get("status") else False,

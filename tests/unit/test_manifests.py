@@ -81,3 +81,22 @@ def test_a_queued_job_forms_one_kueue_pod_group_per_attempt() -> None:
         "kueue.x-k8s.io/queue-name"
         not in pod_manifest(make_job(), "uid", Replica("worker", 0), 1)["metadata"]["labels"]
     )
+
+
+def test_each_role_has_its_own_grace_period_and_security_context() -> None:
+    job = make_job(
+        mode="ParameterServer",
+        parameterServers={"replicas": 1, "terminationGracePeriodSeconds": 900},
+        workers={"replicas": 1, "securityContext": {"runAsUser": 2000, "addCapabilities": ["IPC_LOCK"]}},
+    )
+    server, worker = (pod_manifest(job, "uid", replica, attempt=1) for replica in replicas(job))
+    assert (server["spec"]["terminationGracePeriodSeconds"], worker["spec"]["terminationGracePeriodSeconds"]) == (
+        900,
+        120,
+    )
+    assert (server["spec"]["securityContext"]["runAsUser"], worker["spec"]["securityContext"]["runAsUser"]) == (
+        10001,
+        2000,
+    )
+    capabilities = [pod["spec"]["containers"][0]["securityContext"]["capabilities"] for pod in (server, worker)]
+    assert capabilities == [{"drop": ["ALL"]}, {"drop": ["ALL"], "add": ["IPC_LOCK"]}]

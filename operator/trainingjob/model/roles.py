@@ -15,6 +15,7 @@ from trainingjob.model.base import (
     unique_by,
 )
 from trainingjob.model.pod import Affinity, EnvVar, PullPolicy, Resources, Toleration
+from trainingjob.model.security import RoleSecurity
 from trainingjob.model.volumes import Volume, VolumeMount
 from trainingjob.rules import Immutable, Reason, Rule
 
@@ -66,6 +67,10 @@ class RoleSpec(ApiModel):
     """PriorityClass of this role's pods; overrides spec.scheduling.priorityClassName."""
     service_account_name: ObjectName | None = None
     """ServiceAccount the pods run as; the namespace's default when unset."""
+    security_context: RoleSecurity = Field(default_factory=RoleSecurity, json_schema_extra={"default": {}})
+    """What the pods may do on their node; the defaults pass Pod Security "restricted"."""
+    termination_grace_period_seconds: Annotated[Int, Field(ge=0, le=86400)] = 120
+    """How long a stopped pod has to write its final checkpoint and exit before it is killed."""
 
     cross_field_rules = (
         Rule(

@@ -1,0 +1,76 @@
+"""Pods secure by default: every pod the operator would create for the examples passes Pod Security "restricted"
+in the real apiserver (server-side dry run), and loosening a role's securityContext is what gets a pod refused."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from tests.corpus_trainingjob import job, with_value
+from tests.support.controlplane import ControlPlane
+
+from trainingjob.manifests import pod_manifest, replicas, service_manifest
+from trainingjob.model import TrainingJob
+
+pytestmark = pytest.mark.envtest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+UID = "00000000-0000-0000-0000-000000000001"
+
+
+@pytest.fixture
+def restricted(envtest: ControlPlane, envtest_ns: str) -> Iterator[client.CoreV1Api]:
+    """The test's namespace, enforcing Pod Security "restricted"."""
+    with envtest.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.patch_namespace(envtest_ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+        yield core
+
+
+def refusals(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> list[str]:
+    """What the apiserver says, on a dry run, to each pod and the Service of the job; [] when all pass."""
+    job = TrainingJob.model_validate(manifest | {"metadata": {**manifest["metadata"], "namespace": namespace}})
+    said = []
+    for replica in replicas(job):
+        try:
+            core.create_namespaced_pod(namespace, pod_manifest(job, UID, replica, 1), dry_run="All")
+        except client.ApiException as error:
+            said.append(f"{replica.role}-{replica.index}: {json.loads(error.body)['message']}")
+    try:
+        core.create_namespaced_service(namespace, service_manifest(job, UID), dry_run="All")
+    except client.ApiException as error:
+        said.append(f"service: {json.loads(error.body)['message']}")
+    return said
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+def test_every_examples_pods_pass_restricted(restricted: client.CoreV1Api, envtest_ns: str, example: Path) -> None:
+    assert refusals(restricted, envtest_ns, yaml.safe_load(example.read_text())) == []
+
+
+@pytest.mark.parametrize(
+    ("loosened", "violation"),
+    [
+        pytest.param({"runAsUser": 0, "runAsNonRoot": False}, "runAsNonRoot", id="root"),
+        pytest.param({"addCapabilities": ["IPC_LOCK"]}, "IPC_LOCK", id="capability"),
+        pytest.param({"allowPrivilegeEscalation": True}, "allowPrivilegeEscalation", id="escalation"),
+        pytest.param({"seccompProfile": "Unconfined"}, "seccompProfile", id="unconfined"),
+    ],
+)
+def test_loosening_a_role_is_what_restricted_refuses(
+    restricted: client.CoreV1Api, envtest_ns: str, loosened: dict[str, Any], violation: str
+) -> None:
+    manifest = with_value(job(), "spec.workers.securityContext", loosened)
+    said = refusals(restricted, envtest_ns, manifest)
+    assert len(said) == 2 and all("violates PodSecurity" in s and violation in s for s in said), said
+
+
+def test_each_role_is_loosened_on_its_own(restricted: client.CoreV1Api, envtest_ns: str) -> None:
+    manifest = job(mode="ParameterServer", parameterServers={"replicas": 1}, workers={"replicas": 2})
+    manifest = with_value(manifest, "spec.parameterServers.securityContext", {"addCapabilities": ["IPC_LOCK"]})
+    said = refusals(restricted, envtest_ns, manifest)
+    assert [s.split(":")[0] for s in said] == ["ps-0"], said
