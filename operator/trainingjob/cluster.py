@@ -1,8 +1,10 @@
 """The only Kubernetes I/O of the operator: a small Cluster protocol and its implementation on the API."""
 
+import base64
 import http.client
 import json
 import logging
+import secrets
 import time
 import uuid
 from collections.abc import Sequence
@@ -12,6 +14,7 @@ from typing import Any
 
 from kubernetes import client
 
+from trainingjob.access import KEY_BYTES, KEY_FILE
 from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import TRACKING_GATE, job_selector, service_name
@@ -72,6 +75,7 @@ class KubernetesCluster:
     def __init__(self, api: client.ApiClient, *, read_progress: bool = False, parallelism: int = 16) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.networking = client.NetworkingV1Api(api)
         self.read_progress = read_progress
         self.pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="tj-write")
 
@@ -141,23 +145,38 @@ class KubernetesCluster:
         def create_one(manifest: Manifest) -> tuple[str, str] | Refusal:
             name = manifest["metadata"]["name"]
             try:
-                if manifest["kind"] == "Service":
-                    self.core.create_namespaced_service(namespace, manifest, _request_timeout=TIMEOUT)
+                if manifest["kind"] != "Pod":
+                    self._create_other(namespace, manifest)
                     return name, ""
                 response = self.core.create_namespaced_pod(
                     namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
                 )
             except client.ApiException as error:
-                if manifest["kind"] == "Service" and error.status == 409:
-                    return name, ""  # ours from an earlier pass, or a namesake's that the GC is removing
+                if manifest["kind"] != "Pod" and error.status == 409:
+                    return name, ""  # ours from an earlier pass (or a namesake's Service the GC is removing)
                 if error.status is None or error.status >= 500 or error.status == 429:
                     raise
                 return Refusal(name, int(error.status), _message(error))
             return name, str(json.loads(response.data)["metadata"]["uid"])
 
-        results = list(self.pool.map(create_one, manifests))
+        others = [m for m in manifests if m["kind"] != "Pod"]  # the key and the policy exist before the pods
+        results = list(self.pool.map(create_one, others))
+        results += self.pool.map(create_one, [m for m in manifests if m["kind"] == "Pod"])
         pods = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
         return Created(pods, [r for r in results if isinstance(r, Refusal)])
+
+    def _create_other(self, namespace: str, manifest: Manifest) -> None:
+        """The job's Service, key Secret (its key drawn here, never logged or read back) or NetworkPolicy."""
+        kind = manifest["kind"]
+        if kind == "Secret":
+            key = base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()
+            self.core.create_namespaced_secret(
+                namespace, {**manifest, "data": {KEY_FILE: key}}, _request_timeout=TIMEOUT
+            )
+        elif kind == "NetworkPolicy":
+            self.networking.create_namespaced_network_policy(namespace, manifest, _request_timeout=TIMEOUT)
+        else:
+            self.core.create_namespaced_service(namespace, manifest, _request_timeout=TIMEOUT)
 
     def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
         def delete_one(name: str) -> None:

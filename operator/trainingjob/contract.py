@@ -37,6 +37,7 @@ TRAINER_CONFIG = "TJ_TRAINER_CONFIG"  # JSON of spec.trainer (camelCase keys), f
 PROGRESS_PORT = "TJ_PROGRESS_PORT"  # rank 0 serves GET /progress (JSON) and /metrics (Prometheus) here
 PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomically on every report
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"  # how long non-zero ranks wait for rank 0's port to open
+JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

@@ -68,6 +68,8 @@ def _plan_settings(options: OperatorSettings) -> Settings:
         backoff_max_seconds=options.backoff_max_seconds,
         terminating_timeout_seconds=options.terminating_timeout_seconds,
         read_progress=options.read_progress,
+        network_policy=options.network_policy,
+        operator_namespace=IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.is_file() else "",
     )
 
 

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainingjob import contract
+from trainingjob.access import KEY_BYTES
 from trainingjob.manifests import TRAINER_COMMAND
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
@@ -167,7 +169,9 @@ class LocalCluster:
         for manifest in manifests:
             if manifest["kind"] == "Service":
                 self.service = True
-            elif manifest["metadata"]["name"] not in self.pods:
+            elif manifest["kind"] == "Secret":
+                self._write_key()
+            elif manifest["kind"] == "Pod" and manifest["metadata"]["name"] not in self.pods:
                 created[manifest["metadata"]["name"]] = self._start(manifest)
         return Created(created)
 
@@ -215,6 +219,16 @@ class LocalCluster:
             if pod.process.poll() is not None:
                 del self.pods[name]
 
+    @property
+    def key_file(self) -> Path:
+        return self.workdir / "job.key"
+
+    def _write_key(self) -> None:
+        """The job's key, readable by this user only; kept across runs in the same work directory."""
+        if not self.key_file.exists():
+            self.key_file.touch(mode=0o600)
+            self.key_file.write_bytes(secrets.token_bytes(KEY_BYTES))
+
     def _ports_for(self, attempt: str, count: int) -> list[int]:
         """Fresh loopback ports per attempt: the rendezvous port, then one per parameter server."""
         return self.ports.setdefault(attempt, [_free_port() for _ in range(count)])
@@ -240,6 +254,7 @@ class LocalCluster:
         )
         if contract.CHECKPOINT_DIR in env:
             env[contract.CHECKPOINT_DIR] = str(self.checkpoint_dir)
+        env[contract.JOB_KEY_FILE] = str(self.key_file)
         command = [*container["command"], *container.get("args", [])]
         if command[: len(TRAINER_COMMAND)] == list(TRAINER_COMMAND) or command[0] in ("python", "python3"):
             command[0] = sys.executable

@@ -4,7 +4,7 @@ environment (see contract.py)."""
 import json
 from typing import Any
 
-from trainingjob import contract
+from trainingjob import access, contract
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.model import CHECKPOINT_VOLUME_NAME, RoleSpec, TrainingJob
 from trainingjob.naming import (
@@ -114,6 +114,7 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
         contract.NPROC_PER_POD: str(nproc),
         contract.PROGRESS_PORT: str(PROGRESS_PORT),
         contract.MASTER_WAIT_SECONDS: str(spec.run_policy.startup_deadline_seconds),
+        contract.JOB_KEY_FILE: f"{access.KEY_MOUNT_PATH}/{access.KEY_FILE}",
     }
     if spec.checkpoint is not None:
         env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
@@ -147,7 +148,7 @@ def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec)
         "workingDir": role.working_dir,
         "imagePullPolicy": role.image_pull_policy,
         "resources": _resources(role),
-        "volumeMounts": [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job),
+        "volumeMounts": [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job) + [access.key_mount()],
     }
     container["securityContext"] = role.security_context.container_context()
     container.update({key: value for key, value in optional.items() if value})
@@ -170,8 +171,8 @@ def _checkpoint_mount(job: TrainingJob) -> list[dict[str, Any]]:
     return [{"name": CHECKPOINT_VOLUME_NAME, "mountPath": job.spec.checkpoint.path}]
 
 
-def _volumes(job: TrainingJob, role: RoleSpec) -> list[dict[str, Any]]:
-    volumes = [_dump(v) for v in role.volumes or []]
+def _volumes(job: TrainingJob, uid: str, role: RoleSpec) -> list[dict[str, Any]]:
+    volumes = [_dump(v) for v in role.volumes or []] + [access.key_volume(str(job.metadata.name), uid)]
     if job.spec.checkpoint is not None:
         source = _dump(job.spec.checkpoint.volume)
         volumes.append({"name": CHECKPOINT_VOLUME_NAME, **source})
@@ -195,7 +196,7 @@ def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> 
         "containers": [_container(job, replica, attempt, role)],
     }
     optional = {
-        "volumes": _volumes(job, role),
+        "volumes": _volumes(job, uid, role),
         "nodeSelector": role.node_selector,
         "tolerations": [_dump(t) for t in role.tolerations or []],
         "affinity": _dump(role.affinity),
@@ -220,3 +221,12 @@ def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> 
         },
         "spec": spec,
     }
+
+
+def access_manifests(job: TrainingJob, uid: str, operator_namespace: str, network_policy: bool) -> list[dict[str, Any]]:
+    """The job's key Secret and (unless turned off) its NetworkPolicy, created with its pods."""
+    name, owner = str(job.metadata.name), owner_reference(job, uid)
+    created = [access.key_secret_manifest(name, uid, owner)]
+    if network_policy:
+        created.append(access.network_policy_manifest(name, uid, owner, PROGRESS_PORT, operator_namespace or None))
+    return created

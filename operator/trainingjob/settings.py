@@ -40,5 +40,8 @@ class OperatorSettings(BaseSettings):
     """A standby takes over this long after the leader stopped renewing (at once when it shuts down cleanly)."""
     lease_renew_seconds: float = Field(default=2.0, gt=0)
     """How often the leader renews, and standbys retry."""
+    network_policy: bool = True
+    """Give each job a NetworkPolicy: only its own pods reach them, and the operator's namespace reaches the
+    progress port. It bites only under a CNI that enforces NetworkPolicy."""
     log_format: Literal["text", "json"] = "text"
     """text: one line per decision for people; json: one object per line with job, attempt and decision."""

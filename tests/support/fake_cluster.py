@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from trainingjob.local import merge_patched
 from trainingjob.model import TrainingJobStatus
@@ -31,12 +31,16 @@ class InvalidStatus(Exception):  # noqa: N818
     """The apiserver's 422: the written status does not match the CRD's schema."""
 
 
+K = TypeVar("K")
+
+
 @dataclass
 class FakeCluster:
     clock: Callable[[], datetime]
     jobs: dict[tuple[str, str], Manifest] = field(default_factory=dict)
     pods: dict[tuple[str, str], Manifest] = field(default_factory=dict)
     services: dict[tuple[str, str], Manifest] = field(default_factory=dict)
+    others: dict[tuple[str, str, str], Manifest] = field(default_factory=dict)  # Secrets, NetworkPolicies
     events: list[tuple[str, Event]] = field(default_factory=list)
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None
@@ -104,6 +108,9 @@ class FakeCluster:
             name = manifest["metadata"]["name"]
             if manifest["kind"] == "Service":
                 self.services.setdefault((namespace, name), copy.deepcopy(manifest))
+                continue
+            if manifest["kind"] != "Pod":  # the key Secret and the NetworkPolicy: nothing observes them
+                self.others.setdefault((namespace, manifest["kind"], name), copy.deepcopy(manifest))
                 continue
             refusal = self.refuse(manifest)
             if refusal is None and (namespace, name) in self.pods:
@@ -215,11 +222,14 @@ class FakeCluster:
     def collect_garbage(self) -> None:
         """The garbage collector: children whose controller no longer exists go."""
         alive = {job["metadata"]["uid"] for job in self.jobs.values()}
-        for store in (self.pods, self.services):
-            for key, child in list(store.items()):
-                owner = controller_uid(child)
-                if owner and owner not in alive:
-                    del store[key]
+        _drop_orphans(self.pods, alive)
+        _drop_orphans(self.services, alive)
+        _drop_orphans(self.others, alive)
 
     def job_status(self, namespace: str, name: str) -> Mapping[str, Any]:
         return self.jobs[(namespace, name)].get("status") or {}
+
+
+def _drop_orphans(store: dict[K, Manifest], alive: set[str]) -> None:
+    for key in [key for key, child in store.items() if controller_uid(child) not in ("", *alive)]:
+        del store[key]

@@ -16,7 +16,7 @@ QUOTA = 'pods "job-worker-0-1" is forbidden: exceeded quota: gpu, requested: nvi
 
 def test_a_new_job_creates_its_service_and_every_pod_at_once() -> None:
     job, result = step(make_job(workers=3), [], service=False)
-    assert [m["kind"] for m in result.create] == ["Service", "Pod", "Pod", "Pod"]
+    assert [m["kind"] for m in result.create] == ["Service", "Secret", "NetworkPolicy", "Pod", "Pod", "Pod"]
     assert created_names(result) == ["job-worker-0-1", "job-worker-1-1", "job-worker-2-1"]
     assert job.status and job.status.attempt == 1 and job.status.phase == Phase.PENDING
     assert [e.reason for e in result.events] == ["JobCreated"]
@@ -27,7 +27,8 @@ def test_a_new_job_creates_its_service_and_every_pod_at_once() -> None:
 
 def test_new_pods_wait_at_the_tracking_gate_until_their_uids_are_recorded() -> None:
     job, result = step(make_job(), [], service=False)
-    assert all(m["spec"]["schedulingGates"] == [{"name": "trainingjob.io/tracked"}] for m in result.create[1:])
+    pods = [m for m in result.create if m["kind"] == "Pod"]
+    assert len(pods) == 2 and all(m["spec"]["schedulingGates"] == [{"name": "trainingjob.io/tracked"}] for m in pods)
     gated = pods_of(job, 1, {n: {"phase": "Pending", "gated": True} for n in ("job-worker-0-1", "job-worker-1-1")})
     job, result = step(job, gated, at(1))  # e.g. the operator died before recording them: record, then release
     assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}

@@ -2,7 +2,7 @@
 it was due, so a worker replaced late in a long run gets its own time."""
 
 import pytest
-from tests.builders import at, condition, make_job, pod, pods_of, step, with_policy, without
+from tests.builders import at, condition, created_names, make_job, pod, pods_of, step, with_policy, without
 
 from trainingjob.model import Phase
 from trainingjob.naming import Replica
@@ -55,7 +55,7 @@ def test_a_ps_worker_replaced_long_after_the_start_gets_its_own_startup_time() -
     later = at(3600)
     job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}), later)
     job, result = step(job, without(pods_of(job, 1), "job-worker-1-1"), at(3600 + 10))
-    assert [m["metadata"]["name"] for m in result.create] == ["job-worker-1-1"]
+    assert created_names(result) == ["job-worker-1-1"]
     replacement = pod(job, Replica("worker", 1), 1, "Pending", uid="new", created=at(3610))
     job, _ = step(job, [*without(pods_of(job, 1), "job-worker-1-1"), replacement], at(3650))
     assert job.status and job.status.phase == Phase.RUNNING  # it still trains; the Running condition says why

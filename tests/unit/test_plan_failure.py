@@ -130,7 +130,7 @@ def test_ps_workers_failing_together_are_each_counted_once_and_replaced_alone() 
     job, result = step(job, without(failed, *two), at(3))  # gone, but within the backoff (20 s for 2 restarts)
     assert not result.create and job.status and job.status.restarts.retryable == 2 and result.requeue_after
     job, result = step(job, without(failed, *two), at(30))
-    assert sorted(m["metadata"]["name"] for m in result.create) == ["job-worker-0-1", "job-worker-2-1"]
+    assert sorted(created_names(result)) == ["job-worker-0-1", "job-worker-2-1"]
 
 
 def test_a_counted_worker_whose_deletion_was_lost_is_deleted_again() -> None:

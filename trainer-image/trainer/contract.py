@@ -35,6 +35,7 @@ TRAINER_CONFIG = "TJ_TRAINER_CONFIG"
 PROGRESS_PORT = "TJ_PROGRESS_PORT"
 PROGRESS_FILE = "TJ_PROGRESS_FILE"
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"
+JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

@@ -1,7 +1,7 @@
 {{- /*
 The operator's rules, derived from operator/trainingjob/cluster.py and handlers.py (kopf, standalone, event
-handlers only). No wildcards and no Secrets; tests/integration/test_chart.py runs the operator under exactly
-these rules.
+handlers only). No wildcards, and Secrets only created, never read; tests/integration/test_chart.py runs the
+operator under exactly these rules.
 */}}
 {{- define "tj.operator.namespacedRules" -}}
 # kopf watches the pods of every job (on.event with the job label); cluster.py creates the ranks, deletes
@@ -18,6 +18,15 @@ these rules.
 - apiGroups: [""]
   resources: [services]
   verbs: [create, get]
+# Each job's key (its parameter servers sign their messages with it), created with the job's pods. Create only:
+# the operator never reads a Secret, its own or anyone's; a 409 means the job's key exists already.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+# Each job's NetworkPolicy: only the job's own pods (and the operator, on the progress port) reach its pods.
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [create]
 # The operator's own Events (JobCreated, WorkerFailed, JobSucceeded, ...); kopf's posting is off.
 - apiGroups: [""]
   resources: [events]

@@ -23,7 +23,7 @@ The replica counts are recomputed last, whatever decided.
 from collections.abc import Callable
 from datetime import datetime
 
-from trainingjob.manifests import pod_manifest, service_manifest
+from trainingjob.manifests import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.observe import Observed
 from trainingjob.plan import creation, deadlines, failure, finished, phase, progress, success, suspend, tracking
@@ -80,6 +80,9 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
     creates = [r for d in decisions for r in d.create]
     manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt) for r in dict.fromkeys(creates)]
+    if manifests:
+        settings = ctx.settings
+        manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
     if any(d.create_service for d in decisions) and not status.phase.is_terminal:
         manifests.insert(0, service_manifest(ctx.job, ctx.uid))
     requeues = [d.requeue_after for d in decisions if d.requeue_after is not None]

@@ -29,6 +29,8 @@ class Settings:
     backoff_max_seconds: float = 300.0
     terminating_timeout_seconds: float = 300.0  # a pod still terminating this long after its grace is force-deleted
     read_progress: bool = True  # whether the operator reads rank 0's progress at all
+    network_policy: bool = True  # give each job a NetworkPolicy that admits only its own pods (and the operator)
+    operator_namespace: str = ""  # where the operator runs, when in a pod: its progress reads are admitted
 
 
 @dataclass(frozen=True)
