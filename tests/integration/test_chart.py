@@ -169,7 +169,8 @@ def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> Non
     kinds = _by_kind(objects)
     (role,) = [r for r in kinds["Role"] if not r["metadata"]["name"].endswith("-leader")]
     assert role["metadata"]["namespace"] == "team-a"
-    (cluster_role,) = kinds["ClusterRole"]  # only kopf's namespace and CRD observers are cluster-wide
+    # Of the operator's rights only kopf's namespace and CRD observers are cluster-wide (the others are people's).
+    (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-operator")]
     assert [r["resources"] for r in cluster_role["rules"]] == [["namespaces"], ["customresourcedefinitions"]]
     assert all(r["verbs"] == ["list", "watch"] for r in cluster_role["rules"])
     without_crd_watch = _by_kind(
