@@ -105,3 +105,6 @@ same name, so nothing is listed twice. Pass a dict with "defaults" and "extra". 
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+{{- define "tj.celStrings" -}}
+[{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s | squote }}{{ end }}]
+{{- end }}
