@@ -1,5 +1,6 @@
 """Parameter-server mode through the real entry point: 4 workers, 2 shards, bounded staleness, dead peers."""
 
+import secrets
 import signal
 from pathlib import Path
 
@@ -11,11 +12,20 @@ from trainer.rendezvous import wait_for_port
 
 RUN_TIMEOUT = 120.0
 BOUND = 4
+REPLY_LIMIT = 4 << 20  # far above a digits-mlp shard's parameters
+
+
+def write_job_key(directory: Path) -> Path:
+    """A random job key, as the operator's per-job Secret mounts it into every pod."""
+    path = directory / "job.key"
+    path.write_bytes(secrets.token_bytes(32))
+    return path
 
 
 def ps_env(directory: Path, *, shards: int, workers: int, config: str, wait: str) -> dict[str, str]:
     """What every pod of one parameter-server job shares."""
     return {
+        "TJ_JOB_KEY_FILE": str(write_job_key(directory)),
         "TJ_NUM_PS": str(shards),
         "TJ_NUM_WORKERS": str(workers),
         "TJ_PS_ADDRS": ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards)),
@@ -78,7 +88,7 @@ def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Pat
     server = start_role(pods, logs, env, "ps", 0)
     host, port = env["TJ_PS_ADDRS"].split(":")
     wait_for_port(host, int(port), 60, "parameter server")
-    stale = Connection(host, int(port), 30)
+    stale = Connection(host, int(port), Path(env["TJ_JOB_KEY_FILE"]).read_bytes(), REPLY_LIMIT, 30)
     hello = stale.request({"op": "hello", "worker": 1})
     zeros = {name: torch.zeros_like(value) for name, value in hello["params"].items()}
     worker = start_role(pods, logs, env, "worker", 0)

@@ -33,13 +33,21 @@ def test_torchrun_variables_are_enough() -> None:
         ({"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "a"}, "TJ_PS_ADDRS"),
         ({"TJ_CHECKPOINT_EVERY_SECONDS": "-1"}, "TJ_CHECKPOINT_EVERY_SECONDS"),
         ({"NODE_RANK": "2", "WORLD_SIZE": "2"}, "WORLD_SIZE"),
+        ({"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "a:1"}, "TJ_JOB_KEY_FILE"),
+        ({"TJ_ROLE": "ps", "TJ_PS_ADDRS": "a:1", "TJ_JOB_KEY_FILE": " "}, "TJ_JOB_KEY_FILE"),
     ],
-    ids=["role", "nproc", "ps-count", "ps-port", "seconds", "rank-outside-world"],
+    ids=["role", "nproc", "ps-count", "ps-port", "seconds", "rank-outside-world", "ps-worker-key", "ps-key"],
 )
 def test_bad_variables_are_named(variables: dict[str, str], field: str) -> None:
     with pytest.raises(ConfigError) as caught:
         read_env(variables)
     assert caught.value.field == field
+
+
+def test_the_job_key_file_is_read_and_only_parameter_server_jobs_need_it() -> None:
+    ps = read_env({"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "a:1", "TJ_JOB_KEY_FILE": "/keys/job"})
+    assert str(ps.job_key_file) == "/keys/job"
+    assert read_env({"WORLD_SIZE": "2"}).job_key_file is None
 
 
 @pytest.mark.parametrize(

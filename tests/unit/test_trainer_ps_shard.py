@@ -50,3 +50,33 @@ def test_state_round_trips() -> None:
     copy.load_state_dict(state.state_dict())
     assert (copy.version, copy.next_steps, copy.stats) == (state.version, state.next_steps, state.stats)
     assert torch.equal(copy.values()["w"], state.values()["w"])
+
+
+@pytest.mark.parametrize(
+    ("step", "version", "grads", "problem"),
+    [
+        (2, 0, {"w": torch.ones(2)}, "step 2"),
+        (-1, 0, {"w": torch.ones(2)}, "step -1"),
+        (1, 2, {"w": torch.ones(2)}, "version 2"),
+        (1, 0, {"w": torch.ones(3)}, "gradient of 'w'"),
+        (1, 0, {"w": torch.ones(2, dtype=torch.float64)}, "gradient of 'w'"),
+        (1, 0, {"w": torch.ones(2), "x": torch.ones(2)}, "exactly"),
+        (1, 0, {}, "exactly"),
+        (1, 0, None, "exactly"),
+    ],
+    ids=["skips-a-step", "negative-step", "future-version", "shape", "dtype", "extra-name", "missing", "not-a-dict"],
+)
+def test_pushes_that_do_not_fit_the_shard_are_refused(step: int, version: int, grads: object, problem: str) -> None:
+    state = shard(bound=1)
+    state.apply(worker=0, step=0, version=0, grads={"w": torch.ones(2)})
+    with pytest.raises(ValueError, match=problem):
+        state.check_push(worker=0, step=step, version=version, grads=grads)
+
+
+def test_a_repeated_or_next_step_fits() -> None:
+    state = shard(bound=1)
+    state.apply(worker=0, step=0, version=0, grads={"w": torch.ones(2)})
+    grads = {"w": torch.ones(2)}
+    assert state.check_push(worker=0, step=0, version=1, grads=grads) is grads
+    assert state.check_push(worker=0, step=1, version=0, grads=grads) is grads
+    assert state.check_push(worker=1, step=0, version=1, grads=grads) is grads

@@ -40,6 +40,7 @@ class TrainerEnv:
     checkpoint: CheckpointPolicy = CheckpointPolicy()
     progress_port: int | None = None
     progress_file: Path | None = None
+    job_key_file: Path | None = None
 
     @property
     def rank(self) -> int:
@@ -116,6 +117,7 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
     nproc = _int(env, (c.NPROC_PER_POD, c.PET_NPROC_PER_NODE), 1, minimum=1)
     nnodes = _int(env, (c.PET_NNODES,), 1, minimum=1)
     progress_file = env.get(c.PROGRESS_FILE, "").strip()
+    job_key_file = env.get(c.JOB_KEY_FILE, "").strip()
     result = TrainerEnv(
         job_name=env.get(c.JOB_NAME, "local"),
         attempt=_int(env, (c.ATTEMPT,), 1, minimum=1),
@@ -135,6 +137,7 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
         checkpoint=_checkpoint_policy(env),
         progress_port=_int(env, (c.PROGRESS_PORT,), 0) or None,
         progress_file=Path(progress_file) if progress_file else None,
+        job_key_file=Path(job_key_file) if job_key_file else None,
     )
     _check_consistency(result)
     return result
@@ -149,3 +152,5 @@ def _check_consistency(env: TrainerEnv) -> None:
         raise ConfigError("environment", c.PS_ADDRS, f"needs {env.num_ps} addresses, got {len(env.ps_addrs)}")
     if env.role == c.ROLE_PS and env.replica_index >= len(env.ps_addrs):
         raise ConfigError("environment", c.REPLICA_INDEX, f"no address for parameter server {env.replica_index}")
+    if env.is_parameter_server_job and env.job_key_file is None:
+        raise ConfigError("environment", c.JOB_KEY_FILE, "is required in parameter-server mode")

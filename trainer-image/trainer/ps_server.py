@@ -3,7 +3,9 @@
 import asyncio
 import contextlib
 import logging
+import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -13,8 +15,9 @@ from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
+from trainer.ps_auth import read_job_key
 from trainer.ps_shard import ShardState, assign_shards
-from trainer.ps_wire import Message, encode, read_message
+from trainer.ps_wire import Message, ProtocolError, accept_session, frame_limit, read_message, write_message
 from trainer.signals import StopFlag
 from trainer.training import configure_determinism
 from trainer.workloads import build_model
@@ -22,6 +25,7 @@ from trainer.workloads import build_model
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.1
+FIRST_MESSAGE_SECONDS = 30.0
 
 
 def shard_params(config: TrainerConfig, index: int, shards: int) -> dict[str, torch.Tensor]:
@@ -32,13 +36,37 @@ def shard_params(config: TrainerConfig, index: int, shards: int) -> dict[str, to
     return {name: p.detach() for name, p in named.items() if assignment[name] == index}
 
 
+@dataclass
+class Peer:
+    """One connection: who is at the other end, and which worker its authenticated hello said it speaks for."""
+
+    address: str
+    worker: int | None = None
+
+
+def _address(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+
+def _integer(message: Message, name: str, low: int = 0, high: int | None = None) -> int:
+    value = message.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"{name!r} must be an integer, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        raise ProtocolError(f"{name!r} must be in [{low}, {high}]")
+    return value
+
+
 class ParameterServer:
     """One shard behind an asyncio TCP server; no request ever waits on another worker, except wait_done."""
 
     def __init__(self, env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> None:
         self.env, self.stop = env, stop
+        self.key = read_job_key(env.job_key_file)
         self.index = env.replica_index
         self.shard = ShardState(shard_params(config, self.index, len(env.ps_addrs)), config)
+        self.limit = frame_limit(self.shard.params)
         self.checkpointer = Checkpointer(
             checkpoint_root(env.checkpoint, f"ps-{self.index}"), asynchronous=config.async_checkpoint
         )
@@ -46,6 +74,7 @@ class ParameterServer:
         self.all_done = asyncio.Event()
         self.finished = asyncio.Event()
         self.last_message_at = time.monotonic()
+        self.connections: set[asyncio.Task[None]] = set()
 
     def resume(self) -> None:
         """Continue from this shard's newest complete checkpoint, if any."""
@@ -71,42 +100,91 @@ class ParameterServer:
         """Counters, plus who is done."""
         return {"op": "stats", "stats": self.shard.stats.as_dict(), "done": sorted(self.done_workers)}
 
-    async def dispatch(self, message: Message) -> Message:
-        """Answer one request."""
-        op, worker = message["op"], int(message.get("worker", -1))
+    async def dispatch(self, peer: Peer, message: Message) -> Message:
+        """Answer one authenticated request, or raise ProtocolError (the connection is then dropped)."""
+        op = message["op"]
         if op == "hello":
-            log.info("worker %d connected (next step %d)", worker, self.shard.next_step(worker))
-            return self._reply_params(next_step=self.shard.next_step(worker))
+            return self._hello(peer, message)
+        worker = self._worker(peer, message)
         if op == "push":
-            result = self.shard.apply(worker, int(message["step"]), int(message["version"]), message["grads"])
-            if self.checkpointer.is_step_due(self.shard.version) and result.accepted:
-                self.save()
-            return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+            return self._push(worker, message)
         if op == "pull":
             return self._reply_params()
         if op == "done":
             self._mark_done(worker)
             return self.stats()
         if op == "wait_done":
+            timeout = self._wait_seconds(message)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.all_done.wait(), timeout=float(message["timeout"]))
+                await asyncio.wait_for(self.all_done.wait(), timeout)
             return self.stats()
-        if op == "finish":
+        if op == "finish" and worker == 0:
             self.finished.set()
             return {"op": "bye"}
-        raise ValueError(f"unknown op {op!r}")
+        raise ProtocolError(f"op {op!r} is not one worker {worker} may send")
+
+    def _hello(self, peer: Peer, message: Message) -> Message:
+        worker = _integer(message, "worker", 0, self.env.num_workers - 1)
+        if peer.worker not in (None, worker):
+            raise ProtocolError(f"a connection of worker {peer.worker} said hello as worker {worker}")
+        peer.worker = worker
+        log.info("worker %d connected from %s (next step %d)", worker, peer.address, self.shard.next_step(worker))
+        return self._reply_params(next_step=self.shard.next_step(worker))
+
+    def _worker(self, peer: Peer, message: Message) -> int:
+        """The worker this connection speaks for; a message may not name another."""
+        if peer.worker is None:
+            raise ProtocolError(f"op {message['op']!r} before hello")
+        if "worker" in message:
+            _integer(message, "worker", peer.worker, peer.worker)
+        return peer.worker
+
+    def _push(self, worker: int, message: Message) -> Message:
+        step, version = _integer(message, "step"), _integer(message, "version")
+        try:
+            grads = self.shard.check_push(worker, step, version, message.get("grads"))
+        except ValueError as error:
+            raise ProtocolError(str(error)) from None
+        result = self.shard.apply(worker, step, version, grads)
+        if self.checkpointer.is_step_due(self.shard.version) and result.accepted:
+            self.save()
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+
+    def _wait_seconds(self, message: Message) -> float:
+        timeout = message.get("timeout")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout):
+            raise ProtocolError("'timeout' must be a finite number")
+        return min(max(float(timeout), 0.0), self.env.master_wait_seconds)
+
+    def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A new connection, served by a task of its own that shutdown can cancel."""
+        task = asyncio.create_task(self.handle(reader, writer))
+        self.connections.add(task)
+        task.add_done_callback(self.connections.discard)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """Serve one worker connection until it closes or breaks."""
+        """Serve one connection until it closes or breaks a rule; whatever the peer does, the server carries on."""
+        peer = Peer(_address(writer))
         try:
-            while (message := await read_message(reader)) is not None:
-                self.last_message_at = time.monotonic()
-                writer.write(encode(await self.dispatch(message)))
-                await writer.drain()
-        except (ConnectionError, ValueError) as error:
-            log.warning("dropping a worker connection: %s", error)
+            await self.converse(reader, writer, peer)
+        except (ConnectionError, EOFError, TimeoutError, ValueError) as error:
+            log.warning("dropping the connection from %s (worker %s): %s", peer.address, peer.worker, error)
+        except Exception:
+            log.exception("dropping the connection from %s (worker %s)", peer.address, peer.worker)
         finally:
             writer.close()
+
+    async def converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer) -> None:
+        """The nonce exchange and the first message within a deadline, then request after request."""
+        async with asyncio.timeout(FIRST_MESSAGE_SECONDS):
+            session = await accept_session(reader, writer, self.key, self.limit)
+            if session is None:
+                return
+            message = await read_message(reader, session)
+        while message is not None:
+            self.last_message_at = time.monotonic()
+            await write_message(writer, session, await self.dispatch(peer, message))
+            message = await read_message(reader, session)
 
     async def watch(self) -> ExitCode:
         """Wait for the end: finish, SIGTERM, all done and nobody asking, or silence past the deadline."""
@@ -127,16 +205,24 @@ class ParameterServer:
         """Run the server until watch() says the job is over, then write the final checkpoint."""
         self.resume()
         port = self.env.ps_addrs[self.index][1]
-        server = await asyncio.start_server(self.handle, host="0.0.0.0", port=port, reuse_address=True)
+        server = await asyncio.start_server(self.accept, host="0.0.0.0", port=port, reuse_address=True)
         log.info("parameter server %d serving %d tensors on port %d", self.index, len(self.shard.params), port)
         try:
             code = await self.watch()
         finally:
             server.close()
+            await self.close_connections()
             self.save()
             self.checkpointer.wait()
             log.info("parameter server %d: version %d, %s", self.index, self.shard.version, self.shard.stats)
         return code
+
+    async def close_connections(self) -> None:
+        """End every open connection before the final checkpoint (quietly: a cancelled task is no error)."""
+        tasks = list(self.connections)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def run_parameter_server(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:

@@ -80,6 +80,24 @@ class ShardState:
         """The first step this shard has not seen from `worker`."""
         return self.next_steps.get(worker, 0)
 
+    def check_push(self, worker: int, step: int, version: int, grads: object) -> dict[str, torch.Tensor]:
+        """`grads`, if the push fits this shard: else ValueError, and nothing changes.
+
+        A worker's steps arrive in order with no gap (it resumes at the smallest next step its shards report), so
+        a step past this shard's next one for the worker is refused rather than allowed to skip steps; a version
+        is one this shard has had; the gradients are exactly this shard's tensors: names, shapes, dtypes, devices.
+        """
+        if not 0 <= step <= self.next_step(worker):
+            raise ValueError(f"step {step} of worker {worker} is outside [0, {self.next_step(worker)}]")
+        if not 0 <= version <= self.version:
+            raise ValueError(f"version {version} is outside [0, {self.version}]")
+        if not isinstance(grads, dict) or set(grads) != set(self.params):
+            raise ValueError("the gradients must name exactly this shard's parameters")
+        for name, param in self.params.items():
+            if not _is_like(grads[name], param):
+                raise ValueError(f"the gradient of {name!r} is not a dense tensor shaped like its parameter")
+        return grads
+
     def apply(self, worker: int, step: int, version: int, grads: dict[str, torch.Tensor]) -> PushResult:
         """Apply or refuse one worker's gradient for one step; a step seen before is ignored."""
         if step < self.next_step(worker):
@@ -124,3 +142,11 @@ class ShardState:
         self.next_steps = {int(worker): step for worker, step in state["next_steps"].items()}
         stats = dict(state["stats"])
         self.stats = ShardStats(**stats)
+
+
+def _is_like(value: object, param: torch.Tensor) -> bool:
+    return (
+        isinstance(value, torch.Tensor)
+        and value.layout == torch.strided
+        and (value.shape, value.dtype, value.device) == (param.shape, param.dtype, param.device)
+    )

@@ -1,86 +1,130 @@
-"""Parameter-server messages: an 8-byte length, then a torch.save'd dict of tensors and scalars."""
+"""Parameter-server messages: a torch.save'd dict of tensors and scalars, in authenticated frames (ps_auth)."""
 
 import asyncio
 import io
 import socket
-import struct
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-HEADER = struct.Struct("!Q")
-MAX_MESSAGE_BYTES = 1 << 31
+from trainer.ps_auth import HEADER, NONCE_BYTES, Session, new_nonce
+
+FIXED_OVERHEAD = 64 << 10
+PER_TENSOR_OVERHEAD = 1 << 10
 
 Message = dict[str, Any]
 
 
+class ProtocolError(ValueError):
+    """An authenticated peer sent something the protocol does not allow."""
+
+
+def frame_limit(tensors: Mapping[str, torch.Tensor]) -> int:
+    """The largest payload a message carrying these tensors (or tensors like them) needs, with its other fields."""
+    sizes = (t.numel() * t.element_size() + len(name.encode()) + PER_TENSOR_OVERHEAD for name, t in tensors.items())
+    return sum(sizes) + FIXED_OVERHEAD
+
+
 def encode(message: Message) -> bytes:
-    """Frame one message."""
+    """One message's payload."""
     buffer = io.BytesIO()
     torch.save(message, buffer)
-    payload = buffer.getvalue()
-    return HEADER.pack(len(payload)) + payload
+    return buffer.getvalue()
 
 
-def decode(payload: bytes) -> Message:
-    """Parse one message body; only tensors and plain data are accepted (weights_only)."""
-    message = torch.load(io.BytesIO(payload), weights_only=True)
-    if not isinstance(message, dict) or "op" not in message:
-        raise ValueError("a message must be a dict with an 'op'")
+def decode(payload: bytes | bytearray) -> Message:
+    """Parse one authenticated payload; only tensors and plain data are accepted (weights_only)."""
+    try:
+        message = torch.load(io.BytesIO(payload), weights_only=True)
+    except Exception as error:
+        raise ProtocolError(f"undecodable message: {error}") from None
+    if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+        raise ProtocolError("a message must be a dict with a string 'op'")
     return message
 
 
-def _check_length(length: int) -> int:
-    if length > MAX_MESSAGE_BYTES:
-        raise ValueError(f"message of {length} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
-    return length
+async def accept_session(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, job_key: bytes, limit: int
+) -> Session | None:
+    """The server's side of the nonce exchange; None when the peer left without a word (a port probe)."""
+    try:
+        client_nonce = await reader.readexactly(NONCE_BYTES)
+    except asyncio.IncompleteReadError as error:
+        if error.partial:
+            raise ConnectionError("connection closed inside the nonce") from None
+        return None
+    server_nonce = new_nonce()
+    writer.write(server_nonce)
+    return Session.start(job_key, server_nonce, client_nonce, server=True, limit=limit)
 
 
-async def read_message(reader: asyncio.StreamReader) -> Message | None:
-    """The next message, or None when the peer closed the connection between messages."""
+async def read_message(reader: asyncio.StreamReader, session: Session) -> Message | None:
+    """The next authenticated message, or None when the peer closed the connection between messages."""
     try:
         header = await reader.readexactly(HEADER.size)
     except asyncio.IncompleteReadError as error:
         if error.partial:
-            raise ConnectionError("connection closed inside a message header") from None
+            raise ConnectionError("connection closed inside a frame header") from None
         return None
-    (length,) = HEADER.unpack(header)
-    return decode(await reader.readexactly(_check_length(length)))
+    length = session.open_header(header)
+    try:
+        payload = await reader.readexactly(length)
+    except asyncio.IncompleteReadError:
+        raise ConnectionError("connection closed inside a frame") from None
+    return decode(session.open_body(payload))
+
+
+async def write_message(writer: asyncio.StreamWriter, session: Session, message: Message) -> None:
+    """Send one authenticated message."""
+    payload = encode(message)
+    writer.writelines((session.seal(payload), payload))
+    await writer.drain()
 
 
 class Connection:
-    """A blocking client connection; every call has a timeout, so a dead peer never hangs the caller."""
+    """A blocking, authenticated client connection; every call has a timeout, so a dead peer never hangs it."""
 
-    def __init__(self, host: str, port: int, timeout: float) -> None:
+    def __init__(self, host: str, port: int, job_key: bytes, limit: int, timeout: float) -> None:
         self.address = f"{host}:{port}"
         self.timeout = timeout
         self._socket = socket.create_connection((host, port), timeout=timeout)
-        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client_nonce = new_nonce()
+            self._socket.sendall(client_nonce)
+            server_nonce = bytes(self._read_exactly(NONCE_BYTES))
+        except BaseException:
+            self._socket.close()
+            raise
+        self._session = Session.start(job_key, server_nonce, client_nonce, server=False, limit=limit)
 
     def send(self, message: Message) -> None:
         """Send one message."""
-        self._socket.sendall(encode(message))
+        payload = encode(message)
+        self._socket.sendall(self._session.seal(payload))
+        self._socket.sendall(payload)
 
     def receive(self, timeout: float | None = None) -> Message:
-        """Wait (at most `timeout`, default the connection's) for one message."""
+        """Wait (at most `timeout`, default the connection's) for one authenticated message."""
         self._socket.settimeout(timeout or self.timeout)
-        (length,) = HEADER.unpack(self._read_exactly(HEADER.size))
-        return decode(self._read_exactly(_check_length(length)))
+        length = self._session.open_header(self._read_exactly(HEADER.size))
+        return decode(self._session.open_body(self._read_exactly(length)))
 
     def request(self, message: Message, timeout: float | None = None) -> Message:
         """Send, then wait for the reply."""
         self.send(message)
         return self.receive(timeout)
 
-    def _read_exactly(self, size: int) -> bytes:
-        chunks, remaining = [], size
-        while remaining:
-            chunk = self._socket.recv(min(remaining, 1 << 20))
-            if not chunk:
+    def _read_exactly(self, size: int) -> bytearray:
+        buffer = bytearray(size)
+        view, received = memoryview(buffer), 0
+        while received < size:
+            count = self._socket.recv_into(view[received:], min(size - received, 1 << 20))
+            if not count:
                 raise ConnectionError(f"{self.address} closed the connection")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
+            received += count
+        return buffer
 
     def close(self) -> None:
         """Close the socket."""

@@ -11,8 +11,9 @@ from trainer.contract import ExitCode
 from trainer.env import TrainerEnv
 from trainer.failures import ConfigError, RetryableError
 from trainer.progress import ProgressReporter
+from trainer.ps_auth import read_job_key
 from trainer.ps_shard import assign_shards
-from trainer.ps_wire import Connection, Message
+from trainer.ps_wire import Connection, Message, frame_limit
 from trainer.rendezvous import wait_for_port
 from trainer.signals import StopFlag
 from trainer.training import DataOrder, compute_loss, configure_determinism, total_steps
@@ -28,6 +29,7 @@ class PsWorker:
 
     def __init__(self, env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> None:
         self.env, self.config, self.stop = env, config, stop
+        self.key = read_job_key(env.job_key_file)
         self.index = env.replica_index
         data = load_dataset(config.workload)
         self.data = data
@@ -40,19 +42,30 @@ class PsWorker:
         self.params = dict(self.model.named_parameters())
         sizes = [(name, p.numel()) for name, p in self.params.items()]
         self.assignment = assign_shards(sizes, len(env.ps_addrs))
+        self.reply_limits = [frame_limit(self._shard_params(shard)) for shard in range(len(env.ps_addrs))]
         self.connections: list[Connection] = []
         self.versions = [0] * len(env.ps_addrs)
         self.step = 0
         self.max_staleness_seen = 0
 
+    def _shard_params(self, shard: int) -> dict[str, torch.Tensor]:
+        return {name: p for name, p in self.params.items() if self.assignment[name] == shard}
+
     def connect(self) -> None:
-        """(Re)connect to every shard, waiting for each with a deadline; resume at the shards' step for us."""
+        """(Re)connect to every shard, waiting for each with a deadline; resume at the shards' step for us.
+
+        Each connection says hello at once: a server drops a connection whose first message is late.
+        """
         self.close()
-        for host, port in self.env.ps_addrs:
+        next_steps = []
+        for shard, (host, port) in enumerate(self.env.ps_addrs):
             wait_for_port(host, port, self.env.master_wait_seconds, "parameter server")
-            self.connections.append(Connection(host, port, REQUEST_TIMEOUT))
-        replies = self._broadcast({"op": "hello", "worker": self.index})
-        self.step = min(int(reply["next_step"]) for reply in replies)
+            connection = Connection(host, port, self.key, self.reply_limits[shard], REQUEST_TIMEOUT)
+            self.connections.append(connection)
+            reply = connection.request({"op": "hello", "worker": self.index})
+            self._load(shard, reply)
+            next_steps.append(int(reply["next_step"]))
+        self.step = min(next_steps)
 
     def _broadcast(self, message: Message, per_shard: list[Message] | None = None) -> list[Message]:
         for shard, connection in enumerate(self.connections):
