@@ -276,6 +276,27 @@ INVALID = [
         "spec.workers.affinity.nodeAfinity",
     ),
     Case("name-too-long", job(name="a" * 41), "metadata.name"),
+    Case(
+        "volume-name-reserved",
+        command_job(volumes=[{"name": "tj-key", "emptyDir": {}}]),
+        "spec.workers.volumes[0].name",
+    ),
+    Case(
+        "mount-over-the-key",
+        command_job(
+            volumes=[{"name": "v", "emptyDir": {}}], volumeMounts=[{"name": "v", "mountPath": "/var/run/trainingjob"}]
+        ),
+        "spec.workers.volumeMounts[0].mountPath",
+    ),
+    Case(
+        "mount-over-the-checkpoint",
+        with_value(
+            command_job(volumes=[{"name": "v", "emptyDir": {}}], volumeMounts=[{"name": "v", "mountPath": "/ckpt"}]),
+            "spec.checkpoint",
+            checkpoint(path="/ckpt"),
+        ),
+        "spec.workers.volumeMounts",
+    ),
     Case("root-while-non-root", job(workers={"securityContext": {"runAsUser": 0}}), "spec.workers.securityContext"),
     Case(
         "negative-user", job(workers={"securityContext": {"runAsUser": -1}}), "spec.workers.securityContext.runAsUser"

@@ -4,10 +4,10 @@ builders; the key itself is drawn by the cluster client when it creates the Secr
 
 from typing import Any
 
+from trainingjob.model.volumes import KEY_VOLUME_NAME, RESERVED_MOUNT_ROOT
 from trainingjob.naming import JOB_LABEL
 
-KEY_VOLUME = "trainingjob-key"
-KEY_MOUNT_PATH = "/var/run/trainingjob/key"
+KEY_MOUNT_PATH = f"{RESERVED_MOUNT_ROOT}/key"
 KEY_FILE = "key"
 KEY_BYTES = 32
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
@@ -40,11 +40,11 @@ def key_secret_manifest(job: str, uid: str, owner: dict[str, Any]) -> dict[str, 
 
 def key_volume(job: str, uid: str) -> dict[str, Any]:
     """The Secret as a volume readable by the pod's fsGroup only (mode 0440)."""
-    return {"name": KEY_VOLUME, "secret": {"secretName": key_secret_name(job, uid), "defaultMode": 0o440}}
+    return {"name": KEY_VOLUME_NAME, "secret": {"secretName": key_secret_name(job, uid), "defaultMode": 0o440}}
 
 
 def key_mount() -> dict[str, Any]:
-    return {"name": KEY_VOLUME, "mountPath": KEY_MOUNT_PATH, "readOnly": True}
+    return {"name": KEY_VOLUME_NAME, "mountPath": KEY_MOUNT_PATH, "readOnly": True}
 
 
 def network_policy_manifest(

@@ -1,6 +1,7 @@
 """The TrainingJob spec: mode, roles, built-in trainer, checkpoint, run policy and scheduling."""
 
 from enum import StrEnum
+from functools import partial
 from typing import Annotated
 
 from pydantic import Field
@@ -79,6 +80,14 @@ def _pod_count(spec: "TrainingJobSpec") -> int:
 
 
 _PS_COMMAND_NEEDED = "spec.parameterServers.command is required when spec.trainer is not set"
+
+
+def _checkpoint_path_free(spec: "TrainingJobSpec", role: str) -> bool:
+    """No volume of the role is mounted where the checkpoint volume is."""
+    found = spec.workers if role == "workers" else spec.parameter_servers
+    if spec.checkpoint is None or found is None:
+        return True
+    return all(m.mount_path != spec.checkpoint.path for m in found.volume_mounts or [])
 
 
 class TrainingJobSpec(ApiModel):
@@ -167,5 +176,16 @@ class TrainingJobSpec(ApiModel):
             message="spec.scheduling.minAvailable must not exceed the job's pod count",
             reason=Reason.INVALID,
             holds=lambda s: not s.scheduling or (s.scheduling.min_available or 0) <= _pod_count(s),
+        ),
+        *(
+            Rule(
+                field=f"{role}.volumeMounts",
+                cel=f"!has(self.checkpoint) || !has(self.{role}) || !has(self.{role}.volumeMounts)"
+                f" || self.{role}.volumeMounts.all(m, m.mountPath != self.checkpoint.path)",
+                message=f"spec.{role}.volumeMounts: spec.checkpoint.path is where the checkpoint volume is mounted",
+                reason=Reason.INVALID,
+                holds=partial(_checkpoint_path_free, role=role),
+            )
+            for role in ("workers", "parameterServers")
         ),
     )

@@ -8,6 +8,9 @@ from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int
 from trainingjob.rules import Reason, Rule
 
 CHECKPOINT_VOLUME_NAME = "tj-checkpoint"  # the operator mounts spec.checkpoint.volume under this name
+KEY_VOLUME_NAME = "tj-key"  # ... and the job's key Secret under this one
+RESERVED_VOLUME_PREFIX = "tj-"
+RESERVED_MOUNT_ROOT = "/var/run/trainingjob"  # where the operator mounts what it adds (the key)
 AbsolutePath = Annotated[Str, Field(pattern=r"^/", max_length=1024)]
 ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
 FileMode = Annotated[Int, Field(ge=0, le=0o777)]
@@ -121,10 +124,11 @@ class Volume(ApiModel):
     cross_field_rules = (
         Rule(
             field="name",
-            cel=f"self.name != '{CHECKPOINT_VOLUME_NAME}'",
-            message=f"{CHECKPOINT_VOLUME_NAME} is reserved for the volume of spec.checkpoint",
+            cel=f"!self.name.startsWith('{RESERVED_VOLUME_PREFIX}')",
+            message=f"volume names starting with {RESERVED_VOLUME_PREFIX} are reserved for the operator's volumes "
+            f"({CHECKPOINT_VOLUME_NAME}, {KEY_VOLUME_NAME})",
             reason=Reason.INVALID,
-            holds=lambda v: v.name != CHECKPOINT_VOLUME_NAME,
+            holds=lambda v: not v.name.startswith(RESERVED_VOLUME_PREFIX),
         ),
         Rule(
             field="name",
@@ -147,3 +151,15 @@ class VolumeMount(ApiModel):
     """Mount only this directory of the volume."""
     read_only: Bool | None = None
     """Mount the volume read-only."""
+
+    cross_field_rules = (
+        Rule(
+            field="mountPath",
+            cel=f"self.mountPath != '{RESERVED_MOUNT_ROOT}' && !self.mountPath.startsWith('{RESERVED_MOUNT_ROOT}/')",
+            message=f"{RESERVED_MOUNT_ROOT} is reserved for what the operator mounts (the job's key)",
+            reason=Reason.INVALID,
+            holds=lambda m: (
+                m.mount_path != RESERVED_MOUNT_ROOT and not m.mount_path.startswith(RESERVED_MOUNT_ROOT + "/")
+            ),
+        ),
+    )
