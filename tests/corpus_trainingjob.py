@@ -297,6 +297,22 @@ INVALID = [
         ),
         "spec.workers.volumeMounts",
     ),
+    Case(
+        "extended-request-without-limit",
+        job(workers=resources(requests={"example.com/fpga": 1})),
+        "spec.workers.resources.requests",
+    ),
+    Case(
+        "extended-request-below-limit",
+        job(workers=resources(requests={"nvidia.com/gpu": 1}, limits={"nvidia.com/gpu": 2})),
+        "spec.workers.resources.requests",
+    ),
+    Case(
+        "extended-fraction-hidden-by-limit",
+        job(workers=resources(requests={"example.com/fpga": "500m"}, limits={"example.com/fpga": 1})),
+        "spec.workers.resources",
+    ),
+    Case("label-name-64", job(workers={"nodeSelector": {"a" * 64: "x"}}), "spec.workers.nodeSelector"),
     Case("root-while-non-root", job(workers={"securityContext": {"runAsUser": 0}}), "spec.workers.securityContext"),
     Case(
         "negative-user", job(workers={"securityContext": {"runAsUser": -1}}), "spec.workers.securityContext.runAsUser"

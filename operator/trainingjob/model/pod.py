@@ -129,7 +129,11 @@ class EnvVar(ApiModel):
 
 
 def _extended(name: str) -> bool:
-    return "/" in name and not name.startswith("kubernetes.io/")
+    """Kubernetes' test: a resource with a domain outside kubernetes.io (nvidia.com/gpu) is extended."""
+    return "/" in name and "kubernetes.io/" not in name
+
+
+_EXTENDED_CEL = "k.contains('/') && !k.contains('kubernetes.io/')"
 
 
 def _requests_within_limits(resources: "Resources") -> bool:
@@ -138,8 +142,18 @@ def _requests_within_limits(resources: "Resources") -> bool:
 
 
 def _extended_are_whole(resources: "Resources") -> bool:
-    quantities = {**(resources.requests or {}), **(resources.limits or {})}
-    return all(parse_quantity(v) % 1 == 0 for k, v in quantities.items() if _extended(k))
+    amounts = [*(resources.requests or {}).items(), *(resources.limits or {}).items()]
+    return all(parse_quantity(v) % 1 == 0 for k, v in amounts if _extended(k))
+
+
+def _extended_requests_are_limits(resources: "Resources") -> bool:
+    """An extended resource cannot be overcommitted: a request needs the same limit."""
+    limits = resources.limits or {}
+    return all(
+        k in limits and parse_quantity(v) == parse_quantity(limits[k])
+        for k, v in (resources.requests or {}).items()
+        if _extended(k)
+    )
 
 
 class Resources(ApiModel):
@@ -162,11 +176,20 @@ class Resources(ApiModel):
         Rule(
             field="limits",
             cel="[has(self.requests) ? self.requests : {}, has(self.limits) ? self.limits : {}].all(m,"
-            " m.all(k, !k.contains('/') || k.startsWith('kubernetes.io/')"
-            " || quantity(string(m[k])).isInteger()))",
+            f" m.all(k, !({_EXTENDED_CEL}) || quantity(string(m[k])).isInteger()))",
             message="extended resources such as nvidia.com/gpu must be whole numbers",
             reason=Reason.INVALID,
             holds=_extended_are_whole,
+        ),
+        Rule(
+            field="requests",
+            cel=f"!has(self.requests) || self.requests.all(k, !({_EXTENDED_CEL}) || has(self.limits)"
+            " && k in self.limits && quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k])))"
+            " == 0)",
+            message="an extended resource such as nvidia.com/gpu cannot be overcommitted: set its limit, equal to"
+            " its request (or set only the limit)",
+            reason=Reason.INVALID,
+            holds=_extended_requests_are_limits,
         ),
     )
 

@@ -1,0 +1,111 @@
+"""Admission is the truth: for random TrainingJobs (tests/strategies_trainingjob.py) pydantic and the real
+apiserver give the same verdict, and every pod and Service the operator would create for an accepted job passes
+the apiserver's own validation (a server-side dry run). A job the schema accepts never fails only at runtime."""
+
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+from kubernetes import client
+from pydantic import ValidationError
+from tests.integration.conftest import install_crd
+from tests.strategies_trainingjob import PRIORITY_CLASSES, SERVICE_ACCOUNTS, trainingjobs
+from tests.support.controlplane import ControlPlane
+
+from trainingjob.manifests import access_manifests, pod_manifest, replicas, service_manifest
+from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
+
+pytestmark = pytest.mark.envtest
+
+EXAMPLES = int(os.environ.get("TJ_ADMISSION_EXAMPLES", "300"))
+SEED = int(os.environ.get("TJ_ADMISSION_SEED", "20261122"))
+UID = "0f0e0d0c-0b0a-0908-0706-050403020100"
+
+
+class Apiserver:
+    """Dry runs in one namespace of the envtest apiserver."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.namespace = namespace
+        self.jobs, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
+
+    def job(self, manifest: dict[str, Any]) -> str | None:
+        """None when the apiserver would store the job, else why not."""
+        return self._verdict(
+            lambda: self.jobs.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, manifest, dry_run="All", field_validation="Strict"
+            )
+        )
+
+    def children(self, job: TrainingJob) -> list[str]:
+        """What the apiserver says against each child the operator would create; [] when all pass."""
+        creators = {
+            "Pod": self.core.create_namespaced_pod,
+            "Service": self.core.create_namespaced_service,
+            "Secret": self.core.create_namespaced_secret,
+            "NetworkPolicy": self.networking.create_namespaced_network_policy,
+        }
+        children = [service_manifest(job, UID), *access_manifests(job, UID, "tj-system", True)]
+        children += [pod_manifest(job, UID, replica, 1) for replica in replicas(job)]
+        said = []
+        for child in children:
+            verdict = self._verdict(lambda c=child: creators[c["kind"]](self.namespace, c, dry_run="All"))
+            if verdict is not None:
+                said.append(f"{child['kind']} {child['metadata']['name']}: {verdict}")
+        return said
+
+    @staticmethod
+    def _verdict(call: Any) -> str | None:
+        try:
+            call()
+        except client.ApiException as error:
+            if error.status not in (400, 403, 422):  # 403: refused by an admission plugin
+                raise
+            return str(json.loads(error.body).get("message", error.body))
+        return None
+
+
+@pytest.fixture(scope="module")
+def apiserver(envtest: ControlPlane) -> Iterator[Apiserver]:
+    with envtest.api_client() as api:
+        install_crd(api)
+        namespace = "admission-property"
+        core = client.CoreV1Api(api)
+        core.create_namespace({"metadata": {"name": namespace}})
+        for account in SERVICE_ACCOUNTS:
+            core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+        scheduling = client.SchedulingV1Api(api)
+        for value, name in enumerate(PRIORITY_CLASSES):
+            scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        try:
+            yield Apiserver(api, namespace)
+        finally:
+            core.delete_namespace(namespace)
+            for name in PRIORITY_CLASSES:
+                scheduling.delete_priority_class(name)
+
+
+def pydantic_verdict(manifest: dict[str, Any]) -> TrainingJob | str:
+    try:
+        return TrainingJob.model_validate(manifest | {"metadata": {**manifest["metadata"], "namespace": "ns"}})
+    except ValidationError as error:
+        return str(error)
+
+
+def test_pydantic_the_apiserver_and_pod_admission_agree(apiserver: Apiserver) -> None:
+    print(f"admission property: TJ_ADMISSION_SEED={SEED}, {EXAMPLES} jobs")
+
+    @seed(SEED)
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(trainingjobs())
+    def agree(manifest: dict[str, Any]) -> None:
+        parsed, stored = pydantic_verdict(manifest), apiserver.job(manifest)
+        assert isinstance(parsed, TrainingJob) == (stored is None), f"pydantic: {parsed}\napiserver: {stored}"
+        if isinstance(parsed, TrainingJob):
+            assert apiserver.children(parsed) == []
+
+    agree()
