@@ -313,6 +313,8 @@ INVALID = [
         "spec.workers.resources",
     ),
     Case("label-name-64", job(workers={"nodeSelector": {"a" * 64: "x"}}), "spec.workers.nodeSelector"),
+    Case("snake-case-field", job(run_policy={"backoffLimit": 2}), "spec.run_policy"),
+    Case("snake-case-nested", job(workers={"replicas": 1, "node_selector": {"a": "b"}}), "spec.workers.node_selector"),
     Case("root-while-non-root", job(workers={"securityContext": {"runAsUser": 0}}), "spec.workers.securityContext"),
     Case(
         "negative-user", job(workers={"securityContext": {"runAsUser": -1}}), "spec.workers.securityContext.runAsUser"

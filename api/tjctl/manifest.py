@@ -33,7 +33,7 @@ def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path}: expected one TrainingJob object")
     try:
-        job = TrainingJob.model_validate(manifest)
+        job = TrainingJob.from_manifest(manifest)
     except ValidationError as error:
         lines = [f"  {field_path(e['loc'])}: {e['msg']}" for e in error.errors()]
         raise ManifestError(f"{path}: the TrainingJob is invalid:\n" + "\n".join(lines)) from error

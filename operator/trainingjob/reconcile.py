@@ -105,7 +105,7 @@ def reconcile(
         return Outcome()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
     try:
-        job = TrainingJob.model_validate(manifest)
+        job = TrainingJob.from_manifest(manifest)
     except ValidationError as error:
         observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
         result = plan_invalid(manifest, error, observed, now)

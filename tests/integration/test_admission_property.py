@@ -91,7 +91,7 @@ def apiserver(envtest: ControlPlane) -> Iterator[Apiserver]:
 
 def pydantic_verdict(manifest: dict[str, Any]) -> TrainingJob | str:
     try:
-        return TrainingJob.model_validate(manifest | {"metadata": {**manifest["metadata"], "namespace": "ns"}})
+        return TrainingJob.from_manifest(manifest | {"metadata": {**manifest["metadata"], "namespace": "ns"}})
     except ValidationError as error:
         return str(error)
 

@@ -58,7 +58,7 @@ def _apiserver_verdict(jobs: client.CustomObjectsApi, manifest: dict[str, Any]) 
 def _pydantic_paths(manifest: dict[str, Any]) -> list[str] | None:
     """None when pydantic accepts the manifest, else the paths of its errors."""
     try:
-        TrainingJob.model_validate(manifest)
+        TrainingJob.from_manifest(manifest)
     except ValidationError as error:
         return pydantic_error_paths(error)
     return None

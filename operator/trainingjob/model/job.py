@@ -83,6 +83,12 @@ class TrainingJob(ApiModel):
             raise ValueError(f"kind must be {KIND}")
         return value
 
+    @classmethod
+    def from_manifest(cls, manifest: Any) -> "TrainingJob":
+        """A job as people and the apiserver write it: camelCase only. The Python (snake_case) names are for code;
+        from a manifest they are unknown fields, as the apiserver's strict field validation says."""
+        return cls.model_validate(manifest, by_alias=True, by_name=False)
+
     def to_manifest(self) -> dict[str, Any]:
         """The job as the Kubernetes API takes it: camelCase keys, unset fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
