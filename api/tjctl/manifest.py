@@ -7,6 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 from trainingjob.model import TrainingJob
+from trainingjob_api.documents import DocumentError, decode, parse_yaml
 
 
 class ManifestError(Exception):
@@ -27,8 +28,8 @@ def field_path(location: tuple[int | str, ...]) -> str:
 def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
     """The raw manifest and the validated job."""
     try:
-        manifest = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as error:
+        manifest = parse_yaml(decode(path.read_bytes()))
+    except (OSError, yaml.YAMLError, DocumentError) as error:
         raise ManifestError(f"{path}: cannot read it as YAML: {error}") from error
     if not isinstance(manifest, dict):
         raise ManifestError(f"{path}: expected one TrainingJob object")

@@ -9,7 +9,8 @@ from trainingjob_api import errors
 from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
 from trainingjob_api.deps import AppState
 from trainingjob_api.kube import Kube
-from trainingjob_api.metrics import ApiMetrics
+from trainingjob_api.logs import PodLogs, StreamSlots
+from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
 from trainingjob_api.routers import health, jobs, observe
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
@@ -29,6 +30,9 @@ def build_state(settings: ApiSettings, kube: Kube) -> AppState:
         authenticator=Authenticator(kube, TtlCache(ttl, size)),
         authorizer=Authorizer(kube, TtlCache(ttl, size)),
         metrics=ApiMetrics(),
+        pod_logs=PodLogs(kube.api.configuration, settings.kubernetes_timeout_seconds),
+        log_slots=StreamSlots(settings.max_log_streams_per_caller, settings.max_log_streams),
+        readiness=TtlCache(1.0, 1),
     )
 
 
@@ -44,6 +48,7 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
             yield
         finally:
             state.cache.stop()
+            await state.pod_logs.aclose()
             state.kube.close()
 
     app = FastAPI(
@@ -55,7 +60,7 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
     )
     app.state.trainingjob = state
     errors.install(app)
-    app.middleware("http")(state.metrics.middleware)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.include_router(jobs.router)
     app.include_router(observe.router)
     app.include_router(health.router)

@@ -1,13 +1,16 @@
-"""Reading a job manifest from a request body: JSON or YAML, validated with the one TrainingJob model."""
+"""Reading a job manifest from a request body: JSON or YAML, size-limited while it streams in, parsed by
+trainingjob_api.documents (off the event loop) and validated with the one TrainingJob model."""
 
-import json
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 from fastapi import Request
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import TrainingJob
+from trainingjob_api.documents import DocumentError, decode, parse_json, parse_yaml
 from trainingjob_api.errors import ApiError, invalid
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
@@ -15,7 +18,8 @@ MAX_BODY_BYTES = 1 << 20
 MANIFEST_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
-        "description": "A TrainingJob manifest, the same one `kubectl apply` takes, as JSON or YAML.",
+        "description": "A TrainingJob manifest, the same one `kubectl apply` takes, as JSON or YAML (at most 1 MiB; "
+        "no YAML anchors or aliases, no duplicate keys, nested at most 64 deep).",
         "content": {
             media_type: {"schema": {"$ref": "#/components/schemas/TrainingJob"}}
             for media_type in ("application/json", "application/yaml")
@@ -24,24 +28,48 @@ MANIFEST_BODY: dict[str, Any] = {
 }
 
 
+def _too_large() -> ApiError:
+    return ApiError(413, "RequestEntityTooLarge", f"the manifest is larger than {MAX_BODY_BYTES} bytes")
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The body, refused (413) on a Content-Length over `limit` before reading, or as soon as `limit` is passed."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or len(declared) > 19):
+        raise ApiError(400, "BadRequest", "Content-Length: not a number of bytes")
+    if declared is not None and int(declared) > limit:
+        raise _too_large()
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _too_large()
+    return bytes(body)
+
+
 async def manifest(request: Request) -> TrainingJob:
-    """The request's job manifest; 415 for other media types, 422 naming each invalid field."""
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(413, "RequestEntityTooLarge", f"the manifest is larger than {MAX_BODY_BYTES} bytes")
+    """The request's job manifest; 413 when too large, 415 for other media types, 400 naming what is malformed,
+    422 naming each invalid field."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    parse: Callable[[str], Any]
+    if media_type in YAML_TYPES:
+        parse = parse_yaml
+    elif media_type == "application/json" or media_type.endswith("+json"):
+        parse = parse_json
+    else:
+        raise ApiError(415, "UnsupportedMediaType", "send the manifest as application/json or application/yaml")
+    raw = await read_body(request)
+    return await run_in_threadpool(_validate, raw, media_type, parse)
+
+
+def _validate(raw: bytes, media_type: str, parse: Callable[[str], Any]) -> TrainingJob:
     try:
-        if media_type in YAML_TYPES:
-            document = yaml.safe_load(raw)
-        elif media_type == "application/json" or media_type.endswith("+json"):
-            document = json.loads(raw)
-        else:
-            raise ApiError(415, "UnsupportedMediaType", "send the manifest as application/json or application/yaml")
-    except (ValueError, yaml.YAMLError) as error:
+        document = parse(decode(raw))
+    except (DocumentError, ValueError, yaml.YAMLError) as error:
         raise ApiError(400, "BadRequest", f"the body is not valid {media_type}: {error}") from None
     if not isinstance(document, dict):
         raise ApiError(422, "Invalid", "the manifest must be an object with apiVersion, kind, metadata and spec")
     try:
-        return TrainingJob.model_validate(document)
+        return TrainingJob.from_manifest(document)
     except ValidationError as error:
         raise invalid(error) from None

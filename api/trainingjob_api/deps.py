@@ -7,9 +7,10 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from trainingjob.model import GROUP, PLURAL
-from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller
+from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob_api.errors import ApiError, unauthorized
 from trainingjob_api.kube import Kube
+from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
@@ -28,6 +29,9 @@ class AppState:
     authenticator: Authenticator
     authorizer: Authorizer
     metrics: ApiMetrics
+    pod_logs: PodLogs
+    log_slots: StreamSlots
+    readiness: TtlCache[str, str]  # the last answer of the apiserver's /readyz, "" when ready, kept a second
 
 
 def get_state(request: Request) -> AppState:

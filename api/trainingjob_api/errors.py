@@ -2,13 +2,16 @@
 
 import json
 import logging
+import ssl
 from typing import Any
 
+import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from kubernetes.client import ApiException
 from pydantic import BaseModel, ValidationError
+from urllib3 import exceptions as urllib3_errors
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,34 @@ def from_kubernetes(error: ApiException, what: str) -> ApiError:
     return ApiError(502, "BadGateway", f"Kubernetes could not serve the request for {what} (HTTP {error.status})")
 
 
+def unreachable(error: Exception) -> ApiError:
+    """A 503 for a request Kubernetes never answered: no connection, no answer in time, the connection lost."""
+    log.warning("the Kubernetes API server is unreachable: %r", error)
+    return ApiError(503, "ServiceUnavailable", f"the Kubernetes API server is unreachable: {_why(error)}")
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, urllib3_errors.MaxRetryError) and error.reason is not None:
+        error = error.reason
+    if isinstance(error, urllib3_errors.NewConnectionError | httpx.ConnectError):
+        reason = _os_reason(error)
+        return f"cannot connect ({reason})" if reason else "cannot connect"
+    if isinstance(error, urllib3_errors.TimeoutError | httpx.TimeoutException):
+        return "it did not answer in time"
+    if isinstance(error, urllib3_errors.SSLError | ssl.SSLError):
+        return "the TLS handshake failed"
+    return "the connection was lost"
+
+
+def _os_reason(error: BaseException | None) -> str:
+    """The operating system's words (e.g. "Connection refused") from the chain of causes, if it has them."""
+    for _ in range(8):
+        if error is None or (isinstance(error, OSError) and error.strerror):
+            break
+        error = error.__cause__ or error.__context__
+    return error.strerror if isinstance(error, OSError) and error.strerror else ""
+
+
 def kubernetes_message(error: ApiException) -> str:
     """The apiserver's own message in an error, without the response's headers."""
     return str(_body(error).get("message", "")) or f"HTTP {error.status}"
@@ -112,7 +143,13 @@ async def _on_unexpected(_: Request, error: Exception) -> JSONResponse:
     return problem_response(Problem(status=500, reason="InternalError", message="internal error; see the API's log"))
 
 
+async def _on_unreachable(_: Request, error: Exception) -> JSONResponse:
+    return problem_response(unreachable(error).problem)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _on_api_error)
+    app.add_exception_handler(urllib3_errors.HTTPError, _on_unreachable)
+    app.add_exception_handler(httpx.TransportError, _on_unreachable)
     app.add_exception_handler(RequestValidationError, _on_request_invalid)
     app.add_exception_handler(Exception, _on_unexpected)

@@ -36,5 +36,13 @@ class Kube:
             timeout=settings.kubernetes_timeout_seconds,
         )
 
+    def readyz(self, timeout: float) -> int:
+        """The HTTP status of the apiserver's own /readyz (200: it serves, its storage included), asked once: no
+        retries, so `timeout` bounds the wait; urllib3's errors as they are when it does not answer."""
+        method, url, headers, _, _ = self.api.param_serialize("GET", "/readyz", auth_settings=["BearerToken"])
+        pool = self.api.rest_client.pool_manager  # the client's own TLS settings, credentials and connections
+        response = pool.request(method, url, headers=headers, timeout=timeout, retries=False)
+        return int(response.status)
+
     def close(self) -> None:
         self.api.close()

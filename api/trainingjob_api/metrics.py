@@ -1,10 +1,9 @@
 """Prometheus metrics of the REST API, in a registry of its own per app."""
 
 import time
-from collections.abc import Awaitable, Callable
 
-from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class ApiMetrics:
@@ -24,15 +23,44 @@ class ApiMetrics:
         self.cache_synced = Gauge(
             "trainingjob_api_cache_synced", "1 once the cache has listed every job.", registry=self.registry
         )
+        self.log_streams = Gauge(
+            "trainingjob_api_log_streams", "Log streams being followed, all callers together.", registry=self.registry
+        )
         self.cache_relists = Gauge(
             "trainingjob_api_cache_relists", "Full LISTs the cache has made (1 + one per expired watch).",
             registry=self.registry,
         )  # fmt: skip
 
-    async def middleware(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+
+class MetricsMiddleware:
+    """Counts every HTTP request by route and status and times it to its response's headers. Plain ASGI, so
+    streamed responses pass through untouched and their end (or the client leaving) reaches the route."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
         start = time.perf_counter()
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", "unmatched")
-        self.latency.labels(request.method, route).observe(time.perf_counter() - start)
-        self.requests.labels(request.method, route, str(response.status_code)).inc()
-        return response
+        answered = False
+
+        def observe(status: int) -> None:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - start)
+            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+
+        async def counted(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.start" and not answered:
+                answered = True
+                observe(int(message["status"]))
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        except Exception:
+            if not answered:
+                observe(500)
+            raise

@@ -66,7 +66,7 @@ class Deleted(BaseModel):
 def public_manifest(raw: dict[str, Any]) -> dict[str, Any]:
     """A job as the API returns it: through the model (camelCase, unset fields left out), no managedFields."""
     try:
-        manifest = TrainingJob.model_validate(raw).to_manifest()
+        manifest = TrainingJob.from_manifest(raw).to_manifest()
     except ValidationError as error:  # a stored object the model no longer accepts: show it as it is
         log.warning("%s/%s does not fit the model: %s", _meta(raw, "namespace"), _meta(raw, "name"), error)
         manifest = dict(raw)

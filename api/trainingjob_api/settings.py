@@ -31,3 +31,9 @@ class ApiSettings(BaseSettings):
     """A comment line is sent on idle watch streams this often, so dead clients are noticed."""
     kubernetes_timeout_seconds: float = Field(default=30.0, gt=0)
     """Timeout of each request the API makes to Kubernetes (except streams)."""
+    max_log_streams_per_caller: int = Field(default=20, ge=1)
+    """The most log streams one caller may follow at once (429 beyond); each holds a connection to Kubernetes."""
+    max_log_streams: int = Field(default=500, ge=1)
+    """The most log streams all callers together may follow at once (429 beyond)."""
+    readiness_timeout_seconds: float = Field(default=2.0, gt=0)
+    """How long /readyz waits for the Kubernetes API server's own /readyz before calling it unreachable."""

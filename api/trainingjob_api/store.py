@@ -11,6 +11,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob_api.kube import Kube
@@ -57,6 +58,7 @@ class JobCache:
         self._listeners: dict[Key, set[Listener]] = {}
         self._stopping = threading.Event()
         self.synced = threading.Event()
+        self.current = threading.Event()  # set while the watch is up; cleared when it fails, until a relist works
         self.resource_version = ""
         self.relists = 0
         self._thread = threading.Thread(target=self._run, name="trainingjob-cache", daemon=True)
@@ -127,13 +129,18 @@ class JobCache:
             try:
                 self._relist()
                 self.synced.set()
+                self.current.set()
                 self._watch()
             except GoneError:
                 log.info("the watch expired (410 Gone); relisting")
-            except Exception:
+            except Exception as error:
+                self.current.clear()
                 if self._stopping.is_set():
                     return
-                log.exception("the job cache lost its watch; relisting in 1 s")
+                if isinstance(error, HTTPError):  # Kubernetes unreachable: no stack trace every second
+                    log.warning("the job cache lost its watch (%r); relisting in 1 s", error)
+                else:
+                    log.exception("the job cache lost its watch; relisting in 1 s")
                 self._stopping.wait(1.0)
 
     def _relist(self) -> None:

@@ -1,9 +1,15 @@
 """The REST API against a real kube-apiserver: TokenReview, SubjectAccessReview, the watch-fed cache, every route."""
 
 import json
+import os
+import signal
+import socket
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +21,7 @@ import yaml
 from kubernetes import client
 from tests.builders import job_manifest
 from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from tests.support.processes import Server, free_port, poll_until
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
@@ -27,6 +33,26 @@ pytestmark = pytest.mark.envtest
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ_VERBS = ["get", "list", "watch"]
 TIMEOUT = 30.0
+OUTAGE_SECONDS = 5.0
+STREAMERS, STREAMS_EACH = 10, 20  # 200 idle follow streams; 20 is the default bound per caller
+# A kubelet's log endpoint and nothing more: every request gets 200 and one line, then silence until the apiserver
+# hangs up. Without --kubelet-certificate-authority the apiserver does not verify a kubelet's serving certificate.
+SILENT_KUBELET = """
+import asyncio, ssl, sys
+
+async def answer(reader, writer):
+    await reader.readuntil(b"\\r\\n\\r\\n")
+    writer.write(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n8\\r\\nstarted\\n\\r\\n")
+    await writer.drain()
+    await reader.read()
+
+async def main(port, cert, key):
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    await (await asyncio.start_server(answer, "127.0.0.1", int(port), ssl=tls, backlog=1024)).serve_forever()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
 # What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
 SERVER_RULES = [
     client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
@@ -404,3 +430,139 @@ def test_errors_never_carry_the_servers_credentials(world: World, api_server: Ap
         assert api_server.server_token not in response.text
         assert api_server.server_token not in str(response.headers)
         assert "BEGIN" not in response.text
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+def test_a_finished_job_cannot_be_suspended_or_resumed(world: World, admin: client.ApiClient, phase: str) -> None:
+    create(world, "finished")
+    jobs = client.CustomObjectsApi(admin)
+    jobs.patch_namespaced_custom_object_status(
+        GROUP, VERSION, world.home, PLURAL, "finished", {"status": {"phase": phase}}
+    )
+    for action, done in (("suspend", "suspended"), ("resume", "resumed")):
+        response = world.writer.post(jobs_path(world.home, "finished") + f"/{action}")
+        assert response.status_code == 409, response.text
+        assert response.json()["message"] == (
+            f'trainingjob "finished" in namespace "{world.home}" is finished (phase {phase}): it cannot be {done}'
+        )
+    stored = jobs.get_namespaced_custom_object(GROUP, VERSION, world.home, PLURAL, "finished")
+    assert stored["spec"]["runPolicy"]["suspend"] is False  # refused, not patched and then reported
+
+
+def test_an_apiserver_outage_is_503_and_readyz_follows_it(world: World, trainingjob_crd: ControlPlane) -> None:
+    outage = threading.Thread(target=trainingjob_crd.restart_apiserver, args=(OUTAGE_SECONDS,))
+    outage.start()
+    try:
+        stale = poll_until(lambda: readyz(world, "stale"), timeout=TIMEOUT, what="/readyz to say the cache is stale")
+        assert stale.status_code == 503
+        assert stale.json()["message"] == (
+            "the job cache lost its watch on Kubernetes; it relists once Kubernetes answers"
+        )
+
+        def refused() -> httpx.Response | None:
+            response = world.writer.post(jobs_path(world.home), json=manifest(f"outage-{uuid.uuid4().hex[:6]}"))
+            return response if response.status_code == 503 else None
+
+        failed = poll_until(refused, timeout=TIMEOUT, what="a create to answer 503")
+        assert failed.json()["message"].startswith("the Kubernetes API server is unreachable: "), failed.text
+    finally:
+        outage.join()
+    poll_until(lambda: readyz(world, "ok"), timeout=TIMEOUT, what="/readyz 200 again")
+    create(world, "after-the-outage")
+
+
+def readyz(world: World, status: str) -> httpx.Response | None:
+    response = world.anonymous.get("/readyz")
+    return response if response.json()["status"] == status else None
+
+
+def test_readyz_fails_while_the_apiserver_does_not_answer(world: World, trainingjob_crd: ControlPlane) -> None:
+    (apiserver,) = [server for server in trainingjob_crd.servers if server.name == "kube-apiserver"]
+    os.kill(apiserver.process.pid, signal.SIGSTOP)  # connections stay open, nothing answers: the watch looks fine
+    try:
+        hung = poll_until(lambda: readyz(world, "unreachable"), timeout=TIMEOUT, what="/readyz to fail")
+        assert hung.status_code == 503
+        assert hung.json()["message"] == "the Kubernetes API server is unreachable: it did not answer in time"
+    finally:
+        os.kill(apiserver.process.pid, signal.SIGCONT)
+    poll_until(lambda: readyz(world, "ok"), timeout=TIMEOUT, what="/readyz 200 again")
+
+
+def accepts(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
+
+
+@pytest.fixture
+def silent_node(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path: Path) -> Iterator[str]:
+    """A Node whose kubelet serves every pod's log as one line, then nothing: follow streams stay open and idle."""
+    pair, port = trainingjob_crd.pki.issue("kubelet", "kubelet", server=True), free_port()
+    kubelet = Server(
+        "kubelet", [sys.executable, "-c", SILENT_KUBELET, str(port), str(pair.cert), str(pair.key)], tmp_path
+    )
+    node, nodes = f"silent-{uuid.uuid4().hex[:6]}", client.CoreV1Api(admin)
+    status = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+              "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}  # fmt: skip
+    try:
+        kubelet.wait_ready(lambda: accepts(port), TIMEOUT)
+        nodes.create_node({"metadata": {"name": node}, "status": status})
+        try:
+            yield node
+        finally:
+            nodes.delete_node(node)
+    finally:
+        kubelet.stop()
+
+
+def callers(world: World, admin: client.ApiClient, count: int) -> list[httpx.Client]:
+    """`count` more ServiceAccounts with the writer's role in the home namespace, as API clients."""
+    names = [f"caller-{index}" for index in range(count)]
+    subjects = [client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=world.home) for name in names]
+    ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="writer")
+    binding = client.V1RoleBinding(metadata={"name": "callers"}, role_ref=ref, subjects=subjects)
+    client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(world.home, binding)
+    return [
+        httpx.Client(base_url=world.writer.base_url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"})
+        for token in (service_account(admin, world.home, name) for name in names)
+    ]
+
+
+def follow(caller: httpx.Client, path: str) -> httpx.Response:
+    """A log stream, open once its headers are in; the caller closes it."""
+    return caller.send(caller.build_request("GET", path, params={"follow": "true"}), stream=True)
+
+
+def log_streams(world: World) -> float:
+    metrics = world.anonymous.get("/metrics").text
+    return float(
+        next(line.split()[1] for line in metrics.splitlines() if line.startswith("trainingjob_api_log_streams"))
+    )
+
+
+def test_idle_follow_streams_hold_no_thread_and_are_bounded(
+    world: World, admin: client.ApiClient, silent_node: str
+) -> None:
+    create(world, "streamed")
+    client.CoreV1Api(admin).create_namespaced_pod(world.home, pod_of("streamed", attempt=1, node=silent_node))
+    logs = jobs_path(world.home, "streamed") + "/logs"
+    with ExitStack() as stack:
+        streamers = [stack.enter_context(each) for each in callers(world, admin, STREAMERS)]
+        streams = [stack.enter_context(closing(follow(each, logs))) for each in streamers for _ in range(STREAMS_EACH)]
+        assert {stream.status_code for stream in streams} == {200}
+        assert log_streams(world) == STREAMERS * STREAMS_EACH
+        start = time.perf_counter()
+        assert world.anonymous.get("/healthz").status_code == 200
+        assert world.writer.post(jobs_path(world.home), json=manifest("while-200-streams")).status_code == 201
+        assert time.perf_counter() - start < 2.0
+        with closing(follow(streamers[0], logs)) as refused:
+            refused.read()
+            assert refused.status_code == 429, refused.text
+            assert f"follows {STREAMS_EACH} log streams already" in refused.json()["message"]
+        streams[0].close()  # the caller leaves: its slot is freed
+
+        def reopened() -> bool:
+            with closing(follow(streamers[0], logs)) as again:
+                return again.status_code == 200 and next(again.iter_raw()) == b"started\n"  # relayed as it comes
+
+        poll_until(reopened, timeout=TIMEOUT, what="a freed slot")
+    poll_until(lambda: log_streams(world) == 0, timeout=TIMEOUT, what="every stream closed when its caller left")

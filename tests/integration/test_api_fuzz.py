@@ -1,19 +1,122 @@
-"""Fuzz every operation of the REST API's OpenAPI document with schemathesis: no input makes it answer 5xx."""
+"""Hostile input to the REST API: a table of bodies built to exhaust or confuse it (each refused fast, naming the
+problem, without the server's memory growing), then schemathesis over every operation: no input answers 5xx."""
 
+import http.client
+import json
+import resource
+import socket
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
-from tests.integration.test_api import World, admin, api_server, world  # noqa: F401  (fixtures)
+from tests.integration.test_api import World, admin, api_server, jobs_path, manifest, world  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.envtest
 
 EXAMPLES_PER_OPERATION = 25
 # Streams never end by themselves; their behaviour is tested in test_api.py.
 STREAMS = ("/watch", "/logs")
+JSON, YAML = "application/json", "application/yaml"
+LIMIT = 1 << 20  # the API's body limit
+FAST = 1.0  # seconds: every refusal below comes at least this fast
+MEMORY = 64 << 20  # bytes: the most the server's peak memory may grow by while refusing one of them
+# Nine levels of ten aliases each: 10^9 strings once expanded, from 700 bytes.
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + n)}: &{chr(98 + n)} [{', '.join([f'*{chr(97 + n)}'] * 10)}]\n" for n in range(8)
+)
+
+
+def with_field(path: str, value: str) -> bytes:
+    """A valid manifest as JSON text, with the raw JSON text `value` at `path` (dotted)."""
+    document = manifest("hostile")
+    *parents, leaf = path.split(".")
+    parent = document
+    for key in parents:
+        parent = parent.setdefault(key, {})
+    parent[leaf] = "__VALUE__"
+    return json.dumps(document).replace('"__VALUE__"', value).encode()
+
+
+def nested_yaml_blocks(depth: int) -> bytes:
+    return ("".join(f"{' ' * level}a:\n" for level in range(depth)) + " " * depth + "1\n").encode()
+
+
+HOSTILE: list[tuple[str, str, bytes, int, str]] = [
+    ("yaml-alias-bomb", YAML, ALIAS_BOMB.encode(), 400, "YAML anchors and aliases (&name, *name) are not accepted"),
+    ("json-deep", JSON, b"[" * 500_000 + b"]" * 500_000, 400, "nest more than 64 levels deep"),
+    ("json-deep-in-a-manifest", JSON, with_field("metadata.x", "[" * 100 + "]" * 100), 400, "nest more than 64"),
+    ("yaml-deep-flow", YAML, b"[" * 500_000 + b"]" * 500_000, 400, "nest more than 64 levels deep"),
+    ("yaml-deep-blocks", YAML, nested_yaml_blocks(1000), 400, "nest more than 64 levels deep"),
+    ("json-huge-integer", JSON, with_field("spec.workers.replicas", "9" * 100_000), 400, "is out of range"),
+    ("json-huge-exponent", JSON, with_field("spec.workers.replicas", "1e999"), 400, "1e999 is out of range"),
+    ("json-nan", JSON, with_field("spec.workers.replicas", "NaN"), 400, "NaN is not a number JSON allows"),
+    ("json-infinity", JSON, with_field("spec.workers.replicas", "Infinity"), 400, "Infinity is not a number"),
+    ("yaml-huge-integer", YAML, b"spec: {workers: {replicas: " + b"9" * 100_000 + b"}}", 400, "is out of range"),
+    ("yaml-base60-integer", YAML, b"spec: " + b"1:" * 300_000 + b"1", 400, "is out of range"),
+    ("yaml-nan", YAML, b"spec: {workers: {replicas: .nan}}", 400, ".nan is out of range"),
+    ("json-duplicate-key", JSON, b'{"kind": "TrainingJob", "kind": "Pod"}', 400, 'the key "kind" appears twice'),
+    ("yaml-duplicate-key", YAML, b"kind: TrainingJob\nkind: Pod\n", 400, 'the key "kind" appears twice'),
+    ("json-invalid-utf8", JSON, b'{"kind": "\xc3\x28"}', 400, "not valid UTF-8: byte 0xc3 at offset 10"),
+    ("yaml-invalid-utf8", YAML, b"kind: \xff\xfe\n", 400, "not valid UTF-8: byte 0xff at offset 6"),
+    ("yaml-python-tag", YAML, b"!!python/object/apply:os.system [id]", 400, "could not determine a constructor"),
+    ("json-not-an-object", JSON, b"[1, 2]", 422, "the manifest must be an object"),
+    ("yaml-not-an-object", YAML, b"just a string", 422, "the manifest must be an object"),
+    ("json-very-long-name", JSON, with_field("metadata.name", json.dumps("a" * 200_000)), 422, "metadata.name"),
+    ("other-media-type", "text/plain", b"kind: TrainingJob", 415, "application/json or application/yaml"),
+]
+
+
+def peak_memory() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # the server runs in this process
+
+
+@pytest.mark.parametrize(
+    ("media_type", "body", "status", "problem"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
+)
+def test_hostile_bodies_are_refused_fast_naming_the_problem(
+    world: World,  # noqa: F811
+    media_type: str,
+    body: bytes,
+    status: int,
+    problem: str,
+) -> None:
+    world.writer.get("/healthz")  # the connection is up before the clock starts
+    before, start = peak_memory(), time.perf_counter()
+    response = world.writer.post(jobs_path(world.home), content=body, headers={"Content-Type": media_type})
+    elapsed = time.perf_counter() - start
+    assert response.status_code == status, response.text[:500]
+    assert problem in response.json()["message"], response.text[:500]
+    assert elapsed < FAST, f"{elapsed:.2f} s"
+    assert peak_memory() - before < MEMORY, f"peak memory grew by {(peak_memory() - before) >> 20} MiB"
+
+
+def exchange(api: World, head: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+    """POST a job with raw `head` and `body` bytes, as a client that is free to lie; the status and JSON answer."""
+    url = urlsplit(str(api.writer.base_url))
+    head = {"Host": url.netloc, "Content-Type": JSON, "Authorization": api.writer.headers["Authorization"], **head}
+    request = f"POST {jobs_path(api.home)} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in head.items())
+    with socket.create_connection((str(url.hostname), int(url.port or 80)), timeout=FAST) as sock:
+        sock.sendall(request.encode() + b"\r\n" + body)
+        response = http.client.HTTPResponse(sock)
+        response.begin()
+        return response.status, json.loads(response.read())
+
+
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(world: World) -> None:  # noqa: F811
+    status, answer = exchange(world, {"Content-Length": str(10 << 30)}, b"")  # 10 GiB announced, none sent
+    assert (status, answer["message"]) == (413, f"the manifest is larger than {LIMIT} bytes")
+
+
+def test_a_body_without_length_is_refused_as_soon_as_it_passes_the_limit(world: World) -> None:  # noqa: F811
+    chunk = b"x" * (64 << 10)
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(LIMIT // len(chunk) + 1))
+    status, answer = exchange(world, {"Transfer-Encoding": "chunked"}, chunks)  # the body never ends
+    assert (status, answer["message"]) == (413, f"the manifest is larger than {LIMIT} bytes")
 
 
 def test_no_input_makes_the_api_fail(world: World) -> None:  # noqa: F811

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 from kubernetes.client import ApiException
 
-from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
+from trainingjob.model import GROUP, PLURAL, VERSION, Phase, TrainingJob
 from trainingjob_api.auth import Access
 from trainingjob_api.body import MANIFEST_BODY, manifest
 from trainingjob_api.deps import (
@@ -31,7 +31,7 @@ from trainingjob_api.store import CachedJob, Key
 router = APIRouter(prefix="/api/v1", tags=["trainingjobs"])
 JSON = "application/json"
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": Problem} for code in (401, 403, 404, 409, 422, 502)
+    code: {"model": Problem} for code in (401, 403, 404, 409, 422, 502, 503)
 }  # fmt: skip
 Selector = Annotated[
     str | None,
@@ -153,13 +153,7 @@ def get_job(namespace: Namespace, name: Name, _: CanGet, state: State) -> Respon
     cached = state.cache.get(namespace, name)
     if cached is not None:
         return Response(cached.body, media_type=JSON)
-    try:  # not in the cache (yet): read through, so a job just created is found
-        found = state.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, name)) from None
-    return _job_response(found)
+    return _job_response(_read(state, namespace, name))  # not in the cache (yet): a job just created is found
 
 
 @router.delete(
@@ -176,16 +170,42 @@ def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> 
     return Deleted(namespace=namespace, name=name)
 
 
+FINISHED = frozenset(phase.value for phase in Phase if phase.is_terminal)
+SUSPEND_ATTEMPTS = 3
+
+
 def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> Response:
-    patch = {"spec": {"runPolicy": {"suspend": suspend}}}
+    """Patch spec.runPolicy.suspend unless the job is finished (409), on the version whose phase was read."""
+    for _ in range(SUSPEND_ATTEMPTS):
+        current = _read(state, namespace, name)
+        phase = (current.get("status") or {}).get("phase")
+        if phase in FINISHED:
+            verb = "suspended" if suspend else "resumed"
+            message = f"{_what(namespace, name)} is finished (phase {phase}): it cannot be {verb}"
+            raise ApiError(409, "JobFinished", message)
+        version = current["metadata"]["resourceVersion"]  # the patch fails (409) if the job changed since
+        patch = {"metadata": {"resourceVersion": version}, "spec": {"runPolicy": {"suspend": suspend}}}
+        try:
+            patched = state.kube.custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, patch, field_validation="Strict",
+                _request_timeout=state.kube.timeout,
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status == 409:
+                continue  # the operator updated it in between: read it again
+            raise from_kubernetes(error, _what(namespace, name)) from None
+        return _job_response(patched)
+    raise ApiError(409, "Conflict", f"{_what(namespace, name)} kept changing while it was patched; try again")
+
+
+def _read(state: AppState, namespace: str, name: str) -> dict[str, Any]:
     try:
-        patched = state.kube.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, patch, field_validation="Strict",
-            _request_timeout=state.kube.timeout,
-        )  # fmt: skip
+        found: dict[str, Any] = state.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
+        )
     except ApiException as error:
         raise from_kubernetes(error, _what(namespace, name)) from None
-    return _job_response(patched)
+    return found
 
 
 @router.post(

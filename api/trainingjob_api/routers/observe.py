@@ -1,23 +1,30 @@
 """What happens to a job: its Kubernetes events, the logs of its pods, a server-sent-events stream of its status."""
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
+import httpx
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 from kubernetes.client import ApiException
+from starlette.concurrency import run_in_threadpool
 
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 from trainingjob_api.deps import AppState, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
 from trainingjob_api.errors import ApiError, Problem, from_kubernetes, kubernetes_message, not_found
+from trainingjob_api.logs import LogStream
 from trainingjob_api.schemas import JobEvent, JobEventList
 from trainingjob_api.store import CachedJob
 
 router = APIRouter(prefix="/api/v1", tags=["observe"])
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (401, 403, 404, 422, 502)}
+ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (401, 403, 404, 422, 502, 503)}
+LOG_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/plain": {}}, "description": "The log, streamed."},
+    429: {"model": Problem, "description": "the caller, or all callers together, follow as many logs as allowed"},
+}
 Replica = Annotated[
     str,
     Query(
@@ -82,45 +89,48 @@ def _current_pod(state: AppState, namespace: str, name: str, replica: str) -> An
 @router.get(
     "/namespaces/{namespace}/trainingjobs/{name}/logs",
     response_class=StreamingResponse,
-    responses={**ERRORS, 200: {"content": {"text/plain": {}}, "description": "The log, streamed."}},
+    responses={**ERRORS, **LOG_RESPONSES},
     summary="The log of one replica's pod in the job's current attempt, streamed",
 )
-def job_logs(
-    namespace: Namespace, name: Name, _: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
+async def job_logs(
+    namespace: Namespace, name: Name, caller: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
     follow: bool = False, tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)] = None,
 ) -> StreamingResponse:  # fmt: skip
-    found = _current_pod(state, namespace, name, replica)
+    release = state.log_slots.take(caller.username) if follow else lambda: None
+    try:
+        found = await run_in_threadpool(_current_pod, state, namespace, name, replica)
+        params: dict[str, str | int] = {"container": CONTAINER_NAME, "follow": str(follow).lower()}
+        if tail_lines is not None:
+            params["tailLines"] = tail_lines
+        upstream = await _open_log(state, found, params)
+    except BaseException:
+        release()
+        raise
+    return LogStream(upstream, release)
+
+
+async def _open_log(state: AppState, found: Any, params: dict[str, str | int]) -> httpx.Response:
     pod = str(found.metadata.name)
     if not found.spec.node_name:  # the apiserver answers "no content" for a pod that has no node yet
         phase = found.status.phase if found.status else None
         message = f'pod "{pod}" has no logs yet: it is not scheduled to a node (phase {phase})'
         raise ApiError(404, "LogsNotAvailable", message)
+    upstream = await state.pod_logs.open(found.metadata.namespace, pod, params)
+    if upstream.status_code >= 400:
+        raise await _log_error(upstream, pod)
+    return upstream
+
+
+async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
     try:
-        response = state.kube.core.read_namespaced_pod_log(
-            pod, namespace, container=CONTAINER_NAME, follow=follow, tail_lines=tail_lines, _preload_content=False,
-            _request_timeout=None if follow else state.kube.timeout,
-        )  # fmt: skip
-    except ApiException as error:
-        raise _log_error(error, pod) from None
-    if response.status >= 400:  # without preloading, the client hands back error responses as they are
-        failure = ApiException(http_resp=response)
-        response.release_conn()
-        raise _log_error(failure, pod)
-    return StreamingResponse(_chunks(response), media_type="text/plain")
-
-
-def _log_error(error: ApiException, pod: str) -> ApiError:
+        body = (await upstream.aread())[:65536].decode(errors="replace")
+    finally:
+        await upstream.aclose()
+    error = ApiException(status=upstream.status_code, reason=upstream.reason_phrase, body=body)
     if error.status in (400, 404):  # no node or kubelet yet, container not started: Kubernetes says which
         reason = kubernetes_message(error)
         return ApiError(502, "LogsUnavailable", f'the logs of pod "{pod}" are not available from Kubernetes: {reason}')
     return from_kubernetes(error, f'the logs of pod "{pod}"')
-
-
-def _chunks(response: Any) -> Iterator[bytes]:
-    try:
-        yield from response.stream(64 * 1024)
-    finally:
-        response.release_conn()
 
 
 @router.get(

@@ -1,0 +1,148 @@
+"""Untrusted request bodies to plain documents (dicts, lists, strings, numbers), refusing what could exhaust the
+server or mean two things: nesting deeper than MAX_DEPTH, YAML anchors and aliases (an alias bomb expands a few
+hundred bytes into gigabytes), duplicate keys, NaN and infinities, integers outside 64 bits, invalid UTF-8. YAML
+is read as kubectl reads it: dates and times stay text. tjctl reads its files through here too."""
+
+import json
+import math
+from typing import Any, NoReturn
+
+import yaml
+
+MAX_DEPTH = 64
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_NUMBER_TEXT = 32  # no 64-bit integer or double needs more characters (bounds YAML's base-60 integers too)
+
+
+class DocumentError(ValueError):
+    """The body is not an acceptable document; the message says why."""
+
+
+def decode(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DocumentError(f"not valid UTF-8: byte {raw[error.start]:#04x} at offset {error.start}") from None
+
+
+def parse_json(text: str) -> Any:
+    try:
+        document = json.loads(
+            text, object_pairs_hook=_unique_keys, parse_int=_integer, parse_float=_double, parse_constant=_constant
+        )
+    except RecursionError:
+        _too_deep()
+    check_depth(document)
+    return document
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML document; its events are checked first, so nothing is built from a bomb or a deep nest."""
+    _check_events(text)
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def check_depth(document: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise unless objects and arrays nest at most `limit` deep (iteratively: no recursion to exhaust)."""
+    pending: list[tuple[Any, int]] = [(document, 1)]
+    while pending:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            _too_deep()
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+def _too_deep() -> NoReturn:
+    raise DocumentError(f"objects and arrays nest more than {MAX_DEPTH} levels deep") from None
+
+
+def _out_of_range(text: str) -> DocumentError:
+    shown = text if len(text) <= MAX_NUMBER_TEXT else f"{text[:MAX_NUMBER_TEXT]}... ({len(text)} characters)"
+    return DocumentError(f"the number {shown} is out of range (integers are 64-bit, numbers finite)")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DocumentError(f'the key "{key[:100]}" appears twice in one object')
+            seen.add(key)
+    return document
+
+
+def _integer(text: str) -> int:
+    if len(text) > MAX_NUMBER_TEXT:
+        raise _out_of_range(text)
+    value = int(text)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise _out_of_range(text)
+    return value
+
+
+def _double(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _out_of_range(text)
+    return value
+
+
+def _constant(name: str) -> NoReturn:
+    raise DocumentError(f"{name} is not a number JSON allows")
+
+
+def _check_events(text: str) -> None:
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        if getattr(event, "anchor", None) is not None:  # an anchor (&name) or an alias (*name)
+            raise DocumentError("YAML anchors and aliases (&name, *name) are not accepted; write the values out")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                _too_deep()
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+class _Loader(yaml.CSafeLoader):
+    """libyaml's safe loader, refusing duplicate keys and numbers out of range."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                if key.value in seen:
+                    raise DocumentError(f'the key "{key.value[:100]}" appears twice in one mapping')
+                seen.add(key.value)
+        return super().construct_mapping(node, deep)
+
+    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
+        if len(node.value) > MAX_NUMBER_TEXT:
+            raise _out_of_range(node.value)
+        value = self.construct_yaml_int(node)
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise _out_of_range(node.value)
+        return value
+
+    def construct_text(self, node: yaml.ScalarNode) -> str:
+        return str(self.construct_scalar(node))
+
+    def construct_finite_float(self, node: yaml.ScalarNode) -> float:
+        value = self.construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise _out_of_range(node.value)
+        return value
+
+
+# As kubectl reads YAML (sigs.k8s.io/yaml): a date or time is the text written, not a timestamp object.
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_finite_float)
