@@ -58,7 +58,7 @@ def caller_token(api: client.ApiClient) -> str:
     rbac.create_cluster_role_binding(
         client.V1ClusterRoleBinding(metadata={"name": "bench"}, role_ref=ref, subjects=[subject])
     )
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=["trainingjob-api"]))
     return str(core.create_namespaced_service_account_token("bench", "bench-0", request).status.token)
 
 

@@ -46,7 +46,7 @@ def caller_token(api: client.ApiClient) -> str:
     subject = client.RbacV1Subject(kind="ServiceAccount", name="bench", namespace=NAMESPACE)
     binding = client.V1RoleBinding(metadata={"name": "bench"}, role_ref=ref, subjects=[subject])
     rbac.create_namespaced_role_binding(NAMESPACE, binding)
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=["trainingjob-api"]))
     return str(core.create_namespaced_service_account_token("bench", NAMESPACE, request).status.token)
 
 

@@ -27,7 +27,7 @@ def build_state(settings: ApiSettings, kube: Kube) -> AppState:
         settings=settings,
         kube=kube,
         cache=JobCache(kube, settings),
-        authenticator=Authenticator(kube, TtlCache(ttl, size)),
+        authenticator=Authenticator(kube, TtlCache(ttl, size), settings.token_audience),
         authorizer=Authorizer(kube, TtlCache(ttl, size)),
         metrics=ApiMetrics(),
         pod_logs=PodLogs(kube.api.configuration, settings.kubernetes_timeout_seconds),

@@ -70,18 +70,21 @@ class Access:
 class Authenticator:
     """Bearer token -> Caller through the TokenReview API."""
 
-    def __init__(self, kube: Kube, cache: TtlCache[str, Caller | None]) -> None:
-        self._kube, self._cache = kube, cache
+    def __init__(self, kube: Kube, cache: TtlCache[str, Caller | None], audience: str = "") -> None:
+        self._kube, self._cache, self._audience = kube, cache, audience
 
     def authenticate(self, token: str) -> Caller | None:
         key = hashlib.sha256(token.encode()).hexdigest()  # never keep the token itself
         return self._cache.get_or_compute(key, lambda: self._review(token))
 
     def _review(self, token: str) -> Caller | None:
-        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
+        audiences = [self._audience] if self._audience else None
+        review = client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token, audiences=audiences))
         status = self._kube.authn.create_token_review(review, _request_timeout=self._kube.timeout).status
         if not status or not status.authenticated or not status.user:
             return None
+        if self._audience and self._audience not in (status.audiences or []):
+            return None  # an authenticator that ignores audiences said yes: not a token for us
         user = status.user
         extra = tuple(sorted((k, tuple(v)) for k, v in (user.extra or {}).items()))
         return Caller(user.username or "", user.uid or "", tuple(user.groups or ()), extra)

@@ -52,7 +52,9 @@ def authenticated(
         raise unauthorized("an Authorization: Bearer <Kubernetes token> header is required")
     caller = state.authenticator.authenticate(credentials.credentials)
     if caller is None:
-        raise unauthorized("the bearer token was not accepted by Kubernetes (TokenReview)")
+        audience = state.settings.token_audience
+        hint = f" for the audience {audience} (kubectl create token NAME --audience {audience})" if audience else ""
+        raise unauthorized(f"the bearer token was not accepted by Kubernetes (TokenReview){hint}")
     return caller
 
 

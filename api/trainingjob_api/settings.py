@@ -17,6 +17,10 @@ class ApiSettings(BaseSettings):
     """Address to listen on (python -m trainingjob_api)."""
     port: int = Field(default=8000, ge=1, le=65535)
     """Port to listen on (python -m trainingjob_api)."""
+    token_audience: str = "trainingjob-api"
+    """The audience callers' tokens must be minted for (`kubectl create token NAME --audience trainingjob-api`):
+    such a token is refused by the Kubernetes API itself, so the API (or anyone on the way) cannot replay it
+    there. Empty accepts tokens for the Kubernetes API, which can be replayed."""
     auth_cache_seconds: float = Field(default=10.0, ge=0)
     """How long a TokenReview or SubjectAccessReview answer is reused; 0 asks Kubernetes every time."""
     auth_cache_size: int = Field(default=10_000, ge=1)

@@ -4,6 +4,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -34,6 +35,7 @@ ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 READ_VERBS = ["get", "list", "watch"]
 TIMEOUT = 30.0
 OUTAGE_SECONDS = 5.0
+AUDIENCE = "trainingjob-api"
 STREAMERS, STREAMS_EACH = 10, 20  # 200 idle follow streams; 20 is the default bound per caller
 # A kubelet's log endpoint and nothing more: every request gets 200 and one line, then silence until the apiserver
 # hangs up. Without --kubelet-certificate-authority the apiserver does not verify a kubelet's serving certificate.
@@ -75,15 +77,19 @@ def manifest(name: str, labels: dict[str, str] | None = None, replicas: int = 2)
     return job_manifest(name, labels=labels, workers=replicas, trainer={"steps": 10})
 
 
-def service_account(api: client.ApiClient, namespace: str, name: str) -> str:
-    """Create a ServiceAccount and return a token for it from the TokenRequest API."""
+def service_account(api: client.ApiClient, namespace: str, name: str, audience: str | None = AUDIENCE) -> str:
+    """Create a ServiceAccount and return a token for it from the TokenRequest API, minted for the REST API's
+    audience (or, with audience None, for the Kubernetes API's own)."""
     core = client.CoreV1Api(api)
     try:
         core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": name}))
     except client.ApiException as error:
         if error.status != 409:
             raise
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600))
+    audiences = [audience] if audience else []
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=audiences, expiration_seconds=3600)
+    )
     return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
 
 
@@ -128,7 +134,7 @@ def api_server(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_
     """The app under uvicorn on a free loopback port, acting as its own ServiceAccount with least rights."""
     system = f"tj-api-system-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": system}))
-    token = service_account(admin, system, "trainingjob-api")
+    token = service_account(admin, system, "trainingjob-api", audience=None)  # its own identity, for Kubernetes
     grant(admin, system, (system, "trainingjob-api"), SERVER_RULES)
     kubeconfig = token_kubeconfig(tmp_path_factory.mktemp("api") / "kubeconfig", trainingjob_crd, token)
     settings = ApiSettings(kubeconfig=kubeconfig, sse_keepalive_seconds=1.0)
@@ -295,6 +301,22 @@ def test_authentication_is_required(world: World, api_server: Api) -> None:
         response = world.anonymous.get(jobs_path(world.home), headers={"Authorization": f"Bearer {token}"})
         assert response.status_code == 401, response.text
         assert "TokenReview" in response.json()["message"]
+
+
+def test_tokens_are_minted_for_the_api_and_cannot_be_replayed_against_kubernetes(
+    world: World, admin: client.ApiClient, trainingjob_crd: ControlPlane
+) -> None:
+    kubernetes_token = service_account(admin, world.home, "writer", audience=None)
+    refused = world.anonymous.get(jobs_path(world.home), headers={"Authorization": f"Bearer {kubernetes_token}"})
+    assert refused.status_code == 401 and f"--audience {AUDIENCE}" in refused.json()["message"]
+    ours = service_account(admin, world.home, "writer")
+    assert world.anonymous.get(jobs_path(world.home), headers={"Authorization": f"Bearer {ours}"}).status_code == 200
+    replayed = httpx.get(
+        f"{trainingjob_crd.server_url}/api/v1/namespaces/{world.home}/pods",
+        headers={"Authorization": f"Bearer {ours}"},
+        verify=ssl.create_default_context(cafile=str(trainingjob_crd.pki.cert)),
+    )
+    assert replayed.status_code == 401  # what the API saw is worthless to the Kubernetes API
 
 
 def test_forbidden_names_verb_resource_and_namespace(world: World) -> None:
