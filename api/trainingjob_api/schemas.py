@@ -72,7 +72,15 @@ def public_manifest(raw: dict[str, Any]) -> dict[str, Any]:
         manifest = dict(raw)
     metadata = dict(manifest.get("metadata") or {})
     metadata.pop("managedFields", None)
-    return {**manifest, "metadata": metadata}
+    return {**manifest, "metadata": metadata, **_without_log_tail(manifest.get("status"))}
+
+
+def _without_log_tail(status: Any) -> dict[str, Any]:
+    """The failed rank's last log lines are shown only to callers who may read pod logs (GET .../failure)."""
+    if not isinstance(status, dict) or not isinstance(status.get("lastFailure"), dict):
+        return {}
+    failure = {k: v for k, v in status["lastFailure"].items() if k != "logTail"}
+    return {"status": {**status, "lastFailure": failure}}
 
 
 def _meta(raw: dict[str, Any], key: str) -> str:

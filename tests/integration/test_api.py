@@ -319,6 +319,32 @@ def test_tokens_are_minted_for_the_api_and_cannot_be_replayed_against_kubernetes
     assert replayed.status_code == 401  # what the API saw is worthless to the Kubernetes API
 
 
+def test_a_failed_ranks_log_lines_need_the_right_to_read_pod_logs(world: World, admin: client.ApiClient) -> None:
+    create(world, "leaky")
+    failure = {
+        "pod": "leaky-worker-0-1",
+        "attempt": 1,
+        "failureClass": "Retryable",
+        "exitCode": 1,
+        "reason": "Error",
+        "logTail": "HF_TOKEN=hf_secret",
+        "time": "2026-11-22T10:00:00Z",
+    }
+    custom = client.CustomObjectsApi(admin)
+    custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, world.home, PLURAL, "leaky", {"status": {"lastFailure": failure}}
+    )
+    poll_until(
+        lambda: world.reader.get(jobs_path(world.home, "leaky")).json().get("status"), timeout=TIMEOUT, what="status"
+    )
+    for caller in (world.reader, world.writer):
+        for body in (caller.get(jobs_path(world.home, "leaky")).json(), caller.get(jobs_path(world.home)).json()):
+            assert "hf_secret" not in json.dumps(body)
+    assert world.reader.get(jobs_path(world.home, "leaky") + "/failure").status_code == 403  # no pods/log
+    shown = world.writer.get(jobs_path(world.home, "leaky") + "/failure")
+    assert shown.status_code == 200 and shown.json()["lastFailure"]["logTail"] == "HF_TOKEN=hf_secret"
+
+
 def test_forbidden_names_verb_resource_and_namespace(world: World) -> None:
     response = world.writer.get(jobs_path(world.other))
     assert response.status_code == 403, response.text

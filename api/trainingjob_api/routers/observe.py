@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
-from trainingjob_api.deps import AppState, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
+from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
 from trainingjob_api.errors import ApiError, Problem, from_kubernetes, kubernetes_message, not_found
 from trainingjob_api.logs import LogStream
 from trainingjob_api.schemas import JobEvent, JobEventList
@@ -54,6 +54,21 @@ def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State)
         raise from_kubernetes(error, f"the events of {_what(namespace, name)}") from None
     events = [_event(e) for e in found.items if (e.involved_object.api_version or "").startswith(GROUP)]
     return JobEventList(items=sorted(events, key=lambda e: e.last_timestamp or e.first_timestamp or ""))
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}/failure",
+    responses=ERRORS,
+    summary="The job's last failure with the failed rank's last log lines (needs get pods/log as well)",
+)
+def job_failure(namespace: Namespace, name: Name, _: CanGet, __: CanGetLogs, state: State) -> dict[str, Any]:
+    try:
+        found = state.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, _what(namespace, name)) from None
+    return {"lastFailure": (found.get("status") or {}).get("lastFailure")}
 
 
 def _event(event: Any) -> JobEvent:
