@@ -37,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--token", default=os.environ.get("TJCTL_TOKEN"), help="bearer token for --server ($TJCTL_TOKEN)"
     )
+    parser.add_argument(
+        "--cacert",
+        type=Path,
+        default=os.environ.get("TJCTL_CACERT"),
+        help="CA certificate the REST API's certificate is checked against ($TJCTL_CACERT; the system's when unset)",
+    )
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
@@ -117,7 +123,9 @@ def _cluster(args: argparse.Namespace, console: Console) -> int:
     if args.server and not args.token:
         raise ManifestError("--server needs --token (or $TJCTL_TOKEN)")
     kube: Kube | Rest = (
-        Rest(args.server, args.token, args.namespace) if args.server else Kube(args.kubeconfig, args.namespace)
+        Rest(args.server, args.token, args.namespace, args.cacert)
+        if args.server
+        else Kube(args.kubeconfig, args.namespace)
     )
     if args.command == "watch":
         return _watch(kube, args.name, console)

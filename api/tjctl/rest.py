@@ -1,5 +1,7 @@
 """tjctl's cluster commands through the REST API, as a bearer-token caller."""
 
+import ssl
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,9 +20,12 @@ class RestError(Exception):
 class Rest:
     """The same commands as tjctl.kube.Kube, against `server` (e.g. http://127.0.0.1:8000)."""
 
-    def __init__(self, server: str, token: str, namespace: str | None) -> None:
+    def __init__(self, server: str, token: str, namespace: str | None, cacert: Path | None = None) -> None:
         self.namespace = namespace or "default"
-        self.http = httpx.Client(base_url=f"{server.rstrip('/')}/api/v1", headers={"Authorization": f"Bearer {token}"})
+        verify = ssl.create_default_context(cafile=str(cacert)) if cacert else True
+        self.http = httpx.Client(
+            base_url=f"{server.rstrip('/')}/api/v1", headers={"Authorization": f"Bearer {token}"}, verify=verify
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = self.http.request(method, path, **kwargs)

@@ -13,6 +13,13 @@ class ApiSettings(BaseSettings):
 
     kubeconfig: Path | None = None
     """The kubeconfig of the API's own Kubernetes identity; the in-cluster ServiceAccount when unset."""
+    tls_cert_file: Path | None = None
+    """PEM certificate (chain) to serve HTTPS with; with tls_key_file."""
+    tls_key_file: Path | None = None
+    """PEM private key of tls_cert_file."""
+    plain_http: bool = False
+    """Serve plain HTTP on a non-loopback address: only behind a proxy that terminates TLS. Callers send bearer
+    tokens, so without TLS anyone on the path reads them."""
     host: str = "127.0.0.1"
     """Address to listen on (python -m trainingjob_api)."""
     port: int = Field(default=8000, ge=1, le=65535)

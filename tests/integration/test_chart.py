@@ -92,6 +92,9 @@ REFUSED = {
     "unknown-key": ({"operator.replicaCount": "2"}, "replicaCount"),
     "replicas": ({"operator.replicas": "0"}, "/operator/replicas"),
     "log-format": ({"operator.settings.logFormat": "xml"}, "/operator/settings/logFormat"),
+    "tls-mode": ({"api.tls.mode": "off"}, "/api/tls/mode"),
+    "tls-secret-unnamed": ({"api.tls.mode": "secret"}, "/api/tls/secretName"),
+    "tls-issuer-unnamed": ({"api.tls.mode": "certManager"}, "/api/tls/issuerRef"),
 }
 
 
@@ -138,6 +141,39 @@ def test_the_operator_runs_alone_hardened_and_probed(helm: Helm) -> None:
     assert api["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
     env = {e["name"]: e["value"] for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TJ_OPERATOR_NAMESPACE"] == "" and env["TJ_OPERATOR_METRICS_PORT"] == "8080"
+
+
+@pytest.mark.parametrize(
+    ("values", "secret", "scheme"),
+    [
+        pytest.param({}, "rel-trainingjob-operator-api-tls", "HTTPS", id="self-signed"),
+        pytest.param({"api.tls.mode": "secret", "api.tls.secretName": "mine"}, "mine", "HTTPS", id="own-secret"),
+        pytest.param(
+            {"api.tls.mode": "certManager", "api.tls.issuerRef.name": "ca", "api.tls.issuerRef.kind": "ClusterIssuer"},
+            "rel-trainingjob-operator-api-tls",
+            "HTTPS",
+            id="cert-manager",
+        ),
+        pytest.param({"api.tls.mode": "none"}, None, "HTTP", id="behind-a-proxy"),
+    ],
+)
+def test_the_api_serves_https_unless_told_it_sits_behind_a_proxy(
+    helm: Helm, values: dict[str, str], secret: str | None, scheme: str
+) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system", values))
+    api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
+    pod = api["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    mounted = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert mounted == ([secret] if secret else [])
+    assert ("TJ_API_TLS_CERT_FILE" in env, env.get("TJ_API_PLAIN_HTTP")) == (
+        (True, None) if secret else (False, "true")
+    )
+    probes = [pod["containers"][0][p]["httpGet"]["scheme"] for p in ("livenessProbe", "readinessProbe")]
+    assert probes == [scheme, scheme]
+    made = [s["metadata"]["name"] for s in kinds.get("Secret", [])]
+    made += [c["spec"]["secretName"] for c in kinds.get("Certificate", [])]
+    assert made == ([secret] if values.get("api.tls.mode") in (None, "certManager") else [])
 
 
 def test_fractional_seconds_pass_through_set(helm: Helm) -> None:

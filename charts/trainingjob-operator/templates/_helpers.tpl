@@ -108,3 +108,6 @@ same name, so nothing is listed twice. Pass a dict with "defaults" and "extra". 
 {{- define "tj.celStrings" -}}
 [{{ range $i, $s := . }}{{ if $i }}, {{ end }}{{ $s | squote }}{{ end }}]
 {{- end }}
+{{- define "tj.api.tlsSecretName" -}}
+{{- .Values.api.tls.secretName | default (printf "%s-tls" (include "tj.api.fullname" .)) }}
+{{- end }}
