@@ -31,7 +31,7 @@ def build_state(settings: ApiSettings, kube: Kube) -> AppState:
         authorizer=Authorizer(kube, TtlCache(ttl, size)),
         metrics=ApiMetrics(),
         pod_logs=PodLogs(kube.api.configuration, settings.kubernetes_timeout_seconds),
-        log_slots=StreamSlots(settings.max_log_streams_per_caller, settings.max_log_streams),
+        stream_slots=StreamSlots(settings.max_log_streams_per_caller, settings.max_log_streams),
         readiness=TtlCache(1.0, 1),
     )
 

@@ -30,7 +30,7 @@ class AppState:
     authorizer: Authorizer
     metrics: ApiMetrics
     pod_logs: PodLogs
-    log_slots: StreamSlots
+    stream_slots: StreamSlots
     readiness: TtlCache[str, str]  # the last answer of the apiserver's /readyz, "" when ready, kept a second
 
 

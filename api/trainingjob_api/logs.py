@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class StreamSlots:
-    """Counts the log streams being followed, per caller and in all; refuses (429) one over either bound."""
+    """Counts the open streams (followed logs and watches), per caller and in all; refuses (429) one over either
+    bound."""
 
     def __init__(self, per_caller: int, total: int) -> None:
         self._per_caller, self._total = per_caller, total
@@ -36,10 +37,12 @@ class StreamSlots:
         """One slot for `caller`, or ApiError 429; returns its release, which may be called more than once."""
         with self._lock:
             if self._held[caller] >= self._per_caller:
-                message = f'user "{caller}" follows {self._per_caller} log streams already, the most one caller may'
+                held = f"{self._per_caller} streams (followed logs, watches)"
+                message = f'user "{caller}" holds {held} already, the most one caller may'
                 raise ApiError(429, "TooManyRequests", f"{message}; close one first")
             if self._held.total() >= self._total:
-                message = f"{self._total} log streams are followed on this server already, the most it allows"
+                held = f"{self._total} streams (followed logs, watches)"
+                message = f"{held} are open on this server already, the most it allows"
                 raise ApiError(429, "TooManyRequests", f"{message}; try again later")
             self._held[caller] += 1
         released = threading.Event()

@@ -43,8 +43,8 @@ class ApiSettings(BaseSettings):
     kubernetes_timeout_seconds: float = Field(default=30.0, gt=0)
     """Timeout of each request the API makes to Kubernetes (except streams)."""
     max_log_streams_per_caller: int = Field(default=20, ge=1)
-    """The most log streams one caller may follow at once (429 beyond); each holds a connection to Kubernetes."""
+    """The most streams (followed logs and watches) one caller may hold open at once (429 beyond)."""
     max_log_streams: int = Field(default=500, ge=1)
-    """The most log streams all callers together may follow at once (429 beyond)."""
+    """The most streams (followed logs and watches) all callers together may hold open at once (429 beyond)."""
     readiness_timeout_seconds: float = Field(default=2.0, gt=0)
     """How long /readyz waits for the Kubernetes API server's own /readyz before calling it unreachable."""

@@ -407,6 +407,18 @@ def test_watch_streams_status_changes(world: World, admin: client.ApiClient) -> 
         assert next(events)[0] == "deleted"
 
 
+def test_watch_streams_count_against_the_callers_bound(world: World) -> None:
+    create(world, "watched")
+    url = jobs_path(world.home, "watched") + "/watch"
+    with ExitStack() as stack:
+        for _ in range(20):  # ApiSettings.max_log_streams_per_caller
+            opened = stack.enter_context(world.writer.stream("GET", url))
+            assert opened.status_code == 200
+        with world.writer.stream("GET", url) as refused:  # a stream: an unbounded watch would never end
+            assert refused.status_code == 429
+            assert "streams (followed logs, watches)" in json.loads(refused.read())["message"]
+
+
 def test_events_of_a_job(world: World, admin: client.ApiClient) -> None:
     job = create(world, "eventful")
     involved = client.V1ObjectReference(
@@ -605,7 +617,7 @@ def test_idle_follow_streams_hold_no_thread_and_are_bounded(
         with closing(follow(streamers[0], logs)) as refused:
             refused.read()
             assert refused.status_code == 429, refused.text
-            assert f"follows {STREAMS_EACH} log streams already" in refused.json()["message"]
+            assert f"holds {STREAMS_EACH} streams (followed logs, watches) already" in refused.json()["message"]
         streams[0].close()  # the caller leaves: its slot is freed
 
         def reopened() -> bool:

@@ -19,9 +19,9 @@ def refusal(slots: StreamSlots, caller: str) -> str:
 def test_each_caller_and_all_callers_are_bounded() -> None:
     slots = StreamSlots(per_caller=2, total=3)
     alice = [slots.take("alice"), slots.take("alice")]
-    assert 'user "alice" follows 2 log streams already' in refusal(slots, "alice")
+    assert 'user "alice" holds 2 streams (followed logs, watches) already' in refusal(slots, "alice")
     bob = slots.take("bob")
-    assert "3 log streams are followed on this server already" in refusal(slots, "carol")
+    assert "3 streams (followed logs, watches) are open on this server already" in refusal(slots, "carol")
     assert slots.open == 3
     bob()
     carol = slots.take("carol")

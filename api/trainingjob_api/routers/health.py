@@ -65,5 +65,5 @@ def metrics(state: State) -> Response:
     state.metrics.cache_jobs.set(len(state.cache))
     state.metrics.cache_synced.set(1 if state.cache.synced.is_set() else 0)
     state.metrics.cache_relists.set(state.cache.relists)
-    state.metrics.log_streams.set(state.log_slots.open)
+    state.metrics.log_streams.set(state.stream_slots.open)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -111,7 +111,7 @@ async def job_logs(
     namespace: Namespace, name: Name, caller: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
     follow: bool = False, tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)] = None,
 ) -> StreamingResponse:  # fmt: skip
-    release = state.log_slots.take(caller.username) if follow else lambda: None
+    release = state.stream_slots.take(caller.username) if follow else lambda: None
     try:
         found = await run_in_threadpool(_current_pod, state, namespace, name, replica)
         params: dict[str, str | int] = {"container": CONTAINER_NAME, "follow": str(follow).lower()}
@@ -154,14 +154,20 @@ async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
     responses={**ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "status events"}},
     summary="A server-sent-events stream of the job: one `status` event now and on every status change",
 )
-async def watch_job(namespace: Namespace, name: Name, _: CanWatch, state: State) -> StreamingResponse:
+async def watch_job(namespace: Namespace, name: Name, caller: CanWatch, state: State) -> StreamingResponse:
     queue: asyncio.Queue[tuple[str, CachedJob]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
     def deliver(kind: str, job: CachedJob) -> None:  # called in the cache's thread
         loop.call_soon_threadsafe(queue.put_nowait, (kind, job))
 
-    undo = state.cache.listen((namespace, name), deliver)
+    release = state.stream_slots.take(caller.username)
+    stop_listening = state.cache.listen((namespace, name), deliver)
+
+    def undo() -> None:
+        stop_listening()
+        release()
+
     try:
         current = state.cache.get(namespace, name)
         if current is None:
