@@ -5,7 +5,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from trainingjob_api import errors
+from trainingjob_api import docs, errors
 from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
 from trainingjob_api.deps import AppState
 from trainingjob_api.kube import Kube
@@ -57,6 +57,8 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
         description=DESCRIPTION,
         lifespan=lifespan,
         separate_input_output_schemas=False,
+        docs_url=None,  # served by trainingjob_api.docs, without a CDN
+        redoc_url=None,
     )
     app.state.trainingjob = state
     errors.install(app)
@@ -64,4 +66,5 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
     app.include_router(jobs.router)
     app.include_router(observe.router)
     app.include_router(health.router)
+    docs.install(app)
     return app

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import ssl
@@ -472,6 +473,16 @@ def test_health_metrics_and_docs(world: World) -> None:
     metrics = world.anonymous.get("/metrics").text
     assert 'trainingjob_api_requests_total{method="GET",route="/api/v1/namespaces/{namespace}/trainingjobs"' in metrics
     assert "trainingjob_api_cache_synced 1.0" in metrics
+
+
+def test_the_docs_load_nothing_from_outside(world: World) -> None:
+    """An air-gapped cluster reaches no CDN: every script and style of /docs is served by the API."""
+    page = world.anonymous.get("/docs").text
+    loaded = re.findall(r"""(?:src|href)=["']([^"']+)""", page) + re.findall(r"url: ?'([^']+)'", page)
+    assert loaded and all(url.startswith("/") for url in loaded), loaded
+    for url in loaded:
+        assert world.anonymous.get(url).status_code == 200, url
+    assert "SwaggerUIBundle" in world.anonymous.get("/docs-assets/swagger-ui-bundle.js").text
 
 
 def test_errors_never_carry_the_servers_credentials(world: World, api_server: Api) -> None:
