@@ -17,6 +17,7 @@ from tests.support.processes import poll_until
 
 pytestmark = pytest.mark.cluster
 TERMINATING_TIMEOUT = 3
+GRACE = 5  # the stranded pods' grace period: the force-delete waits it out first
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +106,7 @@ def test_a_pod_stuck_terminating_on_an_unreachable_node_is_force_deleted(h: Harn
     try:
         manifest = job_manifest("stranded", workers=2)
         manifest["spec"]["workers"]["nodeSelector"] = {"kubernetes.io/hostname": "unreachable-node"}
+        manifest["spec"]["workers"]["terminationGracePeriodSeconds"] = GRACE
         h.create(manifest)
         pods = poll_until(lambda: h.pods("stranded") if len(h.pods("stranded")) == 2 else None, timeout=30, what="pods")
         for pod in pods:  # the kubelet's last word before its node went silent
@@ -114,13 +116,13 @@ def test_a_pod_stuck_terminating_on_an_unreachable_node_is_force_deleted(h: Harn
             "stranded", lambda job: bool(job.get("status")) and job["status"]["attempt"] == 2, "a restart", timeout=30
         )
         assert restarted["status"]["restarts"]["retryable"] == 1
-        # Each old pod waits out its grace period (30 s) and the timeout, then goes by force.
+        # Each old pod waits out its grace period and the timeout, then goes by force.
         poll_until(
             lambda: (
                 {p.metadata.labels["trainingjob.io/attempt"] for p in h.pods("stranded")} == {"2"}
                 and len(h.pods("stranded")) == 2
             ),
-            timeout=30 + TERMINATING_TIMEOUT + 30,
+            timeout=GRACE + TERMINATING_TIMEOUT + 30,
             what="attempt 2's pods after the stuck ones were force-deleted",
         )
         events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=stranded").items

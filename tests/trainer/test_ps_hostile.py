@@ -89,8 +89,9 @@ def answer(address: tuple[str, int], data: bytes, *, end: bool = True) -> bytes:
         if end:
             sock.shutdown(socket.SHUT_WR)
         received = bytearray()
-        while chunk := sock.recv(1 << 16):
-            received += chunk
+        with contextlib.suppress(ConnectionResetError):  # hung up with our bytes unread: a reset, not a close
+            while chunk := sock.recv(1 << 16):
+                received += chunk
         return bytes(received)
 
 
@@ -138,7 +139,8 @@ def test_a_hostile_client_can_neither_read_nor_change_nor_stop_the_job(
         attacks["replay-on-a-new-connection"] = (b"".join(recorded), True)
         attacks["replay-a-push-with-a-fresh-nonce"] = (secrets.token_bytes(NONCE_BYTES) + recorded[2], True)
         received = {name: answer(addresses[0], data, end=end) for name, (data, end) in attacks.items()}
-        assert {name: len(data) for name, data in received.items()} == dict.fromkeys(attacks, NONCE_BYTES)
+        # The server's nonce at most (a reset may discard even that on the way): never a byte of the model.
+        assert {name: len(data) <= NONCE_BYTES for name, data in received.items()} == dict.fromkeys(attacks, True)
         assert_wrong_key_gets_no_answer(addresses[0])
         assert [server.process.poll() for server in servers] == [None] * SHARDS, "a server exited early"
 
