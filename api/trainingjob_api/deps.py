@@ -75,6 +75,8 @@ class Permission:
 
     def __call__(self, namespace: Namespace, caller: AuthenticatedCaller, state: State) -> Caller:
         require(state, caller, Access(self.verb, self.group, self.resource, namespace, self.subresource))
+        if not state.cache.serves(namespace):
+            raise ApiError(404, "NotFound", f'namespace "{namespace}" is not served by this API (TJ_API_NAMESPACES)')
         return caller
 
 

@@ -20,6 +20,9 @@ class ApiSettings(BaseSettings):
     plain_http: bool = False
     """Serve plain HTTP on a non-loopback address: only behind a proxy that terminates TLS. Callers send bearer
     tokens, so without TLS anyone on the path reads them."""
+    namespaces: list[str] = Field(default_factory=list)
+    """Serve only these namespaces (a JSON list, e.g. ["team-a","team-b"]); every namespace when empty. The API's
+    own rights can then be Roles in these namespaces only (chart: api.namespaces)."""
     host: str = "127.0.0.1"
     """Address to listen on (python -m trainingjob_api)."""
     port: int = Field(default=8000, ge=1, le=65535)

@@ -1,12 +1,13 @@
-"""The job cache: a background thread LISTs then WATCHes TrainingJobs in every namespace (relisting on 410 Gone)
-and answers reads from memory. Eventually consistent: it trails the apiserver by the watch's latency."""
+"""The job cache: a background thread LISTs then WATCHes TrainingJobs in every namespace, or one thread per served
+namespace (TJ_API_NAMESPACES), relisting on 410 Gone, and answers reads from memory. Eventually consistent: it
+trails the apiserver by the watch's latency."""
 
 import json
 import logging
 import threading
 from bisect import bisect_right, insort
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -46,8 +47,29 @@ class GoneError(Exception):
     """The watch's resourceVersion is too old (410 Gone): relist."""
 
 
+@dataclass
+class Scope:
+    """One LIST + WATCH: every namespace (None) or one; its own resourceVersion and state."""
+
+    namespace: str | None
+    resource_version: str = ""
+    synced: threading.Event = field(default_factory=threading.Event)
+    current: threading.Event = field(default_factory=threading.Event)  # the watch is up
+
+
+class AllOf:
+    """Set when each of the events is: the cache is synced (or current) when every scope is."""
+
+    def __init__(self, events: list[threading.Event]) -> None:
+        self._events = events
+
+    def is_set(self) -> bool:
+        return all(event.is_set() for event in self._events)
+
+
 class JobCache:
-    """Every TrainingJob of the cluster, kept current by LIST + WATCH in a daemon thread."""
+    """Every TrainingJob of the cluster (or of the served namespaces), kept current by LIST + WATCH in daemon
+    threads, one per scope."""
 
     def __init__(self, kube: Kube, settings: ApiSettings, on_change: Callable[[], None] = lambda: None) -> None:
         self._kube, self._settings, self._on_change = kube, settings, on_change
@@ -57,14 +79,24 @@ class JobCache:
         self._lock = threading.Lock()
         self._listeners: dict[Key, set[Listener]] = {}
         self._stopping = threading.Event()
-        self.synced = threading.Event()
-        self.current = threading.Event()  # set while the watch is up; cleared when it fails, until a relist works
-        self.resource_version = ""
+        self.served = tuple(settings.namespaces)
+        self._scopes = [Scope(ns) for ns in self.served] or [Scope(None)]
+        self.synced = AllOf([scope.synced for scope in self._scopes])
+        self.current = AllOf([scope.current for scope in self._scopes])  # cleared while a watch is down
         self.relists = 0
-        self._thread = threading.Thread(target=self._run, name="trainingjob-cache", daemon=True)
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion of the one LIST + WATCH; "" when there is one per namespace (none covers all)."""
+        return self._scopes[0].resource_version if len(self._scopes) == 1 else ""
+
+    def serves(self, namespace: str) -> bool:
+        return not self.served or namespace in self.served
 
     def start(self) -> None:
-        self._thread.start()
+        for scope in self._scopes:
+            name = f"trainingjob-cache-{scope.namespace or 'all'}"
+            threading.Thread(target=self._run, args=(scope,), name=name, daemon=True).start()
 
     def stop(self) -> None:
         self._stopping.set()  # the thread ends after its current WATCH; it is a daemon, so nothing waits on it
@@ -124,17 +156,17 @@ class JobCache:
 
         return undo
 
-    def _run(self) -> None:
+    def _run(self, scope: Scope) -> None:
         while not self._stopping.is_set():
             try:
-                self._relist()
-                self.synced.set()
-                self.current.set()
-                self._watch()
+                self._relist(scope)
+                scope.synced.set()
+                scope.current.set()
+                self._watch(scope)
             except GoneError:
                 log.info("the watch expired (410 Gone); relisting")
             except Exception as error:
-                self.current.clear()
+                scope.current.clear()
                 if self._stopping.is_set():
                     return
                 if isinstance(error, HTTPError):  # Kubernetes unreachable: no stack trace every second
@@ -143,38 +175,48 @@ class JobCache:
                     log.exception("the job cache lost its watch; relisting in 1 s")
                 self._stopping.wait(1.0)
 
-    def _relist(self) -> None:
+    def _list(self, scope: Scope, **options: Any) -> Any:
+        custom = self._kube.custom
+        if scope.namespace is None:
+            return custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **options)
+        return custom.list_namespaced_custom_object(GROUP, VERSION, scope.namespace, PLURAL, **options)
+
+    def _relist(self, scope: Scope) -> None:
         items: dict[Key, CachedJob] = {}
         token: str | None = None
         while True:
-            page = self._kube.custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, limit=self._settings.list_page_size, _continue=token,
-                _request_timeout=self._kube.timeout,
-            )  # fmt: skip
+            page = self._list(
+                scope, limit=self._settings.list_page_size, _continue=token, _request_timeout=self._kube.timeout
+            )
             for raw in page.get("items", []):
                 job = CachedJob.from_raw(raw)
                 items[(job.namespace, job.name)] = job
             token = page["metadata"].get("continue")
             if not token:
                 break
-        self._replace_all(items, page["metadata"]["resourceVersion"])
+        self._replace_all(scope, items)
+        scope.resource_version = page["metadata"]["resourceVersion"]
         self.relists += 1
 
-    def _replace_all(self, items: dict[Key, CachedJob], resource_version: str) -> None:
+    def _replace_all(self, scope: Scope, items: dict[Key, CachedJob]) -> None:
         with self._lock:
-            old = {(ns, name): job for ns, jobs in self._jobs.items() for name, job in jobs.items()}
+            old = {
+                (ns, name): job
+                for ns, jobs in self._jobs.items()
+                if scope.namespace in (None, ns)
+                for name, job in jobs.items()
+            }
         for key in old.keys() - items.keys():
             self._apply("DELETED", old[key])
         for key, job in items.items():
             if old.get(key) != job:
                 self._apply("ADDED" if key not in old else "MODIFIED", job)
-        self.resource_version = resource_version
 
-    def _watch(self) -> None:
+    def _watch(self, scope: Scope) -> None:
         timeout = self._settings.watch_timeout_seconds
         while not self._stopping.is_set():
-            response = self._kube.custom.list_cluster_custom_object(
-                GROUP, VERSION, PLURAL, watch=True, resource_version=self.resource_version,
+            response = self._list(
+                scope, watch=True, resource_version=scope.resource_version,
                 allow_watch_bookmarks=True, timeout_seconds=timeout, _preload_content=False,
                 _request_timeout=(self._kube.timeout, timeout + 30),
             )  # fmt: skip
@@ -182,12 +224,12 @@ class JobCache:
                 for line in iter_resp_lines(response):
                     if self._stopping.is_set():
                         return
-                    self._handle(json.loads(line))
+                    self._handle(scope, json.loads(line))
             finally:
                 response.close()
                 response.release_conn()
 
-    def _handle(self, event: dict[str, Any]) -> None:
+    def _handle(self, scope: Scope, event: dict[str, Any]) -> None:
         kind, raw = event.get("type"), event.get("object") or {}
         if kind == "ERROR":
             if raw.get("code") == 410:
@@ -195,7 +237,7 @@ class JobCache:
             raise ApiException(status=raw.get("code"), reason=raw.get("message"))
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             self._apply(str(kind), CachedJob.from_raw(raw))
-        self.resource_version = raw.get("metadata", {}).get("resourceVersion", self.resource_version)
+        scope.resource_version = raw.get("metadata", {}).get("resourceVersion", scope.resource_version)
 
     def _index(self, job: CachedJob, add: bool) -> None:
         for label in job.labels.items():

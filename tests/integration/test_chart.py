@@ -33,6 +33,7 @@ MONITORING = {
 VALUE_SETS = {
     "defaults": {},
     "no-api": {"api.enabled": "false"},
+    "api-serving-one-namespace": {"api.namespaces": "{{ns}}"},
     "monitoring": MONITORING,
     "no-metrics": {"operator.metricsPort": "0"},
     "read-only-api-pinned-images": {
@@ -174,6 +175,18 @@ def test_the_api_serves_https_unless_told_it_sits_behind_a_proxy(
     made = [s["metadata"]["name"] for s in kinds.get("Secret", [])]
     made += [c["spec"]["secretName"] for c in kinds.get("Certificate", [])]
     assert made == ([secret] if values.get("api.tls.mode") in (None, "certManager") else [])
+
+
+def test_an_api_serving_some_namespaces_has_rights_there_only(helm: Helm) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system", {"api.namespaces": "{team-a,team-b}"}))
+    api_roles = [r for r in kinds["Role"] if r["metadata"]["name"].endswith("-api")]
+    assert sorted(r["metadata"]["namespace"] for r in api_roles) == ["team-a", "team-b"]
+    assert all("trainingjobs" in r["rules"][0]["resources"] for r in api_roles)
+    (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-api")]
+    assert [r["resources"] for r in cluster_role["rules"]] == [["tokenreviews"], ["subjectaccessreviews"]]
+    api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
+    env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]'
 
 
 def test_fractional_seconds_pass_through_set(helm: Helm) -> None:

@@ -65,3 +65,16 @@ operator under exactly these rules.
   resources: [leases]
   verbs: [get, create, update]
 {{- end }}
+{{- define "tj.api.jobRules" -}}
+# The jobs themselves: read (list/watch feed the API's cache) and, by default, submit/suspend/delete.
+- apiGroups: [trainingjob.io]
+  resources: [trainingjobs]
+  verbs: {{ toJson .Values.api.trainingJobVerbs }}
+# A job's pods and events, and the logs of its ranks.
+- apiGroups: [""]
+  resources: [pods, events]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+{{- end }}
