@@ -4,6 +4,7 @@ import json
 from typing import Any, cast
 
 from trainingjob_api.selectors import parse
+from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import CachedJob, JobCache
 
 
@@ -12,7 +13,7 @@ def job(namespace: str, name: str, **labels: str) -> CachedJob:
 
 
 def cache_with(*jobs: CachedJob) -> JobCache:
-    cache = JobCache(cast(Any, None), cast(Any, None))
+    cache = JobCache(cast(Any, None), ApiSettings())  # no Kubernetes: the watch thread is never started
     for each in jobs:
         cache._apply("ADDED", each)  # what the watch thread does
     return cache
@@ -45,3 +46,9 @@ def test_relabelled_and_deleted_jobs_leave_the_index() -> None:
     cache._apply("DELETED", job("a", "x", shard="2"))
     assert names(cache.page(["a"], parse("shard=2"), None, None)) == []
     assert len(cache) == 0
+
+
+def test_a_cache_for_some_namespaces_serves_those_only() -> None:
+    everywhere = JobCache(cast(Any, None), ApiSettings())
+    scoped = JobCache(cast(Any, None), ApiSettings(namespaces=["team-a"]))
+    assert everywhere.serves("kube-system") and scoped.serves("team-a") and not scoped.serves("kube-system")
