@@ -12,9 +12,9 @@ from contextlib import ExitStack, closing, contextmanager
 import httpx
 from kubernetes import client
 from tests.integration.conftest import install_crd
-from tests.integration.test_api import SILENT_KUBELET, accepts, pod_of
 from tests.support.controlplane import ControlPlane, running
 from tests.support.processes import Server, free_port
+from tests.support.rest_api import SILENT_KUBELET, accepts, pod_of
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

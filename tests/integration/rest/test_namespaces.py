@@ -10,7 +10,9 @@ import httpx
 import pytest
 import uvicorn
 from kubernetes import client
-from tests.integration.test_api import (
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import free_port, poll_until
+from tests.support.rest_api import (
     ALL_VERBS,
     SERVER_RULES,
     TIMEOUT,
@@ -20,8 +22,6 @@ from tests.integration.test_api import (
     service_account,
     token_kubeconfig,
 )
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.app import create_app

@@ -14,12 +14,12 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
-from tests.integration.test_api import World, admin, api_server, jobs_path, manifest, world  # noqa: F401  (fixtures)
+from tests.support.rest_api import World, jobs_path, manifest
 
 pytestmark = pytest.mark.envtest
 
 EXAMPLES_PER_OPERATION = 25
-# Streams never end by themselves; their behaviour is tested in test_api.py.
+# Streams never end by themselves; their behaviour is tested in test_observe.py and test_jobs.py.
 STREAMS = ("/watch", "/logs")
 JSON, YAML = "application/json", "application/yaml"
 LIMIT = 1 << 20  # the API's body limit
@@ -79,7 +79,7 @@ def peak_memory() -> int:
     ("media_type", "body", "status", "problem"), [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE]
 )
 def test_hostile_bodies_are_refused_fast_naming_the_problem(
-    world: World,  # noqa: F811
+    world: World,
     media_type: str,
     body: bytes,
     status: int,
@@ -107,19 +107,19 @@ def exchange(api: World, head: dict[str, str], body: bytes) -> tuple[int, dict[s
         return response.status, json.loads(response.read())
 
 
-def test_a_body_declared_too_large_is_refused_before_it_is_sent(world: World) -> None:  # noqa: F811
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(world: World) -> None:
     status, answer = exchange(world, {"Content-Length": str(10 << 30)}, b"")  # 10 GiB announced, none sent
     assert (status, answer["message"]) == (413, f"the manifest is larger than {LIMIT} bytes")
 
 
-def test_a_body_without_length_is_refused_as_soon_as_it_passes_the_limit(world: World) -> None:  # noqa: F811
+def test_a_body_without_length_is_refused_as_soon_as_it_passes_the_limit(world: World) -> None:
     chunk = b"x" * (64 << 10)
     chunks = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(LIMIT // len(chunk) + 1))
     status, answer = exchange(world, {"Transfer-Encoding": "chunked"}, chunks)  # the body never ends
     assert (status, answer["message"]) == (413, f"the manifest is larger than {LIMIT} bytes")
 
 
-def test_no_input_makes_the_api_fail(world: World) -> None:  # noqa: F811
+def test_no_input_makes_the_api_fail(world: World) -> None:
     document = world.writer.get("/openapi.json").json()
     schema = schemathesis.openapi.from_dict(document)
     operations = [result.ok() for result in schema.get_all_operations()]  # type: ignore[union-attr]

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 from tests.e2e.test_local_mode import REPO, tjctl
-from tests.integration.test_api import Api, World, admin, api_server, world  # noqa: F401  (fixtures)
+from tests.support.rest_api import Api, World
 
 pytestmark = pytest.mark.envtest
 
 
-def test_tjctl_manages_jobs_through_the_rest_api(api_server: Api, world: World) -> None:  # noqa: F811
+def test_tjctl_manages_jobs_through_the_rest_api(api_server: Api, world: World) -> None:
     token = str(world.writer.headers["Authorization"]).split()[1]
     rest = ("--server", api_server.url, "--token", token, "-n", world.home)
     example = str(REPO / "examples" / "digits-ddp.yaml")

@@ -1,10 +1,10 @@
 """Every route of the REST API refuses a caller without the matching right: the table is the routers' own routes,
-so a route added without a permission check fails here. The caller is the `writer` of test_api.py, who may do
+so a route added without a permission check fails here. The caller is the `writer` of conftest.py's world, who may do
 anything in its home namespace and nothing in the other one."""
 
 import pytest
 from fastapi.routing import APIRoute
-from tests.integration.test_api import World, admin, api_server, manifest, world  # noqa: F401  (fixtures)
+from tests.support.rest_api import World, manifest
 
 from trainingjob_api.routers import jobs, observe
 
@@ -23,7 +23,7 @@ def test_the_table_holds_every_namespaced_route() -> None:
 
 
 @pytest.mark.parametrize(("method", "path"), ROUTES, ids=[f"{m} {p.removeprefix(NAMESPACED)}" for m, p in ROUTES])
-def test_a_caller_without_the_right_is_refused(world: World, method: str, path: str) -> None:  # noqa: F811
+def test_a_caller_without_the_right_is_refused(world: World, method: str, path: str) -> None:
     url = path.format(namespace=world.other, name="someone-elses")
     body = manifest("someone-elses") if method == "POST" and path.endswith("trainingjobs") else None
     response = world.writer.request(method, url, json=body)

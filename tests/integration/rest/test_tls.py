@@ -13,7 +13,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.processes import Server, free_port
 
 pytestmark = pytest.mark.envtest
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def api_env(plane: ControlPlane, port: int, **settings: str) -> dict[str, str]:

@@ -1,0 +1,88 @@
+"""The REST API under uvicorn against the envtest apiserver, and a world of callers with chosen rights."""
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from kubernetes import client
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import free_port, poll_until
+from tests.support.rest_api import (
+    ALL_VERBS,
+    READ_VERBS,
+    SERVER_RULES,
+    TIMEOUT,
+    Api,
+    World,
+    grant,
+    service_account,
+    token_kubeconfig,
+)
+
+from trainingjob.model import GROUP, PLURAL
+from trainingjob_api.app import create_app
+from trainingjob_api.settings import ApiSettings
+
+
+@pytest.fixture(scope="module")
+def admin(trainingjob_crd: ControlPlane) -> Iterator[client.ApiClient]:
+    with trainingjob_crd.api_client() as api:
+        yield api
+
+
+@pytest.fixture(scope="module")
+def api_server(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_factory: Any) -> Iterator[Api]:
+    """The app under uvicorn on a free loopback port, acting as its own ServiceAccount with least rights."""
+    system = f"tj-api-system-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": system}))
+    token = service_account(admin, system, "trainingjob-api", audience=None)  # its own identity, for Kubernetes
+    grant(admin, system, (system, "trainingjob-api"), SERVER_RULES)
+    kubeconfig = token_kubeconfig(tmp_path_factory.mktemp("api") / "kubeconfig", trainingjob_crd, token)
+    settings = ApiSettings(kubeconfig=kubeconfig, sse_keepalive_seconds=1.0)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=free_port(), log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.config.port}"
+    poll_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, timeout=TIMEOUT, what="the API ready")
+    yield Api(url, token)
+    server.should_exit = True
+    thread.join(TIMEOUT)
+    client.CoreV1Api(admin).delete_namespace(system)
+
+
+@pytest.fixture
+def world(api_server: Api, admin: client.ApiClient, envtest_ns: str) -> Iterator[World]:
+    other = f"{envtest_ns[:50]}-other"
+    client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": other}))
+    writer_rules = [
+        client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
+        client.V1PolicyRule(api_groups=[""], resources=["events"], verbs=["list"]),
+        client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+    ]
+    grant(admin, "writer", (envtest_ns, "writer"), writer_rules, namespace=envtest_ns)
+    grant(
+        admin,
+        f"{other}-reader",
+        (other, "reader"),
+        [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=READ_VERBS)],
+    )
+    clients = [
+        httpx.Client(base_url=api_server.url, timeout=TIMEOUT, headers=headers)
+        for headers in (
+            {"Authorization": f"Bearer {service_account(admin, envtest_ns, 'writer')}"},
+            {"Authorization": f"Bearer {service_account(admin, other, 'reader')}"},
+            {},
+        )
+    ]
+    yield World(envtest_ns, other, *clients)
+    for each in clients:
+        each.close()
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role_binding(f"{other}-reader")
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role(f"{other}-reader")
+    client.CoreV1Api(admin).delete_namespace(other)

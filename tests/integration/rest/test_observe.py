@@ -1,0 +1,156 @@
+"""Following jobs through the REST API: events, pod logs, and the bounds on streams that hold no thread."""
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, closing
+from pathlib import Path
+
+import httpx
+import pytest
+from kubernetes import client
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import Server, free_port, poll_until
+from tests.support.rest_api import (
+    SILENT_KUBELET,
+    TIMEOUT,
+    World,
+    accepts,
+    create,
+    jobs_path,
+    manifest,
+    pod_of,
+    service_account,
+)
+
+from trainingjob.model import GROUP, VERSION
+
+pytestmark = pytest.mark.envtest
+
+STREAMERS, STREAMS_EACH = 10, 20  # 200 idle follow streams; 20 is the default bound per caller
+
+
+def test_events_of_a_job(world: World, admin: client.ApiClient) -> None:
+    job = create(world, "eventful")
+    involved = client.V1ObjectReference(
+        api_version=f"{GROUP}/{VERSION}", kind="TrainingJob", name="eventful", namespace=world.home,
+        uid=job["metadata"]["uid"],
+    )  # fmt: skip
+    event = client.CoreV1Event(
+        metadata={"name": "eventful.1"}, involved_object=involved, reason="WorkerFailed", type="Warning",
+        message="worker-1 exited with code 1.", source=client.V1EventSource(component="trainingjob-operator"),
+    )  # fmt: skip
+    client.CoreV1Api(admin).create_namespaced_event(world.home, event)
+    response = world.writer.get(jobs_path(world.home, "eventful") + "/events")
+    assert response.status_code == 200, response.text
+    [found] = response.json()["items"]
+    assert found["reason"] == "WorkerFailed"
+    assert found["source"] == "trainingjob-operator"
+    assert world.reader.get(jobs_path(world.home, "eventful") + "/events").status_code == 403
+
+
+def test_logs_without_a_kubelet_fail_clearly(world: World, admin: client.ApiClient) -> None:
+    create(world, "logged")
+    logs = jobs_path(world.home, "logged") + "/logs"
+    missing = world.writer.get(logs, params={"replica": "worker-0"})
+    assert missing.status_code == 404, missing.text
+    assert "replica worker-0" in missing.json()["message"]
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_pod(world.home, pod_of("logged", attempt=1))  # envtest has no scheduler
+    pending = world.writer.get(logs, params={"replica": "worker-0"})
+    assert pending.status_code == 404, pending.text
+    assert 'pod "logged-worker-0-1" has no logs yet: it is not scheduled' in pending.json()["message"]
+    core.create_namespaced_pod(world.home, pod_of("logged", attempt=2, node="gpu-node-0"))  # no kubelet there
+    unreachable = world.writer.get(logs, params={"replica": "worker-0"})
+    assert unreachable.status_code == 502, unreachable.text
+    assert 'the logs of pod "logged-worker-0-2" are not available from Kubernetes' in unreachable.json()["message"]
+    assert world.writer.get(logs, params={"replica": "chief-0"}).status_code == 422
+
+
+def test_watch_streams_count_against_the_callers_bound(world: World) -> None:
+    create(world, "watched")
+    url = jobs_path(world.home, "watched") + "/watch"
+    with ExitStack() as stack:
+        for _ in range(20):  # ApiSettings.max_log_streams_per_caller
+            opened = stack.enter_context(world.writer.stream("GET", url))
+            assert opened.status_code == 200
+        with world.writer.stream("GET", url) as refused:  # a stream: an unbounded watch would never end
+            assert refused.status_code == 429
+            assert "streams (followed logs, watches)" in json.loads(refused.read())["message"]
+
+
+@pytest.fixture
+def silent_node(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path: Path) -> Iterator[str]:
+    """A Node whose kubelet serves every pod's log as one line, then nothing: follow streams stay open and idle."""
+    pair, port = trainingjob_crd.pki.issue("kubelet", "kubelet", server=True), free_port()
+    kubelet = Server(
+        "kubelet", [sys.executable, "-c", SILENT_KUBELET, str(port), str(pair.cert), str(pair.key)], tmp_path
+    )
+    node, nodes = f"silent-{uuid.uuid4().hex[:6]}", client.CoreV1Api(admin)
+    status = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+              "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}  # fmt: skip
+    try:
+        kubelet.wait_ready(lambda: accepts(port), TIMEOUT)
+        nodes.create_node({"metadata": {"name": node}, "status": status})
+        try:
+            yield node
+        finally:
+            nodes.delete_node(node)
+    finally:
+        kubelet.stop()
+
+
+def callers(world: World, admin: client.ApiClient, count: int) -> list[httpx.Client]:
+    """`count` more ServiceAccounts with the writer's role in the home namespace, as API clients."""
+    names = [f"caller-{index}" for index in range(count)]
+    subjects = [client.RbacV1Subject(kind="ServiceAccount", name=name, namespace=world.home) for name in names]
+    ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="writer")
+    binding = client.V1RoleBinding(metadata={"name": "callers"}, role_ref=ref, subjects=subjects)
+    client.RbacAuthorizationV1Api(admin).create_namespaced_role_binding(world.home, binding)
+    return [
+        httpx.Client(base_url=world.writer.base_url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {token}"})
+        for token in (service_account(admin, world.home, name) for name in names)
+    ]
+
+
+def follow(caller: httpx.Client, path: str) -> httpx.Response:
+    """A log stream, open once its headers are in; the caller closes it."""
+    return caller.send(caller.build_request("GET", path, params={"follow": "true"}), stream=True)
+
+
+def log_streams(world: World) -> float:
+    metrics = world.anonymous.get("/metrics").text
+    return float(
+        next(line.split()[1] for line in metrics.splitlines() if line.startswith("trainingjob_api_log_streams"))
+    )
+
+
+def test_idle_follow_streams_hold_no_thread_and_are_bounded(
+    world: World, admin: client.ApiClient, silent_node: str
+) -> None:
+    create(world, "streamed")
+    client.CoreV1Api(admin).create_namespaced_pod(world.home, pod_of("streamed", attempt=1, node=silent_node))
+    logs = jobs_path(world.home, "streamed") + "/logs"
+    with ExitStack() as stack:
+        streamers = [stack.enter_context(each) for each in callers(world, admin, STREAMERS)]
+        streams = [stack.enter_context(closing(follow(each, logs))) for each in streamers for _ in range(STREAMS_EACH)]
+        assert {stream.status_code for stream in streams} == {200}
+        assert log_streams(world) == STREAMERS * STREAMS_EACH
+        start = time.perf_counter()
+        assert world.anonymous.get("/healthz").status_code == 200
+        assert world.writer.post(jobs_path(world.home), json=manifest("while-200-streams")).status_code == 201
+        assert time.perf_counter() - start < 2.0
+        with closing(follow(streamers[0], logs)) as refused:
+            refused.read()
+            assert refused.status_code == 429, refused.text
+            assert f"holds {STREAMS_EACH} streams (followed logs, watches) already" in refused.json()["message"]
+        streams[0].close()  # the caller leaves: its slot is freed
+
+        def reopened() -> bool:
+            with closing(follow(streamers[0], logs)) as again:
+                return again.status_code == 200 and next(again.iter_raw()) == b"started\n"  # relayed as it comes
+
+        poll_until(reopened, timeout=TIMEOUT, what="a freed slot")
+    poll_until(lambda: log_streams(world) == 0, timeout=TIMEOUT, what="every stream closed when its caller left")

@@ -1,0 +1,154 @@
+"""The REST API's test world: its own least-privilege identity, callers with chosen rights, and request helpers.
+The fixtures that start the API live in tests/integration/rest/conftest.py."""
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from kubernetes import client
+from tests.builders import job_manifest
+from tests.support.controlplane import ControlPlane
+
+from trainingjob.model import GROUP, PLURAL
+from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
+
+ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+
+
+READ_VERBS = ["get", "list", "watch"]
+
+
+TIMEOUT = 30.0
+
+
+AUDIENCE = "trainingjob-api"
+
+
+# What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
+SERVER_RULES = [
+    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
+    client.V1PolicyRule(api_groups=[""], resources=["pods", "events"], verbs=["get", "list"]),
+    client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+    client.V1PolicyRule(api_groups=["authentication.k8s.io"], resources=["tokenreviews"], verbs=["create"]),
+    client.V1PolicyRule(api_groups=["authorization.k8s.io"], resources=["subjectaccessreviews"], verbs=["create"]),
+]
+
+
+@dataclass(frozen=True)
+class Api:
+    """The API served on loopback, and the token of its own ServiceAccount (which must never leak)."""
+
+    url: str
+    server_token: str
+
+
+@dataclass(frozen=True)
+class World:
+    """Two namespaces and two callers: `writer` may do anything in `home` only, `reader` may read everywhere."""
+
+    home: str
+    other: str
+    writer: httpx.Client
+    reader: httpx.Client
+    anonymous: httpx.Client
+
+
+def manifest(name: str, labels: dict[str, str] | None = None, replicas: int = 2) -> dict[str, Any]:
+    return job_manifest(name, labels=labels, workers=replicas, trainer={"steps": 10})
+
+
+def service_account(api: client.ApiClient, namespace: str, name: str, audience: str | None = AUDIENCE) -> str:
+    """Create a ServiceAccount and return a token for it from the TokenRequest API, minted for the REST API's
+    audience (or, with audience None, for the Kubernetes API's own)."""
+    core = client.CoreV1Api(api)
+    try:
+        core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata={"name": name}))
+    except client.ApiException as error:
+        if error.status != 409:
+            raise
+    audiences = [audience] if audience else []
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=audiences, expiration_seconds=3600)
+    )
+    return str(core.create_namespaced_service_account_token(name, namespace, request).status.token)
+
+
+def grant(api: client.ApiClient, name: str, sa: tuple[str, str], rules: list[Any], namespace: str = "") -> None:
+    """Bind `rules` to the ServiceAccount `sa` (namespace, name): a Role in `namespace`, else a ClusterRole."""
+    rbac = client.RbacAuthorizationV1Api(api)
+    subject = client.RbacV1Subject(kind="ServiceAccount", name=sa[1], namespace=sa[0])
+    kind = "Role" if namespace else "ClusterRole"
+    role_ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind=kind, name=name)
+    if namespace:
+        rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": name}, rules=rules))
+        binding = client.V1RoleBinding(metadata={"name": name}, role_ref=role_ref, subjects=[subject])
+        rbac.create_namespaced_role_binding(namespace, binding)
+    else:
+        rbac.create_cluster_role(client.V1ClusterRole(metadata={"name": name}, rules=rules))
+        binding = client.V1ClusterRoleBinding(metadata={"name": name}, role_ref=role_ref, subjects=[subject])
+        rbac.create_cluster_role_binding(binding)
+
+
+def token_kubeconfig(path: Path, plane: ControlPlane, token: str) -> Path:
+    cluster = {"server": plane.server_url, "certificate-authority": str(plane.pki.cert)}
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "envtest", "cluster": cluster}],
+        "users": [{"name": "api", "user": {"token": token}}],
+        "contexts": [{"name": "api", "context": {"cluster": "envtest", "user": "api"}}],
+        "current-context": "api",
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def jobs_path(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/trainingjobs" + (f"/{name}" if name else "")
+
+
+def create(world: World, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    response = world.writer.post(jobs_path(world.home), json=manifest(name, labels))
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def names(response: httpx.Response) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [item["metadata"]["name"] for item in response.json()["items"]]
+
+
+# A kubelet's log endpoint and nothing more: every request gets 200 and one line, then silence until the apiserver
+# hangs up. Without --kubelet-certificate-authority the apiserver does not verify a kubelet's serving certificate.
+SILENT_KUBELET = """
+import asyncio, ssl, sys
+
+async def answer(reader, writer):
+    await reader.readuntil(b"\\r\\n\\r\\n")
+    writer.write(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n8\\r\\nstarted\\n\\r\\n")
+    await writer.drain()
+    await reader.read()
+
+async def main(port, cert, key):
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    await (await asyncio.start_server(answer, "127.0.0.1", int(port), ssl=tls, backlog=1024)).serve_forever()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def pod_of(job: str, attempt: int, node: str | None = None) -> client.V1Pod:
+    """Worker 0's pod of `attempt`, as the operator would label it; no kubelet ever runs it."""
+    labels = {JOB_LABEL: job, ROLE_LABEL: "worker", INDEX_LABEL: "0", ATTEMPT_LABEL: str(attempt)}
+    container = client.V1Container(name="trainer", image="trainer:dev")
+    spec = client.V1PodSpec(containers=[container], node_name=node, automount_service_account_token=False)
+    return client.V1Pod(metadata=client.V1ObjectMeta(name=f"{job}-worker-0-{attempt}", labels=labels), spec=spec)
+
+
+def accepts(port: int) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        return True
