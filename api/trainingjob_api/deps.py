@@ -1,14 +1,15 @@
 """FastAPI dependencies: the app's state, the caller (TokenReview) and their permission (SubjectAccessReview)."""
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from kubernetes.client import ApiException
 
-from trainingjob.model import GROUP, PLURAL
+from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
-from trainingjob_api.errors import ApiError, unauthorized
+from trainingjob_api.errors import ApiError, from_kubernetes, unauthorized
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
@@ -88,3 +89,19 @@ CanPatch = Annotated[Caller, Depends(Permission("patch"))]
 CanWatch = Annotated[Caller, Depends(Permission("watch"))]
 CanListEvents = Annotated[Caller, Depends(Permission("list", resource="events", group=""))]
 CanGetLogs = Annotated[Caller, Depends(Permission("get", resource="pods", group="", subresource="log"))]
+
+
+def describe_job(namespace: str, name: str) -> str:
+    """How errors name a job."""
+    return f'trainingjob "{name}" in namespace "{namespace}"'
+
+
+def read_job(state: AppState, namespace: str, name: str) -> dict[str, Any]:
+    """The job as Kubernetes has it now (not the cache); its errors put to the caller."""
+    try:
+        found: dict[str, Any] = state.kube.custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
+        )
+    except ApiException as error:
+        raise from_kubernetes(error, describe_job(namespace, name)) from None
+    return found

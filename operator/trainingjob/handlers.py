@@ -34,6 +34,11 @@ WATCH_ERROR_BACKOFFS = [0.2, 0.5] + [1.0] * 600
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
+def _own_namespace() -> str:
+    """The operator's namespace when it runs in a pod; "" outside the cluster."""
+    return IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.is_file() else ""
+
+
 def _api_client() -> client.ApiClient:
     try:
         config.load_incluster_config()
@@ -57,9 +62,7 @@ def _lease_namespace(options: OperatorSettings, api: client.CoordinationV1Api) -
     (so a local run defers to it); else the watched namespace, or default."""
     if options.lease_namespace:
         return options.lease_namespace
-    if IN_CLUSTER_NAMESPACE.is_file():
-        return IN_CLUSTER_NAMESPACE.read_text().strip()
-    return existing_lease_namespace(api, options.lease_name) or options.namespace or "default"
+    return _own_namespace() or existing_lease_namespace(api, options.lease_name) or options.namespace or "default"
 
 
 def _plan_settings(options: OperatorSettings) -> Settings:
@@ -69,7 +72,7 @@ def _plan_settings(options: OperatorSettings) -> Settings:
         terminating_timeout_seconds=options.terminating_timeout_seconds,
         read_progress=options.read_progress,
         network_policy=options.network_policy,
-        operator_namespace=IN_CLUSTER_NAMESPACE.read_text().strip() if IN_CLUSTER_NAMESPACE.is_file() else "",
+        operator_namespace=_own_namespace(),
     )
 
 

@@ -13,6 +13,7 @@ from kubernetes import client
 from pydantic import ValidationError
 from tests.integration.conftest import install_crd
 from tests.strategies_trainingjob import PRIORITY_CLASSES, SERVICE_ACCOUNTS, trainingjobs
+from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 
 from trainingjob.manifests import access_manifests, pod_manifest, replicas, service_manifest
@@ -29,9 +30,8 @@ class Apiserver:
     """Dry runs in one namespace of the envtest apiserver."""
 
     def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self.namespace = namespace
-        self.jobs, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-        self.networking = client.NetworkingV1Api(api)
+        self.api, self.namespace = api, namespace
+        self.jobs = client.CustomObjectsApi(api)
 
     def job(self, manifest: dict[str, Any]) -> str | None:
         """None when the apiserver would store the job, else why not."""
@@ -43,20 +43,10 @@ class Apiserver:
 
     def children(self, job: TrainingJob) -> list[str]:
         """What the apiserver says against each child the operator would create; [] when all pass."""
-        creators = {
-            "Pod": self.core.create_namespaced_pod,
-            "Service": self.core.create_namespaced_service,
-            "Secret": self.core.create_namespaced_secret,
-            "NetworkPolicy": self.networking.create_namespaced_network_policy,
-        }
         children = [service_manifest(job, UID), *access_manifests(job, UID, "tj-system", True)]
         children += [pod_manifest(job, UID, replica, 1) for replica in replicas(job)]
-        said = []
-        for child in children:
-            verdict = self._verdict(lambda c=child: creators[c["kind"]](self.namespace, c, dry_run="All"))
-            if verdict is not None:
-                said.append(f"{child['kind']} {child['metadata']['name']}: {verdict}")
-        return said
+        refused = dry_run_refusals(self.api, self.namespace, children)
+        return [f"{child['kind']} {child['metadata']['name']}: {said}" for child, said in refused]
 
     @staticmethod
     def _verdict(call: Any) -> str | None:

@@ -1,7 +1,6 @@
 """Pods secure by default: every pod the operator would create for the examples passes Pod Security "restricted"
 in the real apiserver (server-side dry run), and loosening a role's securityContext is what gets a pod refused."""
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,10 +9,12 @@ import pytest
 import yaml
 from kubernetes import client
 from tests.corpus_trainingjob import job, with_value
+from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 
 from trainingjob.manifests import pod_manifest, replicas, service_manifest
 from trainingjob.model import TrainingJob
+from trainingjob.naming import INDEX_LABEL, ROLE_LABEL
 
 pytestmark = pytest.mark.envtest
 
@@ -34,17 +35,13 @@ def restricted(envtest: ControlPlane, envtest_ns: str) -> Iterator[client.CoreV1
 def refusals(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> list[str]:
     """What the apiserver says, on a dry run, to each pod and the Service of the job; [] when all pass."""
     job = TrainingJob.model_validate(manifest | {"metadata": {**manifest["metadata"], "namespace": namespace}})
-    said = []
-    for replica in replicas(job):
-        try:
-            core.create_namespaced_pod(namespace, pod_manifest(job, UID, replica, 1), dry_run="All")
-        except client.ApiException as error:
-            said.append(f"{replica.role}-{replica.index}: {json.loads(error.body)['message']}")
-    try:
-        core.create_namespaced_service(namespace, service_manifest(job, UID), dry_run="All")
-    except client.ApiException as error:
-        said.append(f"service: {json.loads(error.body)['message']}")
-    return said
+    children = [pod_manifest(job, UID, replica, 1) for replica in replicas(job)] + [service_manifest(job, UID)]
+    return [f"{_slot(child)}: {said}" for child, said in dry_run_refusals(core.api_client, namespace, children)]
+
+
+def _slot(child: dict[str, Any]) -> str:
+    labels = child["metadata"].get("labels") or {}
+    return f"{labels[ROLE_LABEL]}-{labels[INDEX_LABEL]}" if child["kind"] == "Pod" else "service"
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])

@@ -22,6 +22,8 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
+    describe_job,
+    read_job,
 )
 from trainingjob_api.errors import ApiError, Problem, from_kubernetes
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
@@ -45,10 +47,6 @@ Continue = Annotated[
 
 def _job_response(job: dict[str, Any], status_code: int = 200) -> Response:
     return Response(json.dumps(public_manifest(job)), status_code=status_code, media_type=JSON)
-
-
-def _what(namespace: str, name: str) -> str:
-    return f'trainingjob "{name}" in namespace "{namespace}"'
 
 
 def _encode(key: Key) -> str:
@@ -111,7 +109,7 @@ def create_job(
             GROUP, VERSION, namespace, PLURAL, body, field_validation="Strict", _request_timeout=state.kube.timeout
         )
     except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, job.metadata.name)) from None
+        raise from_kubernetes(error, describe_job(namespace, job.metadata.name)) from None
     return _job_response(created, 201)
 
 
@@ -153,7 +151,7 @@ def get_job(namespace: Namespace, name: Name, _: CanGet, state: State) -> Respon
     cached = state.cache.get(namespace, name)
     if cached is not None:
         return Response(cached.body, media_type=JSON)
-    return _job_response(_read(state, namespace, name))  # not in the cache (yet): a job just created is found
+    return _job_response(read_job(state, namespace, name))  # not in the cache (yet): a job just created is found
 
 
 @router.delete(
@@ -166,7 +164,7 @@ def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> 
             _request_timeout=state.kube.timeout,
         )  # fmt: skip
     except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, name)) from None
+        raise from_kubernetes(error, describe_job(namespace, name)) from None
     return Deleted(namespace=namespace, name=name)
 
 
@@ -177,11 +175,11 @@ SUSPEND_ATTEMPTS = 3
 def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> Response:
     """Patch spec.runPolicy.suspend unless the job is finished (409), on the version whose phase was read."""
     for _ in range(SUSPEND_ATTEMPTS):
-        current = _read(state, namespace, name)
+        current = read_job(state, namespace, name)
         phase = (current.get("status") or {}).get("phase")
         if phase in FINISHED:
             verb = "suspended" if suspend else "resumed"
-            message = f"{_what(namespace, name)} is finished (phase {phase}): it cannot be {verb}"
+            message = f"{describe_job(namespace, name)} is finished (phase {phase}): it cannot be {verb}"
             raise ApiError(409, "JobFinished", message)
         version = current["metadata"]["resourceVersion"]  # the patch fails (409) if the job changed since
         patch = {"metadata": {"resourceVersion": version}, "spec": {"runPolicy": {"suspend": suspend}}}
@@ -193,19 +191,9 @@ def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> R
         except ApiException as error:
             if error.status == 409:
                 continue  # the operator updated it in between: read it again
-            raise from_kubernetes(error, _what(namespace, name)) from None
+            raise from_kubernetes(error, describe_job(namespace, name)) from None
         return _job_response(patched)
-    raise ApiError(409, "Conflict", f"{_what(namespace, name)} kept changing while it was patched; try again")
-
-
-def _read(state: AppState, namespace: str, name: str) -> dict[str, Any]:
-    try:
-        found: dict[str, Any] = state.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, name)) from None
-    return found
+    raise ApiError(409, "Conflict", f"{describe_job(namespace, name)} kept changing while it was patched; try again")
 
 
 @router.post(

@@ -11,9 +11,20 @@ from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import GROUP, KIND, PLURAL, VERSION
+from trainingjob.model import GROUP, KIND
 from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
-from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
+from trainingjob_api.deps import (
+    AppState,
+    CanGet,
+    CanGetLogs,
+    CanListEvents,
+    CanWatch,
+    Name,
+    Namespace,
+    State,
+    describe_job,
+    read_job,
+)
 from trainingjob_api.errors import ApiError, Problem, from_kubernetes, kubernetes_message, not_found
 from trainingjob_api.logs import LogStream
 from trainingjob_api.schemas import JobEvent, JobEventList
@@ -34,10 +45,6 @@ Replica = Annotated[
 ]
 
 
-def _what(namespace: str, name: str) -> str:
-    return f'trainingjob "{name}" in namespace "{namespace}"'
-
-
 @router.get(
     "/namespaces/{namespace}/trainingjobs/{name}/events",
     response_model=JobEventList,
@@ -51,7 +58,7 @@ def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State)
             namespace, field_selector=selector, _request_timeout=state.kube.timeout
         )
     except ApiException as error:
-        raise from_kubernetes(error, f"the events of {_what(namespace, name)}") from None
+        raise from_kubernetes(error, f"the events of {describe_job(namespace, name)}") from None
     events = [_event(e) for e in found.items if (e.involved_object.api_version or "").startswith(GROUP)]
     return JobEventList(items=sorted(events, key=lambda e: e.last_timestamp or e.first_timestamp or ""))
 
@@ -62,13 +69,7 @@ def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State)
     summary="The job's last failure with the failed rank's last log lines (needs get pods/log as well)",
 )
 def job_failure(namespace: Namespace, name: Name, _: CanGet, __: CanGetLogs, state: State) -> dict[str, Any]:
-    try:
-        found = state.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, name)) from None
-    return {"lastFailure": (found.get("status") or {}).get("lastFailure")}
+    return {"lastFailure": (read_job(state, namespace, name).get("status") or {}).get("lastFailure")}
 
 
 def _event(event: Any) -> JobEvent:
@@ -95,9 +96,11 @@ def _current_pod(state: AppState, namespace: str, name: str, replica: str) -> An
             namespace, label_selector=selector, _request_timeout=state.kube.timeout
         )
     except ApiException as error:
-        raise from_kubernetes(error, f"the pods of {_what(namespace, name)}") from None
+        raise from_kubernetes(error, f"the pods of {describe_job(namespace, name)}") from None
     if not pods.items:
-        raise not_found(f"a pod of replica {replica} of {_what(namespace, name)} (not started yet, or cleaned up)")
+        raise not_found(
+            f"a pod of replica {replica} of {describe_job(namespace, name)} (not started yet, or cleaned up)"
+        )
     return max(pods.items, key=lambda pod: int((pod.metadata.labels or {}).get(ATTEMPT_LABEL, "0")))
 
 
@@ -171,22 +174,12 @@ async def watch_job(namespace: Namespace, name: Name, caller: CanWatch, state: S
     try:
         current = state.cache.get(namespace, name)
         if current is None:
-            current = await asyncio.to_thread(_read, state, namespace, name)
+            current = CachedJob.from_raw(await asyncio.to_thread(read_job, state, namespace, name))
     except BaseException:
         undo()
         raise
     stream = _status_events(queue, current, undo, state.settings.sse_keepalive_seconds)
     return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-
-
-def _read(state: AppState, namespace: str, name: str) -> CachedJob:
-    try:
-        raw = state.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, _what(namespace, name)) from None
-    return CachedJob.from_raw(raw)
 
 
 def _sse(event: str, job: CachedJob) -> bytes:

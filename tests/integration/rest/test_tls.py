@@ -9,11 +9,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.e2e.test_local_mode import REPO, tjctl
 from tests.support.controlplane import ControlPlane
 from tests.support.processes import Server, free_port
 
 pytestmark = pytest.mark.envtest
-REPO = Path(__file__).resolve().parents[3]
 
 
 def api_env(plane: ControlPlane, port: int, **settings: str) -> dict[str, str]:
@@ -56,10 +56,3 @@ def test_clear_text_on_a_public_address_is_refused_at_start(trainingjob_crd: Con
         [sys.executable, "-m", "trainingjob_api"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode != 0 and "TJ_API_PLAIN_HTTP" in result.stderr
-
-
-def tjctl(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PYTHONPATH": ":".join(str(REPO / p) for p in ("operator", "api", "trainer-image", ".")), "PATH": "/usr/bin"}
-    return subprocess.run(
-        [sys.executable, "-m", "tjctl", *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
