@@ -14,79 +14,15 @@ bin_dir="$cache_root/controlplane/$key"
 work_dir="$cache_root/controlplane/work-$key"
 mkdir -p "$bin_dir" "$work_dir"
 
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-log() { printf '[controlplane] %s\n' "$*" >&2; }
-die() { printf '[controlplane] ERROR: %s\n' "$*" >&2; exit 1; }
-
-command -v go >/dev/null || die "go is not on PATH; install Go >= 1.24 to build the control plane"
-command -v python3 >/dev/null || die "python3 is not on PATH"
-
-# Checksum database: use it when it answers; otherwise say so loudly and go on without it.
-if [ -z "${GONOSUMDB:-}" ] && ! probe=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" 2>&1); then
-  case $probe in
-    *verifying*|*sumdb*|*"checksum database"*)
-      log "WARNING: the Go checksum database did not answer; building with GONOSUMDB=* (no checksum verification)"
-      export GONOSUMDB='*' ;;
-    *) die "the Go module proxy did not answer: $probe" ;;
-  esac
-fi
-
-already() {  # already NAME: true when the binary is provided or built
-  local name=$1
-  if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/$name" ]; then return 0; fi
-  [ -x "$bin_dir/$name" ]
-}
-
-timed() {  # timed NAME CMD...: run a build step, report its duration, stop on failure
-  local name=$1; shift
-  local start=$SECONDS
-  log "building $name"
-  "$@" || die "building $name failed (see the Go output above)"
-  log "built $name in $((SECONDS - start)) s"
-}
-
-module_gomod() {  # module_gomod MODULE@VERSION: path of that module's go.mod in the module cache
-  go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error","download failed")))'
-}
-
-wrapper() {  # wrapper DIR MODULE VERSION: a module that requires MODULE@VERSION with published staging modules
-  local dir=$1 module=$2 version=$3 gomod
-  gomod=$(module_gomod "$module@$version")
-  mkdir -p "$dir"
-  printf 'module trainingjob.io/controlplane-build\n\ngo 1.24.0\n' >"$dir/go.mod"
-  python3 - "$gomod" "$module" "$version" "$dir/go.mod" <<'PY'
-import re, sys
-src, module, version, out = sys.argv[1:]
-text = open(src).read()
-godebug = re.findall(r"^godebug .*$", text, re.M)
-lines = [f"require {module} {version}"] + godebug
-if module == "k8s.io/kubernetes":
-    staging = sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0$", text, re.M)))
-    minor = "v0." + version.split(".", 1)[1]
-    lines += [f"replace {name} => {name} {minor}" for name in staging]
-with open(out, "a") as f:
-    f.write("\n".join(lines) + "\n")
-PY
-}
+TAG=controlplane
+# shellcheck source=gobuild.sh
+source "$here/gobuild.sh"
 
 build_etcd() {
   local dir="$work_dir/etcd"
   wrapper "$dir" go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
   (cd "$dir" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" &&
     go build -trimpath -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3)
-}
-
-build_kube() {  # build_kube NAME
-  local name=$1 dir="$work_dir/kubernetes" v=$KUBERNETES_VERSION
-  [ -f "$dir/go.mod" ] || wrapper "$dir" k8s.io/kubernetes "$v"
-  local major minor
-  major=${v#v}; major=${major%%.*}
-  minor=${v#v*.}; minor=${minor%%.*}
-  local pkg=k8s.io/component-base/version
-  local ldflags="-s -w -X $pkg.gitVersion=$v -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-  ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$v"
-  (cd "$dir" && go get "k8s.io/kubernetes/cmd/$name@$v" &&
-    go build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$bin_dir/$name" "k8s.io/kubernetes/cmd/$name")
 }
 
 build_install() {  # build_install NAME PACKAGE@VERSION [LDFLAGS]

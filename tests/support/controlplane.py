@@ -66,12 +66,14 @@ def write_kubeconfig(path: Path, server: str, ca: Path, user: str, credentials: 
 
 
 class ControlPlane:
-    """Starts and stops one control plane in `root`. `cluster=False` is the envtest tier."""
+    """Starts and stops one control plane in `root`. `cluster=False` is the envtest tier. With `node_ip` it serves
+    a real node (tests/support/node.py) on that address instead of kwok's fake ones."""
 
-    def __init__(self, root: Path, binaries: Binaries, *, cluster: bool) -> None:
+    def __init__(self, root: Path, binaries: Binaries, *, cluster: bool, node_ip: str | None = None) -> None:
         self.root = root
         self.binaries = binaries
         self.cluster = cluster
+        self.node_ip = node_ip
         self.servers: list[Server] = []
         self.pki = Authority(root / "pki")
         self.service_account_keys = service_account_keys(root / "pki")
@@ -123,29 +125,47 @@ class ControlPlane:
             ],
         )
         etcd.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), _STARTUP_TIMEOUT)
-        serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        serving = self.pki.issue("apiserver", "kube-apiserver", server=True, addresses=(self.node_ip or "127.0.0.1",))
         self._apiserver_args = [
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            *self._listen_args(),
             f"--secure-port={self.port}",
             f"--cert-dir={self.root / 'apiserver'}",
             f"--tls-cert-file={serving.cert}",
             f"--tls-private-key-file={serving.key}",
             f"--client-ca-file={self.pki.cert}",
-            "--authorization-mode=RBAC",
             f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
             f"--service-account-key-file={self.service_account_keys.cert}",
             f"--service-account-signing-key-file={self.service_account_keys.key}",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
-            # that enable this plugin: the chart's RBAC test proves the operator has it.
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
         ]
         self._start_apiserver()
+
+    def _listen_args(self) -> list[str]:
+        # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters
+        # that enable this plugin: the chart's RBAC test proves the operator has it.
+        admission = "OwnerReferencesPermissionEnforcement"
+        if self.node_ip is None:
+            return [
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--authorization-mode=RBAC",
+                f"--enable-admission-plugins={admission}",
+            ]
+        # A real node: pods reach the apiserver through the bridge; kubelets are authorized as nodes.
+        kubelet_client = self.pki.issue("kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",))
+        return [
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={self.node_ip}",
+            "--authorization-mode=Node,RBAC",
+            f"--enable-admission-plugins={admission},NodeRestriction",
+            f"--kubelet-client-certificate={kubelet_client.cert}",
+            f"--kubelet-client-key={kubelet_client.key}",
+            "--kubelet-preferred-address-types=InternalIP",
+        ]
 
     def _start_apiserver(self) -> None:
         apiserver = self._serve("kube-apiserver", self._apiserver_args)
@@ -183,6 +203,12 @@ class ControlPlane:
             ],
         )
         self._serve("kube-scheduler", [*common, f"--secure-port={free_port()}"])
+        if self.node_ip is None:
+            self._start_kwok(kubeconfig)
+        for server in self.servers:
+            server.check_alive()
+
+    def _start_kwok(self, kubeconfig: str) -> None:
         stages = self.root / "kwok-stages.yaml"
         stages.write_text(kwok.STAGES)
         self._serve(
@@ -206,8 +232,6 @@ class ControlPlane:
                 timeout=_STARTUP_TIMEOUT,
                 what=f"nodes {', '.join(GPU_NODES)} to be Ready",
             )
-        for server in self.servers:
-            server.check_alive()
 
     def link_binaries(self, folder: Path) -> None:
         """Link the binaries this control plane uses (and kwokctl, helm) into `folder` for people."""

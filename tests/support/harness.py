@@ -6,11 +6,10 @@ import http.server
 import json
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 from tests.support import pods
-from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
 from trainingjob.manifests import PROGRESS_PORT
@@ -20,10 +19,16 @@ from trainingjob.naming import job_selector
 Manifest = dict[str, Any]
 
 
+class OperatorLog(Protocol):
+    """Where the operator's log is: its process here, or its pod on a real node."""
+
+    def log_tail(self) -> str: ...
+
+
 class Harness:
     """A test's view of one namespace: create jobs, read them and their pods, end pods."""
 
-    def __init__(self, api: client.ApiClient, namespace: str, operator: OperatorProcess) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, operator: OperatorLog) -> None:
         self.core, self.custom, self.ns, self.operator = (
             client.CoreV1Api(api),
             client.CustomObjectsApi(api),
@@ -64,12 +69,12 @@ class Harness:
 
         return self.wait(name, check, f"phase {phase} {status or ''}", timeout)
 
-    def wait_running_pods(self, name: str, count: int, attempt: int) -> list[Any]:
+    def wait_running_pods(self, name: str, count: int, attempt: int, timeout: float = 60) -> list[Any]:
         def running() -> list[Any] | None:
             found = [p for p in self.pods(name) if p.metadata.labels["trainingjob.io/attempt"] == str(attempt)]
             return found if len(found) == count and all(p.status.phase == "Running" for p in found) else None
 
-        return poll_until(running, timeout=60, interval=0.2, what=f"{count} running pods of attempt {attempt}")
+        return poll_until(running, timeout=timeout, interval=0.2, what=f"{count} running pods of attempt {attempt}")
 
     def wait_gone(self, name: str, what: str = "the job deleted after its TTL") -> None:
         def gone() -> bool:

@@ -61,9 +61,15 @@ class Authority:
         self.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(
-        self, file_stem: str, common_name: str, organizations: tuple[str, ...] = (), *, server: bool = False
+        self,
+        file_stem: str,
+        common_name: str,
+        organizations: tuple[str, ...] = (),
+        *,
+        server: bool = False,
+        addresses: tuple[str, ...] = (),
     ) -> CertPair:
-        """Issue a client certificate (or, with server=True, a serving certificate for loopback)."""
+        """Issue a client certificate (or, with server=True, a serving certificate for loopback and `addresses`)."""
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -84,8 +90,7 @@ class Authority:
                 for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
             ]
             names += [
-                x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                x509.IPAddress(ipaddress.ip_address("10.0.0.1")),
+                x509.IPAddress(ipaddress.ip_address(address)) for address in ("127.0.0.1", "10.0.0.1", *addresses)
             ]
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
