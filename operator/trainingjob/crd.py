@@ -142,6 +142,7 @@ PRINTER_COLUMNS = [
     _column("Ready", ".status.workers.ready", "integer", "Worker pods running and ready"),
     _column("Attempt", ".status.attempt", "integer", "Current attempt; N+1 after N whole-job restarts"),
     _column("Step", ".status.progress.step", "integer", "Steps completed, as the trainer last reported"),
+    _column("Loss", ".status.progress.loss", "number", "Training loss at the last reported step"),
     _column("Age", ".metadata.creationTimestamp", "date"),
 ]
 

@@ -21,6 +21,7 @@ from tests.corpus_trainingjob import (
     with_value,
 )
 from tests.support.controlplane import ControlPlane
+from tests.support.examples import JOB_EXAMPLES
 from tests.support.processes import poll_until
 
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob, changed_immutable_fields
@@ -28,7 +29,6 @@ from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob, changed_immut
 pytestmark = pytest.mark.envtest
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 KUBECTL = "/usr/bin/kubectl"
 
 
@@ -158,7 +158,7 @@ def test_status_subresource_takes_a_valid_status_only(jobs: client.CustomObjects
     assert "status.phase" in json.loads(caught.value.body)["message"]
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[path.name for path in EXAMPLES])
+@pytest.mark.parametrize("example", JOB_EXAMPLES, ids=[path.name for path in JOB_EXAMPLES])
 def test_example_is_created_as_written(jobs: client.CustomObjectsApi, envtest_ns: str, example: Path) -> None:
     manifest = yaml.safe_load(example.read_text())
     stored = _create(jobs, envtest_ns, manifest)

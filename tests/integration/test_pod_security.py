@@ -11,6 +11,7 @@ from kubernetes import client
 from tests.corpus_trainingjob import job, with_value
 from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
+from tests.support.examples import JOB_EXAMPLES
 
 from trainingjob.manifests import pod_manifest, replicas, service_manifest
 from trainingjob.model import TrainingJob
@@ -18,8 +19,6 @@ from trainingjob.naming import INDEX_LABEL, ROLE_LABEL
 
 pytestmark = pytest.mark.envtest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 UID = "00000000-0000-0000-0000-000000000001"
 
 
@@ -44,7 +43,7 @@ def _slot(child: dict[str, Any]) -> str:
     return f"{labels[ROLE_LABEL]}-{labels[INDEX_LABEL]}" if child["kind"] == "Pod" else "service"
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+@pytest.mark.parametrize("example", JOB_EXAMPLES, ids=[e.stem for e in JOB_EXAMPLES])
 def test_every_examples_pods_pass_restricted(restricted: client.CoreV1Api, envtest_ns: str, example: Path) -> None:
     assert refusals(restricted, envtest_ns, yaml.safe_load(example.read_text())) == []
 

@@ -15,6 +15,7 @@ from kubernetes import client
 from tests.corpus_trainingjob import checkpoint, command_job, job, with_value
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
+from tests.support.examples import JOB_EXAMPLES
 from tests.support.helm import Helm
 from tests.support.processes import poll_until
 
@@ -22,8 +23,6 @@ from trainingjob.model import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.envtest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 HOST_PATH = {"name": "data", "hostPath": {"path": "/mnt/datasets/imagenet"}}
 NFS = {"name": "share", "nfs": {"server": "nfs.example.com", "path": "/exports"}}
 STRICT = {
@@ -75,7 +74,7 @@ def admission(envtest: ControlPlane, envtest_ns: str, request: pytest.FixtureReq
             admission.delete_validating_admission_policy(policy["metadata"]["name"])
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])
+@pytest.mark.parametrize("example", JOB_EXAMPLES, ids=[e.stem for e in JOB_EXAMPLES])
 def test_every_example_passes_the_default_policy(admission: Verdict, example: Path) -> None:
     assert admission(yaml.safe_load(example.read_text())) is None
 

@@ -28,6 +28,8 @@ def chart_values(tier: NodeTier) -> dict[str, str]:
         "operator.image.pullPolicy": "Never",
         "operator.settings.backoffBaseSeconds": "1",
         "operator.settings.backoffMaxSeconds": "5",
+        # Progress is read at each reconcile: every 5 s here, so a test sees step and loss move.
+        "operator.settings.resyncSeconds": "5",
         "api.image.repository": api.public_ref.rsplit(":", 1)[0],
         "api.image.tag": api.key,
         "api.image.pullPolicy": "Never",

@@ -1,0 +1,43 @@
+"""The product's core promise in real containers: a DDP rank dies, the gang restarts as the next attempt and
+resumes from the newest complete checkpoint on a PersistentVolume, and the job still reaches its accuracy."""
+
+import re
+import signal
+import time
+
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.node_cluster import signal_container
+from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, reported_accuracy
+
+_RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
+
+
+def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: NodeTier, nh: Harness) -> None:
+    claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
+    claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
+    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    job["spec"]["trainer"]["steps"] = 3000  # long enough to be killed part-way on a fast machine
+    name = job["metadata"]["name"]
+    nh.create(job)
+
+    checkpointed = nh.wait(
+        name, lambda j: (j.get("status", {}).get("lastCheckpoint") or {}).get("step", 0) >= 200, "a checkpoint", 300
+    )["status"]["lastCheckpoint"]["step"]
+    killed_at = time.monotonic()
+    signal_container(node_tier, pod_of(nh, name, "worker", 1, attempt=1), signal.SIGKILL)
+
+    nh.wait_running_pods(name, 2, attempt=2, timeout=120)
+    restarted_in = time.monotonic() - killed_at
+    done = nh.wait_phase(name, "Succeeded", timeout=600)["status"]
+
+    assert done["attempt"] == 2, done
+    # The killed rank (137) or the rank that saw its peer die (75): whichever the kubelet reported first.
+    assert done["lastFailure"]["attempt"] == 1 and done["lastFailure"]["exitCode"] in (137, 75), done["lastFailure"]
+    assert done["restarts"]["retryable"] == 1, done["restarts"]
+    assert done["lastCheckpoint"]["step"] == 3000, done["lastCheckpoint"]
+    rank0 = log_of(nh, pod_of(nh, name, "worker", 0, attempt=2))
+    resumed = [int(step) for step in _RESUMED.findall(rank0)]
+    assert resumed and resumed[0] >= checkpointed, f"attempt 2 did not resume from step >= {checkpointed}:\n{rank0}"
+    assert reported_accuracy(rank0) >= 0.95
+    print(f"gang running again {restarted_in:.1f} s after the kill; resumed from step {resumed[0]}")

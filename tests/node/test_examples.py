@@ -1,0 +1,52 @@
+"""The examples as shipped, on a real node: an unmodified torchrun script with two processes per pod runs to
+Succeeded; a non-root trainer writes checkpoints to a volume that starts root-owned (fsGroup); the GPU example
+applies and says why it waits on a node without GPUs."""
+
+import os
+
+from kubernetes import utils
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.examples import EXAMPLES
+from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of
+
+from trainingjob.model.security import TRAINER_UID
+
+
+def test_an_unmodified_torchrun_script_runs_two_processes_per_pod(node_tier: NodeTier, nh: Harness) -> None:
+    with node_tier.api_client() as api:
+        utils.create_from_yaml(api, str(EXAMPLES / "torchrun-script-configmap.yaml"), namespace=nh.ns)
+    job = example("torchrun-script.yaml")[0]
+    nh.create(job)
+    name = job["metadata"]["name"]
+    nh.wait_phase(name, "Succeeded", timeout=300)
+    logs = log_of(nh, pod_of(nh, name, "worker", 0, attempt=1)) + log_of(nh, pod_of(nh, name, "worker", 1, 1))
+    ranks = {line.split(" of ")[0] for line in logs.splitlines() if " of 4: epoch 2 " in line}
+    assert ranks == {"rank 0", "rank 1", "rank 2", "rank 3"}, logs
+
+
+def test_a_non_root_trainer_checkpoints_to_a_root_owned_volume(node_tier: NodeTier, nh: Harness) -> None:
+    folder = claim_on_local_volume(node_tier, nh.ns, "digits-ddp-checkpoints")
+    assert (folder.stat().st_uid, folder.stat().st_mode & 0o777) == (0, 0o755)
+    job = example("digits-ddp.yaml")[0]
+    job["spec"]["trainer"]["steps"] = 100
+    job["spec"]["checkpoint"]["everySteps"] = 50
+    nh.create(job)
+    done = nh.wait_phase(job["metadata"]["name"], "Succeeded", timeout=300)["status"]
+    assert done["lastCheckpoint"]["step"] == 100
+    written = [path for path in folder.rglob("*") if path.is_file()]
+    assert written, f"no checkpoint files under {folder}"
+    assert {os.stat(path).st_uid for path in written} == {TRAINER_UID}
+    assert {os.stat(path).st_gid for path in written} == {TRAINER_UID}  # the pod's fsGroup
+
+
+def test_the_gpu_example_applies_and_says_why_it_waits(node_tier: NodeTier, nh: Harness) -> None:
+    claim_on_local_volume(node_tier, nh.ns, "gpu-ddp-checkpoints", bind=False)
+    nh.core.create_namespaced_persistent_volume_claim(nh.ns, example("gpu-ddp-checkpoints.yaml")[0])
+    job = example("gpu-ddp.yaml")[0]
+    nh.create(job)
+    name = job["metadata"]["name"]
+    pending = nh.wait(
+        name, lambda j: "nvidia.com/gpu" in str(j.get("status", {}).get("conditions")), "a reason to wait", 120
+    )
+    assert pending["status"]["phase"] == "Pending", pending["status"]

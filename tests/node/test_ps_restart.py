@@ -1,0 +1,34 @@
+"""Parameter-server mode in real containers: a worker's container is killed and only that worker is replaced;
+the servers and the other workers keep their pods, and the job reaches its accuracy."""
+
+import signal
+
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.node_cluster import signal_container
+from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, reported_accuracy
+
+
+def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> None:
+    claim, job = example("digits-ps-checkpoints.yaml")[0], example("digits-ps.yaml")[0]
+    claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
+    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    job["spec"]["trainer"]["steps"] = 1500  # long enough to be killed part-way on a fast machine
+    name = job["metadata"]["name"]
+    nh.create(job)
+
+    nh.wait(name, lambda j: (j.get("status", {}).get("progress") or {}).get("step", 0) >= 100, "training", 300)
+    before = {p.metadata.name: p.metadata.uid for p in nh.pods(name)}
+    signal_container(node_tier, pod_of(nh, name, "worker", 2, attempt=1), signal.SIGKILL)
+
+    done = nh.wait_phase(name, "Succeeded", timeout=600)["status"]
+    assert done["attempt"] == 1, done
+    assert done["restarts"]["retryable"] == 1, done["restarts"]
+    assert done["lastFailure"]["exitCode"] == 137 and "worker-2" in done["lastFailure"]["pod"], done["lastFailure"]
+    after = {p.metadata.name: p.metadata.uid for p in nh.pods(name)}
+    killed = pod_of(nh, name, "worker", 2, attempt=1).metadata.name
+    assert after[killed] != before[killed], "the killed worker was not replaced"
+    assert {pod: uid for pod, uid in after.items() if pod != killed} == {
+        pod: uid for pod, uid in before.items() if pod != killed and pod in after
+    }, "a pod other than the killed worker was replaced"
+    assert reported_accuracy(log_of(nh, pod_of(nh, name, "worker", 0, attempt=1))) >= 0.93

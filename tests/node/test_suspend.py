@@ -1,0 +1,59 @@
+"""Suspend on a real node: the kubelet sends SIGTERM, each rank writes a final checkpoint and exits 79 within the
+job's grace period; resume starts a new attempt from exactly that step."""
+
+import time
+from typing import Any
+
+from kubernetes import watch
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of
+
+GRACE_SECONDS = 60
+
+
+def _exits_as_deleted(h: Harness, resource_version: str, count: int, timeout: float) -> dict[str, Any]:
+    """Each pod's last container state, from the DELETED events of `count` pods."""
+    ended: dict[str, Any] = {}
+    stream = watch.Watch().stream(
+        h.core.list_namespaced_pod, h.ns, resource_version=resource_version, timeout_seconds=int(timeout)
+    )
+    for event in stream:
+        pod = event["object"]
+        if event["type"] == "DELETED":
+            ended[pod.metadata.name] = pod.status.container_statuses[0].state.terminated
+            if len(ended) == count:
+                break
+    return ended
+
+
+def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
+    node_tier: NodeTier, nh: Harness
+) -> None:
+    claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
+    claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
+    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    job["spec"]["trainer"]["steps"] = 5000
+    job["spec"]["checkpoint"]["everySteps"] = 100000  # no periodic checkpoint: only the one SIGTERM asks for
+    job["spec"]["workers"]["terminationGracePeriodSeconds"] = GRACE_SECONDS
+    name = job["metadata"]["name"]
+    nh.create(job)
+    nh.wait(name, lambda j: (j.get("status", {}).get("progress") or {}).get("step", 0) >= 50, "training", 300)
+
+    version = nh.core.list_namespaced_pod(nh.ns).metadata.resource_version
+    asked = time.monotonic()
+    nh.patch_spec(name, {"runPolicy": {"suspend": True}})
+    ended = _exits_as_deleted(nh, version, count=2, timeout=GRACE_SECONDS + 60)
+    took = time.monotonic() - asked
+    suspended = nh.wait_phase(name, "Suspended", timeout=60)["status"]
+
+    assert {pod: state.exit_code for pod, state in ended.items()} == dict.fromkeys(ended, 79), ended
+    assert took < GRACE_SECONDS, f"the ranks took {took:.0f} s to stop (grace {GRACE_SECONDS} s)"
+    final = suspended["lastCheckpoint"]["step"]
+    assert final > 0, suspended
+
+    nh.patch_spec(name, {"runPolicy": {"suspend": False}})
+    resumed = nh.wait(name, lambda j: j["status"].get("phase") == "Running", "the resumed attempt", 120)
+    rank0 = pod_of(nh, name, "worker", 0, attempt=resumed["status"]["attempt"])
+    expected = f"(step {final})"
+    nh.wait(name, lambda j: expected in log_of(nh, rank0), f"rank 0 to resume from step {final}", 120)

@@ -1,0 +1,65 @@
+"""Jobs on the node tier: the examples as shipped, checkpoint claims on local volumes, and what rank 0 says."""
+
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+from tests.support.examples import EXAMPLES
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.node_cluster import local_volume
+
+from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
+
+# DDP's rank 0 says "test accuracy 0.97"; parameter-server worker 0 logs its summary {'accuracy': 0.95, ...}.
+_ACCURACY = re.compile(r"(?:test accuracy |'accuracy': )(\d+\.\d+)")
+
+
+def example(name: str) -> list[dict[str, Any]]:
+    """The documents of examples/<name> as shipped."""
+    return [doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc]
+
+
+def claim_on_local_volume(tier: NodeTier, namespace: str, claim: str, *, bind: bool = True) -> Path:
+    """A local PersistentVolume for `claim` in `namespace`; with bind=False the claim itself is left to the
+    test (a shipped manifest makes it and the PV controller binds it). Returns the volume's folder."""
+    volume = f"pv-{uuid.uuid4().hex[:10]}"
+    folder = local_volume(tier, volume)
+    if bind:
+        body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": volume,
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        with tier.api_client() as api:
+            client.CoreV1Api(api).create_namespaced_persistent_volume_claim(namespace, body)
+    return folder
+
+
+def pod_of(h: Harness, job: str, role: str, index: int, attempt: int) -> Any:
+    for pod in h.core.list_namespaced_pod(h.ns, label_selector=f"trainingjob.io/job-name={job}").items:
+        labels = pod.metadata.labels
+        if (labels[ROLE_LABEL], labels[INDEX_LABEL], labels[ATTEMPT_LABEL]) == (role, str(index), str(attempt)):
+            return pod
+    raise LookupError(f"no {role}-{index} pod of {job} attempt {attempt}")
+
+
+def log_of(h: Harness, pod: Any) -> str:
+    return str(h.core.read_namespaced_pod_log(pod.metadata.name, h.ns))
+
+
+def reported_accuracy(log: str) -> float:
+    """The test accuracy rank 0 reports when training ends."""
+    found = _ACCURACY.findall(log)
+    if not found:
+        raise AssertionError(f"rank 0 reported no test accuracy; its log ends:\n{log[-2000:]}")
+    return float(found[-1])
