@@ -5,9 +5,9 @@ applies and says why it waits on a node without GPUs."""
 import os
 
 from kubernetes import utils
+from tests.support.examples import EXAMPLES
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
-from tests.support.examples import EXAMPLES
 from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of
 
 from trainingjob.model.security import TRAINER_UID
