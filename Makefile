@@ -14,7 +14,8 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo venv controlplane lint fmt test crds run-operator bench dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane node lint fmt test crds run-operator bench \
+	dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -37,6 +38,11 @@ venv: $(VENV)/.complete ## create or reuse the virtual environment
 controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, scheduler, kwok and helm
 	@bash scripts/build-controlplane.sh >/dev/null
 
+node: controlplane ## install the node tier's Debian packages (root), build kubelet/kube-proxy/CoreDNS and our images
+	bash scripts/install-node-packages.sh
+	bash scripts/build-node.sh >/dev/null
+	bash scripts/build-images.sh >/dev/null
+
 lint: venv ## ruff, mypy --strict, import-linter, hadolint
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -49,8 +55,9 @@ fmt: venv ## format and auto-fix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv controlplane lint ## set everything up, then lint, type-check and run every test
+test: venv controlplane node lint ## set everything up, then lint, type-check and run every test (node tier included)
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
 	  $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 run-operator: venv ## run the operator in the foreground against the dev cluster (.dev/kubeconfig), CRDs applied first
@@ -62,6 +69,14 @@ bench: venv controlplane ## run the benchmarks (each prints ratios against a bas
 	for bench in bench/bench_*.py; do \
 	  echo "== $$bench"; TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) $(PY) $$bench; done
 
+demo-cluster: venv node ## a real node with the chart installed: digits DDP, a rank killed, resumed; the cluster stays up
+	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
+	  $(PY) -m tests.support.demo_cluster up --dir .demo-cluster
+
+demo-cluster-down: venv ## take the demo cluster down and put the machine back as it was
+	$(PY) -m tests.support.demo_cluster down --dir .demo-cluster
+
 dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeconfig, .dev/bin
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  $(PY) -m tests.support.devcluster up --dir .dev
@@ -69,7 +84,7 @@ dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeco
 dev-cluster-down: venv ## stop the dev cluster
 	$(PY) -m tests.support.devcluster down --dir .dev
 
-clean-cache: ## remove the cached virtual environments and control planes
+clean-cache: ## remove the cached virtual environments, control planes, node binaries and images
 	rm -rf $(CACHE)
 
 crds: venv ## regenerate crds/ (and the chart's copy) from the pydantic model

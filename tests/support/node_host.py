@@ -31,6 +31,8 @@ HOST_FOLDERS = (
     Path("/var/log/pods"),
     Path("/etc/cni"),
     Path("/opt/cni"),
+    Path("/opt/containerd"),
+    Path("/run/mount"),
 )
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 OUR_CHAIN_PREFIXES = ("KUBE-", "CNI-")

@@ -1,0 +1,158 @@
+"""Benchmark: the node tier and recovery on a real node, each against a baseline measured in the same run.
+
+Run: python bench/bench_node.py [--skip-goodput] (root; TJ_CONTROLPLANE_BIN and TJ_NODE_BIN set, as `make bench`
+does; images built by scripts/build-images.sh). Prints:
+
+- warm start: the node tier (control plane + kubelet + containerd + kube-proxy + CoreDNS, images already
+  imported) against the kwok cluster tier started just before it;
+- restart-to-resume: from SIGKILL of rank 1 to rank 0 of the next attempt reporting a step past the checkpoint
+  it resumed from, less the configured backoff, against a fresh start of the same job (create to first step);
+- goodput: digits DDP with rank 1 killed every N steps: useful steps / steps computed, and its wall time against
+  the same job with no failure.
+"""
+
+import argparse
+import json
+import signal
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
+
+from kubernetes import client  # noqa: E402
+from tests.support import controlplane, node  # noqa: E402
+from tests.support.harness import Harness  # noqa: E402
+from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
+from tests.support.node_jobs import claim_on_local_volume, example, pod_of  # noqa: E402
+from tests.support.processes import poll_until  # noqa: E402
+
+from trainingjob.manifests import PROGRESS_PORT  # noqa: E402
+
+BACKOFF_SECONDS = 1.0  # operator.settings.backoffBaseSeconds in tests/support/node_cluster.py
+
+
+def warm_start() -> None:
+    started = time.monotonic()
+    with controlplane.running(cluster=True):
+        cluster_s = time.monotonic() - started
+    started = time.monotonic()
+    with node.running():
+        node_s = time.monotonic() - started
+        stopping = time.monotonic()
+    stop_s = time.monotonic() - stopping
+    print(
+        f"warm start: node tier {node_s:.1f} s (goal <= 10 s), kwok cluster tier {cluster_s:.1f} s, "
+        f"ratio {node_s / cluster_s:.2f}; node tier teardown {stop_s:.1f} s"
+    )
+
+
+def progress(h: Harness, job: str, attempt: int) -> dict[str, Any] | None:
+    """Rank 0's own report, read from its pod IP (as the operator does), or None while it has none."""
+    try:
+        pod = pod_of(h, job, "worker", 0, attempt)
+    except LookupError:
+        return None
+    if not pod.status.pod_ip:
+        return None
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{PROGRESS_PORT}/progress", timeout=1) as answer:
+        report: dict[str, Any] = json.loads(answer.read())
+    return report
+
+
+def start_job(tier: node.NodeTier, h: Harness, name: str, steps: int, every: int) -> None:
+    claim_on_local_volume(tier, h.ns, f"{name}-checkpoints")
+    job = example("digits-ddp.yaml")[0]
+    job["metadata"]["name"] = name
+    job["spec"]["trainer"]["steps"] = steps
+    job["spec"]["checkpoint"] = {
+        "volume": {"persistentVolumeClaim": {"claimName": f"{name}-checkpoints"}},
+        "everySteps": every,
+    }
+    h.create(job)
+
+
+def at_step(h: Harness, name: str, attempt: int, step: int) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        report = progress(h, name, attempt)
+        return report if report and report.get("step", 0) >= step else None
+
+    return poll_until(reached, timeout=600, interval=0.05, what=f"{name} attempt {attempt} at step {step}")
+
+
+def restart_to_resume(tier: node.NodeTier, h: Harness) -> None:
+    created = time.monotonic()
+    start_job(tier, h, "resume", 100000, 50)
+    at_step(h, "resume", 1, 1)
+    fresh_s = time.monotonic() - created
+    report = at_step(h, "resume", 1, 120)
+    checkpoint = report.get("lastCheckpointStep", 0)
+    killed = time.monotonic()
+    signal_container(tier, pod_of(h, "resume", "worker", 1, attempt=1), signal.SIGKILL)
+    at_step(h, "resume", 2, checkpoint + 1)
+    resume_s = time.monotonic() - killed - BACKOFF_SECONDS
+    print(
+        f"restart-to-resume (2 ranks, checkpoint at step {checkpoint}): {resume_s:.1f} s (goal <= 15 s), "
+        f"fresh start {fresh_s:.1f} s, ratio {resume_s / fresh_s:.2f}"
+    )
+    h.patch_spec("resume", {"runPolicy": {"suspend": True}})
+
+
+def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_every: int) -> tuple[float, int]:
+    """Wall seconds and steps computed by rank 0 over every attempt."""
+    started = time.monotonic()
+    start_job(tier, h, name, steps, 50)
+    computed, attempt = 0, 1
+    while kill_every:
+        target = kill_every * attempt
+        if target >= steps:
+            break
+        report = at_step(h, name, attempt, target)
+        computed += report["step"] - _resumed_step(h, name, attempt)
+        signal_container(tier, pod_of(h, name, "worker", 1, attempt=attempt), signal.SIGKILL)
+        attempt += 1
+    final = h.wait_phase(name, "Succeeded", timeout=900)["status"]
+    computed += steps - _resumed_step(h, name, final["attempt"])
+    return time.monotonic() - started, computed
+
+
+def _resumed_step(h: Harness, name: str, attempt: int) -> int:
+    if attempt == 1:
+        return 0
+    log = str(h.core.read_namespaced_pod_log(pod_of(h, name, "worker", 0, attempt).metadata.name, h.ns))
+    marker = "resuming from checkpoint "
+    line = next((line for line in log.splitlines() if marker in line), "")
+    return int(line.rsplit("(step ", 1)[1].rstrip(")")) if line else 0
+
+
+def goodput(tier: node.NodeTier, h: Harness, steps: int = 1500, kill_every: int = 400) -> None:
+    clean_s, clean_steps = run_to_end(tier, h, "clean", steps, 0)
+    faulty_s, faulty_steps = run_to_end(tier, h, "faulty", steps, kill_every)
+    print(
+        f"goodput with rank 1 killed every {kill_every} steps: {steps / faulty_steps:.2f} "
+        f"({steps} useful of {faulty_steps} computed; without failures {steps / clean_steps:.2f}); "
+        f"wall time {faulty_s:.0f} s vs {clean_s:.0f} s, ratio {faulty_s / clean_s:.2f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--skip-goodput", action="store_true")
+    args = parser.parse_args()
+    warm_start()
+    with node.running() as tier, tempfile.TemporaryDirectory() as home, tier.api_client() as api:
+        install_chart(tier, Path(home))
+        core = client.CoreV1Api(api)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="bench")))
+        h = Harness(api, "bench", OperatorPodLog(core))
+        restart_to_resume(tier, h)
+        if not args.skip_goodput:
+            goodput(tier, h)
+
+
+if __name__ == "__main__":
+    main()

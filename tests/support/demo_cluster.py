@@ -1,0 +1,142 @@
+"""`make demo-cluster` / `make demo-cluster-down`: the node tier for people, with the chart installed from our
+images and the main job run on it: digits DDP, rank 1 killed part-way, the gang resumed from its checkpoint.
+
+`up` starts a detached keeper that brings the tier up, runs the demo (its lines are printed as they come) and
+keeps the cluster until `down` sends it SIGTERM; the keeper then puts the machine back as it was."""
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from kubernetes import client
+from tests.support import node
+from tests.support.harness import Harness
+from tests.support.node import NodeTier
+from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container
+from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, reported_accuracy
+from tests.support.processes import poll_until
+
+NAMESPACE = "demo"
+READY, FAILED = "ready", "failed"
+_RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
+
+
+def say(line: str) -> None:
+    print(f"[demo-cluster] {line}", flush=True)
+
+
+def run_demo(tier: NodeTier) -> None:
+    """examples/digits-ddp.yaml (and its claim) as shipped; rank 1 is killed once a checkpoint exists."""
+    started = time.monotonic()
+    with tier.api_client() as api:
+        core = client.CoreV1Api(api)
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
+        h = Harness(api, NAMESPACE, OperatorPodLog(core))
+        claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
+        claim_on_local_volume(tier, NAMESPACE, claim["metadata"]["name"], bind=False)
+        core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
+        h.create(job)
+        name = job["metadata"]["name"]
+        say(f"{name}: 2 DDP ranks in real containers; rank 1 is killed after the first checkpoint")
+        checkpoint = h.wait(name, lambda j: bool(j.get("status", {}).get("lastCheckpoint")), "a checkpoint", 600)
+        step = checkpoint["status"]["lastCheckpoint"]["step"]
+        signal_container(tier, pod_of(h, name, "worker", 1, attempt=1), signal.SIGKILL)
+        say(f"checkpoint at step {step}; rank 1's container killed (SIGKILL)")
+        done = h.wait(name, lambda j: j.get("status", {}).get("phase") in ("Succeeded", "Failed"), "the end", 900)
+        status = done["status"]
+        rank0 = log_of(h, pod_of(h, name, "worker", 0, attempt=status["attempt"]))
+        resumed = _RESUMED.findall(rank0)
+        say(f"phase {status['phase']} after {time.monotonic() - started:.0f} s, attempt {status['attempt']}")
+        say(f"restarts {status['restarts']}; last failure: {status.get('lastFailure', {}).get('message', '-')}")
+        say(f"attempt {status['attempt']} resumed from step {resumed[0] if resumed else 'none (started over)'}")
+        say(f"test accuracy {reported_accuracy(rank0):.4f} (rank 0's log)")
+
+
+def _keep(folder: Path) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with node.running() as tier:
+        install_chart(tier, folder / "helm")
+        shutil.copy(tier.plane.kubeconfig, folder / "kubeconfig")
+        try:
+            run_demo(tier)
+        except Exception as error:
+            say(f"the demo failed: {error}")
+            (folder / FAILED).touch()
+        (folder / READY).touch()
+        stop.wait()
+    say("the cluster is down and the machine is as it was")
+
+
+def up(folder: Path) -> None:
+    down(folder, quiet=True)
+    for leftover in (READY, FAILED, "kubeconfig"):
+        (folder / leftover).unlink(missing_ok=True)
+    log_path = folder / "keeper.log"
+    with log_path.open("wb") as log:
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.demo_cluster", "keep", "--dir", str(folder)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    (folder / "keeper.pid").write_text(f"{keeper.pid}\n")
+    shown = 0
+
+    def finished() -> bool:
+        nonlocal shown
+        lines = log_path.read_text(errors="replace").splitlines()
+        for line in lines[shown:]:
+            if line.startswith("[demo-cluster]") or "ERROR" in line:
+                print(line, flush=True)
+        shown = len(lines)
+        if keeper.poll() is not None:
+            raise RuntimeError(f"the demo cluster stopped; its log is {log_path}")
+        return (folder / READY).exists()
+
+    poll_until(finished, timeout=1800, interval=0.5, what="the demo cluster")
+    print(f"the cluster stays up: kubectl --kubeconfig {folder / 'kubeconfig'} get tj,pods -n {NAMESPACE}")
+    print("take it down (and put the machine back as it was) with: make demo-cluster-down")
+    if (folder / FAILED).exists():
+        sys.exit(1)
+
+
+def down(folder: Path, quiet: bool = False) -> None:
+    keeper_pid = folder / "keeper.pid"
+    if keeper_pid.exists():
+        pid = int(keeper_pid.read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+            poll_until(lambda: not _alive(pid), timeout=120, what="the demo cluster to stop")
+        keeper_pid.unlink()
+    if not quiet:
+        print("demo cluster down")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("command", choices=["up", "down", "keep"])
+    parser.add_argument("--dir", type=Path, default=Path(".demo-cluster"))
+    args = parser.parse_args()
+    folder = args.dir.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    {"up": up, "down": down, "keep": _keep}[args.command](folder)
+
+
+if __name__ == "__main__":
+    main()
