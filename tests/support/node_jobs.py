@@ -57,6 +57,11 @@ def log_of(h: Harness, pod: Any) -> str:
     return str(h.core.read_namespaced_pod_log(pod.metadata.name, h.ns))
 
 
+def checkpoint_steps(folder: Path) -> list[int]:
+    """The steps of the complete checkpoints on a volume (folders `<job>/<uid>/step-N`), oldest first."""
+    return sorted(int(path.name.split("-", 1)[1]) for path in folder.glob("*/*/step-*") if path.is_dir())
+
+
 def reported_accuracy(log: str) -> float:
     """The test accuracy rank 0 reports when training ends."""
     found = _ACCURACY.findall(log)
