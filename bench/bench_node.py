@@ -12,14 +12,11 @@ does; images built by scripts/build-images.sh). Prints:
 """
 
 import argparse
-import json
 import signal
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
@@ -28,10 +25,7 @@ from kubernetes import client  # noqa: E402
 from tests.support import controlplane, node  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
-from tests.support.node_jobs import claim_on_local_volume, example, pod_of  # noqa: E402
-from tests.support.processes import poll_until  # noqa: E402
-
-from trainingjob.manifests import PROGRESS_PORT  # noqa: E402
+from tests.support.node_jobs import at_step, claim_on_local_volume, example, pod_of  # noqa: E402
 
 BACKOFF_SECONDS = 1.0  # operator.settings.backoffBaseSeconds in tests/support/node_cluster.py
 
@@ -51,19 +45,6 @@ def warm_start() -> None:
     )
 
 
-def progress(h: Harness, job: str, attempt: int) -> dict[str, Any] | None:
-    """Rank 0's own report, read from its pod IP (as the operator does), or None while it has none."""
-    try:
-        pod = pod_of(h, job, "worker", 0, attempt)
-    except LookupError:
-        return None
-    if not pod.status.pod_ip:
-        return None
-    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{PROGRESS_PORT}/progress", timeout=1) as answer:
-        report: dict[str, Any] = json.loads(answer.read())
-    return report
-
-
 def start_job(tier: node.NodeTier, h: Harness, name: str, steps: int, every: int) -> None:
     claim_on_local_volume(tier, h.ns, f"{name}-checkpoints")
     job = example("digits-ddp.yaml")[0]
@@ -74,14 +55,6 @@ def start_job(tier: node.NodeTier, h: Harness, name: str, steps: int, every: int
         "everySteps": every,
     }
     h.create(job)
-
-
-def at_step(h: Harness, name: str, attempt: int, step: int) -> dict[str, Any]:
-    def reached() -> dict[str, Any] | None:
-        report = progress(h, name, attempt)
-        return report if report and report.get("step", 0) >= step else None
-
-    return poll_until(reached, timeout=600, interval=0.05, what=f"{name} attempt {attempt} at step {step}")
 
 
 def restart_to_resume(tier: node.NodeTier, h: Harness) -> None:

@@ -21,11 +21,12 @@ from tests.support import node
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
 from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container
-from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, reported_accuracy
+from tests.support.node_jobs import at_step, claim_on_local_volume, example, log_of, pod_of, reported_accuracy
 from tests.support.processes import poll_until
 
 NAMESPACE = "demo"
 READY, FAILED = "ready", "failed"
+KILL_AT = 250  # as `make demo` does
 _RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
 
 
@@ -45,17 +46,17 @@ def run_demo(tier: NodeTier) -> None:
         core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
         h.create(job)
         name = job["metadata"]["name"]
-        say(f"{name}: 2 DDP ranks in real containers; rank 1 is killed after the first checkpoint")
-        checkpoint = h.wait(name, lambda j: bool(j.get("status", {}).get("lastCheckpoint")), "a checkpoint", 600)
-        step = checkpoint["status"]["lastCheckpoint"]["step"]
+        say(f"{name}: 2 DDP ranks in real containers; worker-1 is killed at step {KILL_AT}")
+        report = at_step(h, name, 1, KILL_AT)
         signal_container(tier, pod_of(h, name, "worker", 1, attempt=1), signal.SIGKILL)
-        say(f"checkpoint at step {step}; rank 1's container killed (SIGKILL)")
+        say(f"step {report['step']}, newest checkpoint step {report.get('lastCheckpointStep')}: worker-1 killed")
         done = h.wait(name, lambda j: j.get("status", {}).get("phase") in ("Succeeded", "Failed"), "the end", 900)
         status = done["status"]
         rank0 = log_of(h, pod_of(h, name, "worker", 0, attempt=status["attempt"]))
         resumed = _RESUMED.findall(rank0)
         say(f"phase {status['phase']} after {time.monotonic() - started:.0f} s, attempt {status['attempt']}")
-        say(f"restarts {status['restarts']}; last failure: {status.get('lastFailure', {}).get('message', '-')}")
+        failure = status.get("lastFailure") or {}
+        say(f"restarts {status['restarts']}; last failure: {failure.get('pod')} exit {failure.get('exitCode')}")
         say(f"attempt {status['attempt']} resumed from step {resumed[0] if resumed else 'none (started over)'}")
         say(f"test accuracy {reported_accuracy(rank0):.4f} (rank 0's log)")
 

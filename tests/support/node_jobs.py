@@ -1,6 +1,8 @@
 """Jobs on the node tier: the examples as shipped, checkpoint claims on local volumes, and what rank 0 says."""
 
+import json
 import re
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,9 @@ from tests.support.examples import EXAMPLES
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
 from tests.support.node_cluster import local_volume
+from tests.support.processes import poll_until
 
+from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 
 # DDP's rank 0 says "test accuracy 0.97"; parameter-server worker 0 logs its summary {'accuracy': 0.95, ...}.
@@ -55,6 +59,29 @@ def pod_of(h: Harness, job: str, role: str, index: int, attempt: int) -> Any:
 
 def log_of(h: Harness, pod: Any) -> str:
     return str(h.core.read_namespaced_pod_log(pod.metadata.name, h.ns))
+
+
+def progress(h: Harness, job: str, attempt: int) -> dict[str, Any] | None:
+    """Rank 0's own report, read from its pod IP as the operator reads it; None while it has none."""
+    try:
+        pod = pod_of(h, job, "worker", 0, attempt)
+    except LookupError:
+        return None
+    if not pod.status.pod_ip:
+        return None
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{PROGRESS_PORT}/progress", timeout=1) as answer:
+        report: dict[str, Any] = json.loads(answer.read())
+    return report
+
+
+def at_step(h: Harness, job: str, attempt: int, step: int, timeout: float = 600) -> dict[str, Any]:
+    """Rank 0's report once it has done `step` steps in `attempt` (polled every 50 ms)."""
+
+    def reached() -> dict[str, Any] | None:
+        report = progress(h, job, attempt)
+        return report if report and report.get("step", 0) >= step else None
+
+    return poll_until(reached, timeout=timeout, interval=0.05, what=f"{job} attempt {attempt} at step {step}")
 
 
 def checkpoint_steps(folder: Path) -> list[int]:
