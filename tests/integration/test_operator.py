@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]
 
 
-def test_a_job_runs_to_success(h: Harness) -> None:
+def test_a_job_runs_to_success(h: Harness, operator: OperatorProcess) -> None:
     h.create(job_manifest("ok"))
     running = h.wait_phase("ok", "Running")
     assert running["status"]["workers"]["ready"] == 2
@@ -28,7 +28,7 @@ def test_a_job_runs_to_success(h: Harness) -> None:
     assert done["status"]["completionTime"] >= done["status"]["startTime"]
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
     assert {"JobCreated", "AllReplicasRunning", "JobSucceeded"} <= {e.reason for e in events}
-    log = h.operator.log()
+    log = operator.log()
     assert f"{h.ns}/ok attempt 1: JobSucceeded: All 2 workers finished successfully." in log
     assert "Handler 'pod_changed' succeeded" not in log  # the decisions, not kopf's chatter
 
@@ -155,18 +155,18 @@ def test_a_node_lost_under_running_pods_restarts_the_gang(h: Harness) -> None:
     assert job["status"]["restarts"]["retryable"] == 0 and job["status"]["attempt"] == 2
 
 
-def test_operator_killed_mid_attempt_makes_no_duplicates(h: Harness) -> None:
+def test_operator_killed_mid_attempt_makes_no_duplicates(h: Harness, operator: OperatorProcess) -> None:
     h.create(job_manifest("survivor", workers=4))
     first = h.wait_running_pods("survivor", 4, attempt=1)
-    h.operator.kill()
+    operator.kill()
     h.finish(first[2].metadata.name, 75)  # fails while no operator is watching
-    h.operator.start()
+    operator.start()
     h.wait_phase("survivor", "Running", attempt=2)
     second = h.wait_running_pods("survivor", 4, attempt=2)
     assert len({p.metadata.name for p in second}) == 4
     assert h.job("survivor")["status"]["restarts"]["retryable"] == 1
-    h.operator.kill()  # again, right after a restart was written: nothing is counted twice
-    h.operator.start()
+    operator.kill()  # again, right after a restart was written: nothing is counted twice
+    operator.start()
     # A spec edit the new process must answer (observedGeneration 2) proves it reconciled this job.
     h.patch_spec("survivor", {"runPolicy": {"backoffLimit": 4}})
     h.wait(

@@ -143,14 +143,14 @@ def test_a_kubelet_reason_with_a_slash_restarts_the_gang(h: Harness) -> None:
 @pytest.mark.parametrize(
     "report", [[1, 2, 3], {"step": 10**30, "heartbeat": 1e308}, "x" * 100_000], ids=["list", "huge", "long"]
 )
-def test_a_hostile_progress_endpoint_changes_nothing(h: Harness, report: object) -> None:
+def test_a_hostile_progress_endpoint_changes_nothing(h: Harness, report: object, operator: OperatorProcess) -> None:
     h.create(job_manifest("noisy", runPolicy={"progressDeadlineSeconds": 60}))
     rank0 = h.wait_running_pods("noisy", 2, attempt=1)[0]
     with progress_endpoint(rank0.status.pod_ip, report):
         h.patch_spec("noisy", {"runPolicy": {"backoffLimit": 5}})  # a reconcile that reads the endpoint
         job = h.wait("noisy", lambda j: (j.get("status") or {}).get("observedGeneration") == 2, "a reconcile")
     assert job["status"]["phase"] == "Running" and "progress" not in job["status"]
-    assert "Traceback" not in h.operator.log()
+    assert "Traceback" not in operator.log()
 
 
 def test_a_missing_volume_is_named_while_the_job_waits(h: Harness) -> None:
@@ -164,8 +164,8 @@ def test_a_missing_volume_is_named_while_the_job_waits(h: Harness) -> None:
     assert waiting["status"]["phase"] == "Pending" and condition(waiting, "Running")["status"] == "False"
 
 
-def test_jobs_deleted_while_reconciled_are_no_error(h: Harness) -> None:
-    before = h.operator.log().count("Traceback")
+def test_jobs_deleted_while_reconciled_are_no_error(h: Harness, operator: OperatorProcess) -> None:
+    before = operator.log().count("Traceback")
     names = [f"brief-{i}" for i in range(8)]
     for name in names:
         h.create(job_manifest(name, workers=4))
@@ -174,5 +174,5 @@ def test_jobs_deleted_while_reconciled_are_no_error(h: Harness) -> None:
     for name in names:
         h.wait_gone(name, f"{name} deleted")
     poll_until(lambda: not any(h.pods(n) for n in names), timeout=60, what="their pods collected")
-    log = h.operator.log()
+    log = operator.log()
     assert log.count("Traceback") == before and " ERROR " not in log
