@@ -65,9 +65,10 @@ run-operator: venv ## run the operator in the foreground against the dev cluster
 	kubectl --kubeconfig .dev/kubeconfig apply --server-side -f crds/
 	KUBECONFIG=$(CURDIR)/.dev/kubeconfig TJ_OPERATOR_METRICS_PORT=$${TJ_OPERATOR_METRICS_PORT:-8080} $(PY) -m trainingjob
 
-bench: venv controlplane ## run the benchmarks (each prints ratios against a baseline measured in the same run)
+bench: venv controlplane node ## run the benchmarks (each prints ratios against a baseline measured in the same run)
 	for bench in bench/bench_*.py; do \
-	  echo "== $$bench"; TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) $(PY) $$bench; done
+	  echo "== $$bench"; TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	    TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) $(PY) $$bench; done
 
 demo-cluster: venv node ## a real node with the chart installed: digits DDP, a rank killed, resumed; the cluster stays up
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
