@@ -21,7 +21,7 @@ from trainingjob.naming import TRACKING_GATE, job_selector, service_name
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
 from trainingjob.reconcile import Conflict, Created, Gone
-from trainingjob.report import MAX_REPORT_BYTES, Report, parse_report
+from trainingjob.report import MAX_REPORT_BYTES, Report, final_report, parse_report
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
@@ -118,7 +118,11 @@ class KubernetesCluster:
         return text if isinstance(text, str) else ""
 
     def progress(self, pod: Manifest) -> Report:
-        """Rank 0's report from its progress endpoint, when reading it is on and it answers in time."""
+        """Rank 0's report: its last words once it has exited, else its progress endpoint when reading it is on
+        and it answers in time."""
+        final = final_report(pod)
+        if final is not None:
+            return parse_report(final)
         address = (pod.get("status") or {}).get("podIP")
         if not self.read_progress or not isinstance(address, str) or not address:
             return None, None

@@ -65,6 +65,20 @@ def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:
     return CheckpointStatus(step=step, path=bounded(report.get("lastCheckpointPath"), 4096), time=at)
 
 
+def final_report(pod: Any) -> bytes | None:
+    """What a trainer said as it exited: its container's termination message (Kubernetes keeps up to 4 KiB of
+    /dev/termination-log in the pod status). None while it runs, or when it said nothing."""
+    status = pod.get("status") if isinstance(pod, dict) else None
+    containers = status.get("containerStatuses") if isinstance(status, dict) else None
+    for container in containers if isinstance(containers, list) else []:
+        state = container.get("state") if isinstance(container, dict) else None
+        terminated = state.get("terminated") if isinstance(state, dict) else None
+        message = terminated.get("message") if isinstance(terminated, dict) else None
+        if isinstance(message, str) and message:
+            return message.encode()
+    return None
+
+
 def parse_report(body: bytes) -> Report:
     """A report from raw bytes: at most MAX_REPORT_BYTES, any JSON at all, never an exception."""
     if len(body) > MAX_REPORT_BYTES:

@@ -36,6 +36,7 @@ def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: N
     assert done["lastFailure"]["attempt"] == 1 and done["lastFailure"]["exitCode"] in (137, 75), done["lastFailure"]
     assert done["restarts"]["retryable"] == 1, done["restarts"]
     assert checkpoint_steps(volume)[-1] == 3000, checkpoint_steps(volume)  # the final one, on the volume
+    assert done["lastCheckpoint"]["step"] == 3000, done["lastCheckpoint"]  # from rank 0's last words
     rank0 = log_of(nh, pod_of(nh, name, "worker", 0, attempt=2))
     resumed = [int(step) for step in _RESUMED.findall(rank0)]
     assert resumed and resumed[0] >= checkpointed, f"attempt 2 did not resume from step >= {checkpointed}:\n{rank0}"

@@ -32,8 +32,9 @@ def test_a_non_root_trainer_checkpoints_to_a_root_owned_volume(node_tier: NodeTi
     job["spec"]["trainer"]["steps"] = 100
     job["spec"]["checkpoint"]["everySteps"] = 50
     nh.create(job)
-    nh.wait_phase(job["metadata"]["name"], "Succeeded", timeout=300)
+    done = nh.wait_phase(job["metadata"]["name"], "Succeeded", timeout=300)["status"]
     assert checkpoint_steps(folder) == [50, 100]
+    assert done["lastCheckpoint"]["step"] == 100, done.get("lastCheckpoint")
     written = [path for path in folder.rglob("*") if path.is_file()]
     assert written, f"no checkpoint files under {folder}"
     assert {os.stat(path).st_uid for path in written} == {TRAINER_UID}

@@ -128,7 +128,7 @@ def test_names_columns_and_subresources() -> None:
     assert (names["kind"], names["plural"], names["shortNames"]) == ("TrainingJob", "trainingjobs", ["tj"])
     assert version["subresources"] == {"status": {}}
     columns = [column["name"] for column in version["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Mode", "Workers", "Ready", "Attempt", "Step", "Age"]
+    assert columns == ["Phase", "Mode", "Workers", "Ready", "Attempt", "Step", "Loss", "Age"]
 
 
 def test_quantities_are_int_or_string_with_the_model_pattern() -> None:

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from trainingjob.report import MAX_REPORT_BYTES, parse_report, progress_from_report
+from trainingjob.report import MAX_REPORT_BYTES, final_report, parse_report, progress_from_report
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,26 @@ def test_bad_optional_fields_are_left_out_not_fatal(fields: dict[str, object]) -
     assert progress is not None and progress.step == 7
     dumped = progress.model_dump()
     assert all(value is None or not isinstance(value, float) or math.isfinite(value) for value in dumped.values())
+
+
+def _pod_with(state: object) -> dict[str, object]:
+    return {"status": {"containerStatuses": [{"name": "trainer", "state": state}]}}
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        (_pod_with({"terminated": {"exitCode": 0, "message": '{"step": 3}'}}), b'{"step": 3}'),
+        (_pod_with({"running": {}}), None),
+        (_pod_with({"terminated": {"exitCode": 137}}), None),
+        (_pod_with({"terminated": {"message": 7}}), None),
+        (_pod_with({"terminated": "text"}), None),
+        (_pod_with(None), None),
+        ({"status": {"containerStatuses": "x"}}, None),
+        ({"status": None}, None),
+        ([], None),
+    ],
+    ids=["said", "running", "silent", "not-text", "bad-terminated", "no-state", "bad-list", "no-status", "not-a-pod"],
+)
+def test_final_report_is_the_exited_containers_message_or_nothing(pod: object, expected: bytes | None) -> None:
+    assert final_report(pod) == expected

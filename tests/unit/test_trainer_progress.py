@@ -5,7 +5,8 @@ import socket
 import urllib.request
 from pathlib import Path
 
-from trainer.progress import ProgressReporter, render_metrics
+from trainer.progress import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
+from trainingjob.report import parse_report
 
 
 def test_metrics_text_format() -> None:
@@ -36,3 +37,28 @@ def test_endpoint_and_file(tmp_path: Path) -> None:
     assert progress["samplesPerSecond"] == 32.0 and progress["lastCheckpointStep"] == 2
     assert "trainingjob_trainer_last_checkpoint_step 2.0" in metrics
     assert json.loads((tmp_path / "progress.json").read_text())["lastCheckpointPath"] == "/ckpt/step-2"
+
+
+def test_close_leaves_the_last_progress_as_the_termination_message(tmp_path: Path) -> None:
+    message = tmp_path / "termination-log"
+    message.touch()  # the kubelet makes the file; the trainer only fills it
+    reporter = ProgressReporter(3, None, None, clock=lambda: 200.0, termination_message=message).start()
+    reporter.report(step=500, loss=0.25, samples=64)
+    reporter.checkpointed(500, "/checkpoints/job/uid/step-500", 199.0)
+    reporter.close()
+    progress, checkpoint = parse_report(message.read_bytes())  # as the operator reads it from the pod status
+    assert progress is not None and (progress.step, progress.loss, progress.attempt) == (500, 0.25, 3)
+    assert checkpoint is not None and (checkpoint.step, checkpoint.path) == (500, "/checkpoints/job/uid/step-500")
+
+
+def test_close_makes_no_termination_message_outside_a_container(tmp_path: Path) -> None:
+    reporter = ProgressReporter(1, None, None, termination_message=tmp_path / "termination-log").start()
+    reporter.close()
+    assert not (tmp_path / "termination-log").exists()
+
+
+def test_a_final_report_fits_what_kubernetes_keeps() -> None:
+    huge_path = "/checkpoints/" + "x" * 5000
+    body = final_report({"attempt": 1, "step": 9, "lastCheckpointStep": 9, "lastCheckpointPath": huge_path})
+    assert len(body.encode()) <= TERMINATION_MESSAGE_BYTES
+    assert json.loads(body) == {"attempt": 1, "step": 9}  # the checkpoint dropped whole, never cut

@@ -43,6 +43,24 @@ def render_metrics(progress: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Kubernetes keeps what a container wrote here (at most 4096 bytes) in its pod's status once it has exited: the
+# operator reads rank 0's last progress from it, the final checkpoint included, when the endpoint is gone.
+TERMINATION_MESSAGE = Path("/dev/termination-log")
+TERMINATION_MESSAGE_BYTES = 4096
+_FINAL_FIELDS = ("attempt", "step", "loss", "heartbeat", "samplesPerSecond", "finished", "accuracy")
+_CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime")
+
+
+def final_report(progress: dict[str, Any]) -> str:
+    """The last progress as a termination message: the fields the operator reads, within the size Kubernetes keeps
+    (the checkpoint is left out rather than cut when its path is too long)."""
+    for fields in (_FINAL_FIELDS + _CHECKPOINT_FIELDS, _FINAL_FIELDS):
+        body = json.dumps({key: progress[key] for key in fields if key in progress}, sort_keys=True)
+        if len(body.encode()) <= TERMINATION_MESSAGE_BYTES:
+            return body
+    return json.dumps({"attempt": progress.get("attempt"), "step": progress.get("step")})
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write to a temporary name in the same folder, then rename: readers never see half a file."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -58,8 +76,10 @@ class ProgressReporter:
         attempt: int,
         port: int | None = None,
         file: Path | None = None,
+        *,
         file_interval: float = 1.0,
         clock: Callable[[], float] = time.time,
+        termination_message: Path = TERMINATION_MESSAGE,
     ) -> None:
         self._lock = threading.Lock()
         self._clock = clock
@@ -67,6 +87,7 @@ class ProgressReporter:
         self._port = port
         self._file = file
         self._file_interval = file_interval
+        self._termination_message = termination_message
         self._file_written_at = float("-inf")
         self._rate_anchor: tuple[float, int] | None = None
         self._samples = 0
@@ -122,8 +143,14 @@ class ProgressReporter:
             log.warning("could not write the progress file %s: %s", self._file, error)
 
     def close(self) -> None:
-        """Write the file a last time and stop the HTTP endpoint."""
+        """Write the file and the termination message (where the container has one) a last time, and stop the
+        HTTP endpoint."""
         self.flush()
+        if self._termination_message.exists():
+            try:
+                self._termination_message.write_text(final_report(self.snapshot()))
+            except OSError as error:
+                log.warning("could not write the termination message: %s", error)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

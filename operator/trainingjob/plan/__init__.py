@@ -5,9 +5,9 @@ None. plan() applies them in this order, each seeing the status the ones before 
 stops the rest:
 
     finished      a Succeeded or Failed job: cleanPodPolicy, TTL; nothing else ever runs
+    progress      record rank 0's latest progress report (its last words too: a suspended rank's final checkpoint)
     suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods
     tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
-    progress      record rank 0's latest progress report
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded
@@ -33,9 +33,9 @@ Policy = Callable[[Context, TrainingJobStatus], Decision | None]
 
 POLICIES: tuple[tuple[str, Policy], ...] = (
     ("finished", finished.decide),
+    ("progress", progress.record),
     ("suspend", suspend.decide),
     ("tracking", tracking.decide),
-    ("progress", progress.record),
     ("active", deadlines.active),
     ("start", creation.start),
     ("success", success.decide),
