@@ -52,9 +52,6 @@ def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
     written = checkpoint_steps(volume)
     assert len(written) == 1 and written[0] >= 50, f"not one final checkpoint: {written}"
     final = written[0]
-    nh.wait(  # the status learns it from rank 0's last words
-        name, lambda j: (j["status"].get("lastCheckpoint") or {}).get("step") == final, f"checkpoint {final}", 30
-    )
 
     nh.patch_spec(name, {"runPolicy": {"suspend": False}})
     resumed = nh.wait(name, lambda j: j["status"].get("phase") == "Running", "the resumed attempt", 120)

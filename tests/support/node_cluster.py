@@ -116,7 +116,17 @@ def container_id(pod: Any) -> str:
 
 
 def signal_container(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
-    """Send `signum` to the container's first process from outside (as the kernel or a person would)."""
+    """Send `signum` to the container's first process from outside (as the kernel or a person would), once it
+    runs (a pod of a gang may still be starting its container when rank 0 already trains)."""
+    with tier.api_client() as api:
+        core = client.CoreV1Api(api)
+
+        def running() -> Any:
+            current = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+            statuses = current.status.container_statuses or []
+            return current if statuses and statuses[0].state.running else None
+
+        pod = poll_until(running, timeout=120, what=f"{pod.metadata.name}'s container to run")
     pid = tier.containerd.task_pid(container_id(pod))
     os.kill(pid, signum)
     return pid
