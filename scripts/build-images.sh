@@ -200,8 +200,8 @@ build_image() {  # build_image NAME KEY ARCHIVE PUBLIC_REF
   timed "$name: podman save -> $archive" pm save --format docker-archive -o "$archive.tmp" "$local_ref" "$public"
   mv -f "$archive.tmp" "$archive"
   log "$name: archive $(du -h "$archive" | cut -f1)"
-  # Keep this archive and the one before it (switching back a branch); older ones only fill the disk.
-  find "$img_dir" -maxdepth 1 -name "$name-*.tar" -printf '%T@ %p\n' | sort -rn | tail -n +3 | cut -d' ' -f2- |
+  # Keep this archive only: a trainer archive is 5.7 GiB, and the node's containerd holds another copy.
+  find "$img_dir" -maxdepth 1 -name "$name-*.tar" -printf '%T@ %p\n' | sort -rn | tail -n +2 | cut -d' ' -f2- |
     while IFS= read -r old; do log "$name: removing the old archive $old"; rm -f "$old"; done
   pm rmi "$local_ref" "$public" >/dev/null
   pm image prune -f >/dev/null  # the build's intermediate layers; the base image stays

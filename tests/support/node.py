@@ -86,7 +86,8 @@ class _Node:
         config = self.paths.root / "containerd.toml"
         config.write_text(cfg.containerd_toml(self.paths, reference))
         server = self._serve("containerd", ["containerd", "--config", str(config)])
-        server.wait_ready(lambda: bool(self.containerd.ctr("version")), _STARTUP_TIMEOUT)
+        # The CRI plugin initializes after the socket answers; it says so just before it serves the kubelet.
+        server.wait_ready(lambda: "Start streaming server" in server.log_path.read_text(), _STARTUP_TIMEOUT)
         self.containerd.ensure(archive, reference)
 
     def start_kubelet(self) -> None:
@@ -239,6 +240,7 @@ def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterato
             node.start_containerd()
             for image in built.values():
                 node.containerd.ensure(image.archive, image.local_ref, image.public_ref)
+                node.containerd.prune(image)
             node.start_kubelet()
             node.start_kube_proxy()
             node.start_coredns()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NAMESPACE = "k8s.io"  # the containerd namespace the CRI plugin uses
+LOCAL_PREFIX = "localhost/trainingjob/"  # every image of ours has a name here (its build key as the tag)
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class BuiltImage:
 
     @property
     def local_ref(self) -> str:
-        return f"localhost/trainingjob/{self.name}:{self.key}"
+        return f"{LOCAL_PREFIX}{self.name}:{self.key}"
 
     @classmethod
     def parse(cls, line: str) -> "BuiltImage":
@@ -55,7 +56,7 @@ def pause_archive(pause_binary: Path, folder: Path) -> tuple[str, Path]:
         }
     ).encode()
     config_name = hashlib.sha256(config).hexdigest() + ".json"
-    reference = f"localhost/trainingjob/pause:{hashlib.sha256(binary).hexdigest()[:12]}"
+    reference = f"{LOCAL_PREFIX}pause:{hashlib.sha256(binary).hexdigest()[:12]}"
     manifest = json.dumps([{"Config": config_name, "RepoTags": [reference], "Layers": ["layer.tar"]}]).encode()
     archive = folder / "pause.tar"
     with tarfile.open(archive, "w") as tar:
@@ -104,6 +105,23 @@ class Containerd:
         for alias in also:  # the public name may point at an older build: move it
             self.ctr("images", "tag", "--force", reference, alias)
         return imported
+
+    def targets(self) -> dict[str, str]:
+        """Every image reference and the manifest digest it names (the CRI plugin adds sha256:<id> names)."""
+        rows = [line.split() for line in self.ctr("images", "list").splitlines()[1:]]
+        return {row[0]: row[2] for row in rows if len(row) > 2}
+
+    def prune(self, current: BuiltImage) -> list[str]:
+        """Remove the earlier builds of `current`'s image and every other name of them (a trainer image costs
+        about 12 GB imported and unpacked); containerd's garbage collector then frees content and snapshots."""
+        prefix = current.local_ref.rsplit(":", 1)[0] + ":"
+        targets = self.targets()
+        old = {ref for ref in targets if ref.startswith(prefix) and ref != current.local_ref}
+        live = {digest for ref, digest in targets.items() if ref.startswith(LOCAL_PREFIX) and ref not in old}
+        stale = sorted(ref for ref, digest in targets.items() if digest not in live)
+        if stale:
+            self.ctr("images", "remove", "--sync", *stale)
+        return stale
 
     def task_pid(self, container_id: str) -> int:
         """The host pid of a running container's first process (for kill -9 / SIGSTOP from the test driver)."""
