@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
@@ -246,8 +247,10 @@ def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterato
             node.start_coredns()
             yield NodeTier(plane, paths, node.containerd, built)
         finally:
-            with contextlib.suppress(Exception):
+            try:
                 node.drain()
+            except Exception as error:  # the stops below still run; what they cannot undo is reported
+                print(f"[node] draining the node failed: {error}", file=sys.stderr)
             problems += node.stop()
             plane.stop()
             problems += node_host.unmount_under(root)
