@@ -8,7 +8,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 STEP_PREFIX = "step-"
 TEMP_PREFIX = ".tmp-"
+ASIDE_PREFIX = ".replaced-"
 STATE_FILE = "state.pt"
 MARKER_FILE = "COMPLETE"
 
@@ -42,6 +43,13 @@ def parse_step(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+def parse_aside_step(name: str) -> int | None:
+    """`.replaced-step-N-<id>` (a checkpoint being replaced by a re-save of its step) -> N; anything else -> None."""
+    if not name.startswith(ASIDE_PREFIX):
+        return None
+    return parse_step(name[len(ASIDE_PREFIX) :].rpartition("-")[0])
+
+
 def newest_complete_first(entries: Iterable[CheckpointEntry]) -> list[CheckpointEntry]:
     """The complete checkpoints, newest first; partial ones never appear."""
     return sorted((entry for entry in entries if entry.complete), key=lambda entry: entry.step, reverse=True)
@@ -59,14 +67,23 @@ def select_to_delete(entries: Iterable[CheckpointEntry], keep: int) -> list[Chec
 
 def list_checkpoints(root: Path) -> list[CheckpointEntry]:
     """Every `step-N` folder under root, complete or not."""
+    return sorted(_folders(root, parse_step), key=lambda entry: entry.step)
+
+
+def list_asides(root: Path) -> list[CheckpointEntry]:
+    """Checkpoints a re-save of their step set aside and was killed before removing: resumes fall back on them."""
+    return _folders(root, parse_aside_step)
+
+
+def _folders(root: Path, parse: Callable[[str], int | None]) -> list[CheckpointEntry]:
     if not root.is_dir():
         return []
     entries = []
     for child in root.iterdir():
-        step = parse_step(child.name)
+        step = parse(child.name)
         if step is not None and child.is_dir():
             entries.append(CheckpointEntry(step, child, (child / MARKER_FILE).is_file()))
-    return sorted(entries, key=lambda entry: entry.step)
+    return entries
 
 
 def _fsync_dir(path: Path) -> None:
@@ -85,29 +102,63 @@ def _write_synced(path: Path, data: bytes) -> None:
 
 
 def write_checkpoint(root: Path, step: int, state: dict[str, Any]) -> Path:
-    """Write `step-N` atomically: temporary folder, fsync, completion marker, rename, fsync the parent."""
+    """Write `step-N` atomically: temporary folder, fsync, completion marker, rename, fsync the parent.
+
+    A failed write removes its temporary folder; a re-save of a step keeps the old `step-N` until the new one is in.
+    """
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"{STEP_PREFIX}{step}"
     buffer = io.BytesIO()
     torch.save(state, buffer)
-    payload = buffer.getvalue()
+    remove_temporaries(root)
     temp = root / f"{TEMP_PREFIX}{STEP_PREFIX}{step}-{uuid.uuid4().hex[:8]}"
-    temp.mkdir()
-    _write_synced(temp / STATE_FILE, payload)
+    try:
+        _write_complete_folder(temp, step, buffer.getvalue())
+        faults.maybe_crash_before_rename(step)
+        return _rename_into_place(temp, root / f"{STEP_PREFIX}{step}")
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+
+
+def _write_complete_folder(folder: Path, step: int, payload: bytes) -> None:
+    """The state file, then the marker that vouches for it, both synced."""
+    folder.mkdir()
+    _write_synced(folder / STATE_FILE, payload)
     marker = {
         "step": step,
         "time": time.time(),
         "bytes": len(payload),
         "sha256": hashlib.sha256(payload).hexdigest(),
     }
-    _write_synced(temp / MARKER_FILE, json.dumps(marker).encode())
-    _fsync_dir(temp)
-    faults.maybe_crash_before_rename(step)
-    if final.exists():
-        remove_checkpoint(final)
-    os.rename(temp, final)
-    _fsync_dir(root)
+    _write_synced(folder / MARKER_FILE, json.dumps(marker).encode())
+    _fsync_dir(folder)
+
+
+def _rename_into_place(temp: Path, final: Path) -> Path:
+    """Rename `temp` to `final`; a complete `final` there is set aside first (resumes find it) and removed last."""
+    aside = _set_aside(final)
+    try:
+        os.rename(temp, final)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside, final)
+        raise
+    _fsync_dir(final.parent)
+    if aside is not None:
+        remove_checkpoint(aside)
     return final
+
+
+def _set_aside(final: Path) -> Path | None:
+    """Move a complete `final` to a `.replaced-` name; an incomplete one holds nothing worth keeping."""
+    if not final.exists():
+        return None
+    if not (final / MARKER_FILE).is_file():
+        remove_checkpoint(final)
+        return None
+    aside = final.with_name(f"{ASIDE_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}")
+    os.rename(final, aside)
+    return aside
 
 
 def read_checkpoint(path: Path) -> dict[str, Any]:
@@ -124,7 +175,8 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 
 def load_newest(root: Path) -> tuple[CheckpointEntry, dict[str, Any]] | None:
     """The newest complete checkpoint that loads; corrupt ones are skipped with a log line, never fatal."""
-    for entry in newest_complete_first(list_checkpoints(root)):
+    # Stable sort: a `step-N` comes before a set-aside copy of the same step.
+    for entry in newest_complete_first([*list_checkpoints(root), *list_asides(root)]):
         try:
             return entry, read_checkpoint(entry.path)
         except Exception as error:
@@ -138,13 +190,20 @@ def remove_checkpoint(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def remove_temporaries(root: Path) -> list[Path]:
+    """Remove the temporary folders of writes that failed or were killed (one writer per root: none is ours)."""
+    removed = [child for child in root.iterdir() if child.name.startswith(TEMP_PREFIX)] if root.is_dir() else []
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
 def prune(root: Path, keep: int) -> list[Path]:
-    """Apply keep-last-K and clear temporary folders left by crashed writers; returns what was removed."""
-    removed = [entry.path for entry in select_to_delete(list_checkpoints(root), keep)]
+    """Apply keep-last-K and clear temporary and set-aside folders left by killed writers; returns what was removed."""
+    entries = list_checkpoints(root)
+    removed = [entry.path for entry in select_to_delete(entries, keep)]
+    newest = max((entry.step for entry in entries if entry.complete), default=None)
+    removed += [aside.path for aside in list_asides(root) if newest is not None and aside.step <= newest]
     for path in removed:
         remove_checkpoint(path)
-    for child in root.iterdir() if root.is_dir() else ():
-        if child.name.startswith(TEMP_PREFIX):
-            shutil.rmtree(child, ignore_errors=True)
-            removed.append(child)
-    return removed
+    return removed + remove_temporaries(root)
