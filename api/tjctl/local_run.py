@@ -53,7 +53,9 @@ def run(manifest: dict[str, Any], total_steps: int | None, workdir: Path, chaos:
     if "accuracy" in report:
         console.print(f"test accuracy: [bold]{report['accuracy']:.4f}[/]")
     if report.get("resumedFromStep"):
-        console.print(f"attempt {status.attempt} resumed from the checkpoint at step {report['resumedFromStep']}")
+        resumed = int(report["resumedFromStep"])
+        redone = f": {chaos.at_step - resumed} steps redone" if chaos and chaos.at_step >= resumed else ""
+        console.print(f"attempt {status.attempt} resumed from the checkpoint at step {resumed}{redone}")
     if status.last_failure and status.phase.value == "Failed":
         console.print(f"[red]last failure[/]: {status.last_failure.pod} {status.last_failure.reason}")
         if status.last_failure.log_tail:

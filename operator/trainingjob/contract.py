@@ -38,6 +38,7 @@ PROGRESS_PORT = "TJ_PROGRESS_PORT"  # rank 0 serves GET /progress (JSON) and /me
 PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomically on every report
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"  # how long non-zero ranks wait for rank 0's port to open
 JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
+PAUSE_AT_STEP = "TJ_PAUSE_AT_STEP"  # local mode's --kill: the rank stops itself (SIGSTOP) after that step
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

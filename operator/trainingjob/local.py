@@ -112,6 +112,7 @@ class LocalCluster:
     service: bool = False
     deleted: bool = False
     ports: dict[str, list[int]] = field(default_factory=dict)
+    pause_at: dict[str, int] = field(default_factory=dict)  # pod -> the step after which its trainer stops itself
 
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
@@ -202,6 +203,16 @@ class LocalCluster:
         with contextlib.suppress(ProcessLookupError, KeyError):
             os.killpg(self.pods[pod].process.pid, signal.SIGKILL)
 
+    def stopped(self, pod: str) -> bool:
+        """Whether a pod's process has stopped itself (SIGSTOP) and waits to be killed."""
+        local = self.pods.get(pod)
+        if local is None or local.process.poll() is not None:
+            return False
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{local.process.pid}/stat").read_text()
+            return stat.rsplit(")", 1)[1].split()[0] == "T"
+        return False
+
     def stop_all(self) -> None:
         for pod in self.pods.values():
             with contextlib.suppress(ProcessLookupError):
@@ -255,6 +266,8 @@ class LocalCluster:
         if contract.CHECKPOINT_DIR in env:
             env[contract.CHECKPOINT_DIR] = str(self.checkpoint_dir)
         env[contract.JOB_KEY_FILE] = str(self.key_file)
+        if name in self.pause_at:
+            env[contract.PAUSE_AT_STEP] = str(self.pause_at[name])
         command = [*container["command"], *container.get("args", [])]
         if command[: len(TRAINER_COMMAND)] == list(TRAINER_COMMAND) or command[0] in ("python", "python3"):
             command[0] = sys.executable
@@ -278,10 +291,27 @@ class LocalCluster:
 
 @dataclass(frozen=True)
 class Chaos:
-    """Kill one replica's process (e.g. "worker-1") once the job has reported `at_step`, in the first attempt."""
+    """Kill one replica's process (e.g. "worker-1") after `at_step`, in the first attempt. The built-in trainer
+    stops itself right after that step and is killed then (exactly there, at any speed); a user's command is
+    killed once rank 0 has reported the step."""
 
     replica: str
     at_step: int
+
+
+def _pauses(manifest: Manifest) -> bool:
+    """Whether the chaos target stops itself after its step: the built-in DDP trainer, one process per pod."""
+    spec = manifest.get("spec") or {}
+    one_process = (spec.get("workers") or {}).get("nprocPerPod", 1) == 1
+    return bool(spec.get("trainer")) and spec.get("mode", "DDP") == "DDP" and one_process
+
+
+def _chaos_due(cluster: LocalCluster, status: TrainingJobStatus, chaos: Chaos, pod: str) -> bool:
+    if status.attempt != 1:
+        return False
+    if cluster.pause_at:
+        return cluster.stopped(pod)
+    return bool(status.progress and status.progress.step >= chaos.at_step)
 
 
 LOCAL_SETTINGS = Settings(backoff_base_seconds=1.0, backoff_max_seconds=10.0)
@@ -299,6 +329,8 @@ def run_local(
     """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event)
     name = str(cluster.job["metadata"]["name"])
+    if chaos and _pauses(manifest):
+        cluster.pause_at[f"{name}-{chaos.replica}-1"] = chaos.at_step
     status: TrainingJobStatus | None = None
     killed = False
     try:
@@ -308,21 +340,10 @@ def run_local(
                 return status, cluster
             status = outcome.after
             on_status(status)
-            if (
-                chaos
-                and not killed
-                and status.attempt == 1
-                and status.progress
-                and status.progress.step >= chaos.at_step
-            ):
+            if chaos and not killed and _chaos_due(cluster, status, chaos, f"{name}-{chaos.replica}-1"):
                 cluster.kill(f"{name}-{chaos.replica}-1")
-                on_event(
-                    Event(
-                        "Warning",
-                        "ChaosKill",
-                        f"Killed {name}-{chaos.replica}-1 (SIGKILL) at step {status.progress.step}.",
-                    )
-                )
+                at = chaos.at_step if cluster.pause_at else status.progress.step if status.progress else "?"
+                on_event(Event("Warning", "ChaosKill", f"Killed {name}-{chaos.replica}-1 (SIGKILL) at step {at}."))
                 killed = True
             if status.phase.is_terminal and all(pod.process.poll() is not None for pod in cluster.pods.values()):
                 return status, cluster

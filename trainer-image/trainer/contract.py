@@ -36,6 +36,7 @@ PROGRESS_PORT = "TJ_PROGRESS_PORT"
 PROGRESS_FILE = "TJ_PROGRESS_FILE"
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"
 JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
+PAUSE_AT_STEP = "TJ_PAUSE_AT_STEP"  # local mode's --kill: the rank stops itself (SIGSTOP) after that step
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

@@ -33,7 +33,8 @@ from trainer.workloads import accuracy, build_model, load_dataset
 
 log = logging.getLogger(__name__)
 
-CONTROL_EVERY = 10
+CONTROL_EVERY = 10  # the most steps between two agreements: fast steps pay for one tiny all-reduce per ten
+CONTROL_SECONDS = 1.0  # about the most wall time between two: slow steps agree more often, down to every step
 WARMUP_STEPS = 5
 
 
@@ -144,14 +145,23 @@ class DdpTrainer:
             last = self.checkpointer.last
             self.progress.checkpointed(last.step, last.path, last.time)
 
-    def agree(self) -> tuple[bool, bool]:
-        """All ranks agree on (stop now, a time-based checkpoint is due): any rank's SIGTERM stops all."""
+    def agree(self, schedule: "AgreementSchedule") -> tuple[bool, bool]:
+        """All ranks agree on (stop now, a time-based checkpoint is due) and on when to agree next.
+
+        Any rank's SIGTERM stops all; the slowest rank's step time sets the next agreement step on every rank.
+        """
         flags = torch.tensor(
-            [float(self.stop.is_set()), float(self.env.rank == 0 and self.checkpointer.is_time_due())],
+            [
+                float(self.stop.is_set()),
+                float(self.env.rank == 0 and self.checkpointer.is_time_due()),
+                schedule.seconds_per_step(self.step),
+            ],
             device=self.device,
         )
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        return bool(flags[0].item()), bool(flags[1].item())
+        stop, time_due, slowest_seconds_per_step = flags.tolist()
+        schedule.reschedule(self.step, slowest_seconds_per_step)
+        return bool(stop), bool(time_due)
 
     def train_step(self, ddp: DistributedDataParallel) -> float:
         """One optimizer step on the batch this step's data order names."""
@@ -173,13 +183,16 @@ class DdpTrainer:
         )
         samples = self.config.batch_size * self.env.world_size
         timer = _Timer(started_at + WARMUP_STEPS)
+        schedule = AgreementSchedule(started_at)
         while self.step < self.total:
             loss = self.train_step(ddp)
             faults.maybe_kill(self.step, self.env.rank)
+            faults.maybe_pause(self.step)
+            faults.maybe_delay_step()
             timer.at(self.step)
             if self.progress is not None:
                 self.progress.report(self.step, loss, samples)
-            stop, time_due = self.agree() if self.step % CONTROL_EVERY == 0 else (False, False)
+            stop, time_due = self.agree(schedule) if schedule.is_due(self.step) else (False, False)
             if stop:
                 return self.finish(ExitCode.PREEMPTED, timer)
             if self.step < self.total and (time_due or self.checkpointer.is_step_due(self.step)):
@@ -208,6 +221,30 @@ class DdpTrainer:
         # Ranks leave together: a rank tearing down its group while a peer still writes aborts in gloo.
         dist.barrier()
         return code
+
+
+class AgreementSchedule:
+    """When the ranks agree next: at most CONTROL_EVERY steps and about CONTROL_SECONDS after the last agreement.
+
+    A SIGTERM is thus acted on within about a second (or one step, if slower), however slow the steps are.
+    """
+
+    def __init__(self, step: int) -> None:
+        self.next_step = step + 1
+        self._since_step, self._since = step, time.monotonic()
+
+    def is_due(self, step: int) -> bool:
+        return step >= self.next_step
+
+    def seconds_per_step(self, step: int) -> float:
+        """This rank's mean step time since the last agreement."""
+        return (time.monotonic() - self._since) / max(1, step - self._since_step)
+
+    def reschedule(self, step: int, slowest_seconds_per_step: float) -> None:
+        """Every rank passes the same all-reduced step time, so every rank picks the same next step."""
+        steps = int(CONTROL_SECONDS / max(slowest_seconds_per_step, 1e-6))
+        self.next_step = step + min(CONTROL_EVERY, max(1, steps))
+        self._since_step, self._since = step, time.monotonic()
 
 
 class _Timer:

@@ -3,12 +3,16 @@
 import logging
 import os
 import signal
+import time
+
+from trainer import contract
 
 log = logging.getLogger(__name__)
 
 KILL_AT_STEP = "TJ_TEST_KILL_AT_STEP"
 KILL_RANK = "TJ_TEST_KILL_RANK"
 CRASH_BEFORE_RENAME_STEP = "TJ_TEST_CRASH_BEFORE_RENAME_STEP"
+STEP_DELAY_SECONDS = "TJ_TEST_STEP_DELAY_SECONDS"
 
 
 def maybe_kill(step: int, rank: int) -> None:
@@ -18,8 +22,23 @@ def maybe_kill(step: int, rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def maybe_pause(step: int) -> None:
+    """Stop this process (SIGSTOP) right after `step` when local mode's --kill asked for it: its runner then
+    SIGKILLs it, exactly at the announced step however fast the machine trains."""
+    if os.environ.get(contract.PAUSE_AT_STEP) == str(step):
+        log.warning("stopping after step %d: local mode kills this rank here (--kill)", step)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
 def maybe_crash_before_rename(step: int) -> None:
     """Die like a killed writer: the checkpoint is on disk under its temporary name, never renamed."""
     if os.environ.get(CRASH_BEFORE_RENAME_STEP) == str(step):
         log.error("test hook %s: crashing before the rename of step %d", CRASH_BEFORE_RENAME_STEP, step)
         os._exit(137)
+
+
+def maybe_delay_step() -> None:
+    """Make every training step this much slower, like a big model would."""
+    delay = os.environ.get(STEP_DELAY_SECONDS)
+    if delay:
+        time.sleep(float(delay))

@@ -1,0 +1,43 @@
+"""SIGTERM during slow DDP steps: the final checkpoint and exit 79 come within a short grace, not N steps later."""
+
+import signal
+import time
+from pathlib import Path
+
+from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+
+STEP_DELAY_SECONDS = 1.0
+GRACE_SECONDS = 5.0  # the old loop agreed every 10 steps: SIGTERM at step 1 waited 8 slow steps for it
+
+
+def slow_two_rank_env(directory: Path) -> dict[str, str]:
+    """One pod with two local ranks whose every step takes STEP_DELAY_SECONDS; no periodic checkpoint."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "2",
+        "TJ_NPROC_PER_POD": "2",
+        "TJ_TRAINER_CONFIG": config_json(workload="digits-mlp", steps=1000, batchSize=16),
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_CHECKPOINT_KEEP": "1",
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+        "TJ_TEST_STEP_DELAY_SECONDS": str(STEP_DELAY_SECONDS),
+    }
+
+
+def test_sigterm_during_slow_steps_checkpoints_and_exits_79_within_the_grace(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    pod = start_pod("slow-steps", slow_two_rank_env(tmp_path), logs)
+    pods.append(pod)
+    wait_for(lambda: (read_json(tmp_path / "progress.json") or {}).get("step", 0) >= 1, 90, "the first step")
+    signalled = time.monotonic()
+    pod.process.send_signal(signal.SIGTERM)
+    code = pod.wait(60)
+    took = time.monotonic() - signalled
+    assert code == 79, pod.text()
+    assert took < GRACE_SECONDS, f"exited {took:.1f}s after SIGTERM:\n{pod.text()}"
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None and progress["exitCode"] == 79
+    final = tmp_path / "checkpoints" / f"step-{progress['lastCheckpointStep']}"
+    assert (final / "COMPLETE").is_file() and (final / "state.pt").is_file()
