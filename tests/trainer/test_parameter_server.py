@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
 
+from trainer.checkpoint_store import load_newest
 from trainer.ps_wire import Connection
 from trainer.rendezvous import wait_for_port
 
@@ -80,31 +81,49 @@ def assert_refused_exactly_beyond(progress: dict[str, object], bound: int) -> No
     assert progress["acceptedGradients"] == sum(n for staleness, n in histogram.items() if staleness <= bound)
 
 
+def test_a_bound_of_zero_runs_synchronous_rounds_that_use_every_workers_gradient(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    """Two workers in lockstep: every gradient is fresh and applied, two per update, so one update per step."""
+    steps = 60
+    config = config_json(workload="digits-mlp", steps=steps, batchSize=32, learningRate=0.05, stalenessBound=0)
+    servers, workers = start_ps_job(pods, logs, tmp_path, shards=1, workers=2, config=config, wait="60")
+    codes = [pod.wait(RUN_TIMEOUT) for pod in servers + workers]
+    assert codes == [0] * 3, "\n".join(pod.text() for pod in pods)
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None
+    assert (progress["acceptedGradients"], progress["refusedGradients"]) == (2 * steps, 0)
+    assert (progress["maxStaleness"], progress["maxStalenessSeen"], progress["workersDone"]) == (0, 0, 2)
+    newest = load_newest(tmp_path / "checkpoints" / "ps-0")
+    assert newest is not None and newest[1]["shard"]["version"] == steps
+
+
 def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
-    """Worker 1 is this test, on the wire: it pushes gradients computed on version-0 parameters after worker 0 has
-    moved the shard on, so their staleness is known to be positive however the processes are scheduled."""
+    """Worker 1 is this test, on the wire: it joins the first synchronous round with worker 0, then pushes
+    gradients computed on the version-0 parameters that round replaced, so their staleness is known to be
+    positive however the processes are scheduled; each is refused at once, without waiting for a round."""
     config = config_json(workload="digits-mlp", steps=60, batchSize=32, learningRate=0.05, stalenessBound=0)
     env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="60")
     server = start_role(pods, logs, env, "ps", 0)
     host, port = env["TJ_PS_ADDRS"].split(":")
     wait_for_port(host, int(port), 60, "parameter server")
-    stale = Connection(host, int(port), Path(env["TJ_JOB_KEY_FILE"]).read_bytes(), REPLY_LIMIT, 30)
+    stale = Connection(host, int(port), Path(env["TJ_JOB_KEY_FILE"]).read_bytes(), REPLY_LIMIT, RUN_TIMEOUT)
     hello = stale.request({"op": "hello", "worker": 1})
     zeros = {name: torch.zeros_like(value) for name, value in hello["params"].items()}
     worker = start_role(pods, logs, env, "worker", 0)
-    wait_for(lambda: stale.request({"op": "pull"})["version"] >= hello["version"] + 5, 90, "worker 0 to train")
     replies = [
         stale.request({"op": "push", "worker": 1, "step": step, "version": hello["version"], "grads": zeros})
-        for step in range(3)
+        for step in range(4)
     ]
     stale.request({"op": "done", "worker": 1})
-    assert [(r["accepted"], r["staleness"] > 0) for r in replies] == [(False, True)] * 3
+    assert (replies[0]["accepted"], replies[0]["staleness"]) == (True, 0)  # the first round, shared
+    assert [(r["accepted"], r["staleness"] > 0) for r in replies[1:]] == [(False, True)] * 3
     codes = [pod.wait(RUN_TIMEOUT) for pod in (server, worker)]
     stale.close()
     assert codes == [0] * 2, "\n".join(pod.text() for pod in pods)
     progress = read_json(tmp_path / "progress.json")
     assert progress is not None
-    assert (progress["maxStaleness"], progress["refusedGradients"], progress["acceptedGradients"]) == (0, 3, 60)
+    assert (progress["maxStaleness"], progress["refusedGradients"], progress["acceptedGradients"]) == (0, 3, 61)
     assert progress["maxStalenessSeen"] > 0
     assert_refused_exactly_beyond(progress, 0)
 

@@ -1,10 +1,12 @@
-"""A parameter server: one shard, workers' gradients applied asynchronously, checkpoints, a clean end."""
+"""A parameter server: one shard, workers' gradients applied asynchronously or in synchronous rounds,
+checkpoints, a clean end."""
 
 import asyncio
 import contextlib
 import logging
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,7 @@ from trainer.contract import ExitCode
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
-from trainer.ps_shard import ShardState, assign_shards
+from trainer.ps_shard import SYNC_ROUND_SECONDS, ShardState, assign_shards
 from trainer.ps_wire import Message, ProtocolError, accept_session, frame_limit, read_message, write_message
 from trainer.signals import StopFlag
 from trainer.training import configure_determinism
@@ -44,6 +46,14 @@ class Peer:
     worker: int | None = None
 
 
+@dataclass
+class OpenRound:
+    """The synchronous round gradients are being added to: set `closed` once it is applied."""
+
+    closed: asyncio.Event
+    deadline: float  # time.monotonic() past which it closes without the workers still missing
+
+
 def _address(writer: asyncio.StreamWriter) -> str:
     peer = writer.get_extra_info("peername")
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -59,7 +69,8 @@ def _integer(message: Message, name: str, low: int = 0, high: int | None = None)
 
 
 class ParameterServer:
-    """One shard behind an asyncio TCP server; no request ever waits on another worker, except wait_done."""
+    """One shard behind an asyncio TCP server; no request waits on another worker, except wait_done and, with
+    stalenessBound 0, a push (until its synchronous round closes)."""
 
     def __init__(self, env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> None:
         self.env, self.stop = env, stop
@@ -73,8 +84,14 @@ class ParameterServer:
         self.done_workers: set[int] = set()
         self.all_done = asyncio.Event()
         self.finished = asyncio.Event()
-        self.last_message_at = time.monotonic()
+        self.started_at = self.last_message_at = time.monotonic()
+        self.in_flight = 0
         self.connections: set[asyncio.Task[None]] = set()
+        self.links: Counter[int] = Counter()  # open connections per worker, counted from their hello
+        self.last_heard: dict[int, float] = {}
+        self.absent: set[int] = set()  # not expected in synchronous rounds until they speak again
+        self.open_round: OpenRound | None = None
+        self.round_seconds = min(SYNC_ROUND_SECONDS, env.master_wait_seconds)
 
     def resume(self) -> None:
         """Continue from this shard's newest complete checkpoint, if any."""
@@ -95,10 +112,23 @@ class ParameterServer:
         self.done_workers.add(worker)
         if len(self.done_workers) >= self.env.num_workers:
             self.all_done.set()
+        self._close_round_if_complete()
 
     def stats(self) -> Message:
-        """Counters, plus who is done."""
-        return {"op": "stats", "stats": self.shard.stats.as_dict(), "done": sorted(self.done_workers)}
+        """Counters, who is done, and how long the others have been silent (see unfinished_idle)."""
+        return {
+            "op": "stats",
+            "stats": self.shard.stats.as_dict(),
+            "done": sorted(self.done_workers),
+            "idle": self.unfinished_idle(),
+        }
+
+    def unfinished_idle(self) -> float:
+        """Seconds since a worker that is not done last spoke to this shard (or since it started); 0 if none."""
+        unfinished = set(range(self.env.num_workers)) - self.done_workers
+        if not unfinished:
+            return 0.0
+        return time.monotonic() - max(self.last_heard.get(worker, self.started_at) for worker in unfinished)
 
     async def dispatch(self, peer: Peer, message: Message) -> Message:
         """Answer one authenticated request, or raise ProtocolError (the connection is then dropped)."""
@@ -106,8 +136,9 @@ class ParameterServer:
         if op == "hello":
             return self._hello(peer, message)
         worker = self._worker(peer, message)
+        self._heard_from(worker)
         if op == "push":
-            return self._push(worker, message)
+            return await self._push(worker, message)
         if op == "pull":
             return self._reply_params()
         if op == "done":
@@ -127,7 +158,10 @@ class ParameterServer:
         worker = _integer(message, "worker", 0, self.env.num_workers - 1)
         if peer.worker not in (None, worker):
             raise ProtocolError(f"a connection of worker {peer.worker} said hello as worker {worker}")
+        if peer.worker is None:
+            self.links[worker] += 1
         peer.worker = worker
+        self._heard_from(worker)
         log.info("worker %d connected from %s (next step %d)", worker, peer.address, self.shard.next_step(worker))
         return self._reply_params(next_step=self.shard.next_step(worker))
 
@@ -139,16 +173,84 @@ class ParameterServer:
             _integer(message, "worker", peer.worker, peer.worker)
         return peer.worker
 
-    def _push(self, worker: int, message: Message) -> Message:
+    def _heard_from(self, worker: int) -> None:
+        self.last_heard[worker] = time.monotonic()
+        self.absent.discard(worker)
+
+    def forget(self, peer: Peer) -> None:
+        """A connection closed: a worker left with none open is not waited for until it speaks again."""
+        if peer.worker is None:
+            return
+        self.links[peer.worker] -= 1
+        if self.links[peer.worker] <= 0:
+            self.absent.add(peer.worker)
+            self._close_round_if_complete()
+
+    async def _push(self, worker: int, message: Message) -> Message:
         step, version = _integer(message, "step"), _integer(message, "version")
         try:
             grads = self.shard.check_push(worker, step, version, message.get("grads"))
         except ValueError as error:
             raise ProtocolError(str(error)) from None
+        if self.shard.synchronous:
+            return await self._push_to_round(worker, step, version, grads)
         result = self.shard.apply(worker, step, version, grads)
-        if self.checkpointer.is_step_due(self.shard.version) and result.accepted:
-            self.save()
+        if result.accepted:
+            self._save_if_due()
         return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+
+    def _save_if_due(self) -> None:
+        if self.checkpointer.is_step_due(self.shard.version):
+            self.save()
+
+    async def _push_to_round(self, worker: int, step: int, version: int, grads: dict[str, torch.Tensor]) -> Message:
+        """stalenessBound 0: a fresh gradient joins the open round, answered once that round is applied.
+
+        A worker already in the open round (it reconnected and pushed its next step) first waits for it to close,
+        so its gradient is then one version stale and refused, and it carries on with the new parameters.
+        """
+        while worker in self.shard.round_workers:
+            await self._round_closed()
+        result = self.shard.apply(worker, step, version, grads)
+        if result.accepted:
+            if self.open_round is None:
+                self.open_round = OpenRound(asyncio.Event(), time.monotonic() + self.round_seconds)
+            self._close_round_if_complete()
+            await self._round_closed()
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+
+    def expected_workers(self) -> set[int]:
+        """The workers a synchronous round waits for: not done, and connected or not yet seen to be gone."""
+        return set(range(self.env.num_workers)) - self.done_workers - self.absent
+
+    def _close_round_if_complete(self) -> None:
+        if self.open_round is not None and self.expected_workers() <= self.shard.round_workers:
+            self._close_round()
+
+    def _close_round(self) -> None:
+        assert self.open_round is not None
+        self.shard.close_round()
+        self.open_round.closed.set()
+        self.open_round = None
+        self._save_if_due()
+
+    async def _round_closed(self) -> None:
+        """Until the open round is applied; at its deadline, close it without the workers still missing."""
+        current = self.open_round
+        if current is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(current.closed.wait(), current.deadline - time.monotonic())
+        if self.open_round is current:
+            missing = sorted(self.expected_workers() - self.shard.round_workers)
+            log.warning(
+                "closing the round on version %d without worker(s) %s: silent for %gs",
+                self.shard.version,
+                missing,
+                self.round_seconds,
+            )
+            self.absent.update(missing)
+            self._close_round()
 
     def _wait_seconds(self, message: Message) -> float:
         timeout = message.get("timeout")
@@ -172,6 +274,7 @@ class ParameterServer:
         except Exception:
             log.exception("dropping the connection from %s (worker %s)", peer.address, peer.worker)
         finally:
+            self.forget(peer)
             writer.close()
 
     async def converse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer) -> None:
@@ -182,23 +285,35 @@ class ParameterServer:
                 return
             message = await read_message(reader, session)
         while message is not None:
-            self.last_message_at = time.monotonic()
-            await write_message(writer, session, await self.dispatch(peer, message))
+            await write_message(writer, session, await self.answer(peer, message))
             message = await read_message(reader, session)
+
+    async def answer(self, peer: Peer, message: Message) -> Message:
+        """dispatch(), counted as activity from the request until its reply (which may wait on other workers)."""
+        self.in_flight += 1
+        try:
+            return await self.dispatch(peer, message)
+        finally:
+            self.in_flight -= 1
+            self.last_message_at = time.monotonic()
+
+    def quiet_seconds(self) -> float:
+        """How long no request has been in progress."""
+        return 0.0 if self.in_flight else time.monotonic() - self.last_message_at
 
     async def watch(self) -> ExitCode:
         """Wait for the end: finish, SIGTERM, all done and nobody asking, or silence past the deadline."""
         deadline = self.env.master_wait_seconds
         while True:
             await asyncio.sleep(WATCH_INTERVAL)
-            quiet = time.monotonic() - self.last_message_at
+            quiet = self.quiet_seconds()
             if self.finished.is_set() or (self.all_done.is_set() and quiet >= deadline):
                 return ExitCode.SUCCEEDED
             if self.stop.is_set():
                 return ExitCode.PREEMPTED
             if quiet >= deadline:
                 raise RetryableError(f"no worker contacted parameter server {self.index} for {deadline:g}s")
-            if self.checkpointer.is_time_due():
+            if self.checkpointer.is_time_due() and self.open_round is None:  # not half a synchronous round
                 self.save()
 
     async def serve(self) -> ExitCode:

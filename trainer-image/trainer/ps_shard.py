@@ -1,10 +1,15 @@
-"""A parameter shard and its rules: shard assignment, bounded staleness, idempotent pushes.
+"""A parameter shard and its rules: shard assignment, bounded staleness, synchronous rounds, idempotent pushes.
 
 The staleness rule: a gradient's staleness is the number of updates this shard applied between the pull the
 worker computed it from (the version it names) and its arrival. A gradient staler than the bound is refused
 (dropped), never applied; the worker simply carries on with the fresh parameters that come with the refusal.
-So no worker ever waits for another: a slow or dead worker cannot stall the job, and every applied gradient is
-at most `stalenessBound` updates old.
+
+With a bound above 0 the shard is asynchronous: each accepted gradient is applied at once, no worker ever waits
+for another, and every applied gradient is at most `stalenessBound` updates old.
+
+A bound of 0 is synchronous: the gradients computed on the current version are summed into an open round, and
+closing the round applies their mean as one update (the server closes it once every worker it expects has
+contributed, see ps_server). Every applied gradient is fresh; one computed on a replaced version is refused.
 """
 
 from collections.abc import Sequence
@@ -15,6 +20,9 @@ import torch
 
 from trainer.config import TrainerConfig
 from trainer.training import build_optimizer
+
+SYNC_ROUND_SECONDS = 30.0
+"""The longest a synchronous round waits for an expected worker's gradient before closing without it."""
 
 
 def assign_shards(sizes: Sequence[tuple[str, int]], shards: int) -> dict[str, int]:
@@ -75,6 +83,14 @@ class ShardState:
         self.version = 0
         self.next_steps: dict[int, int] = {}
         self.stats = ShardStats()
+        self.round_workers: set[int] = set()
+        self.round_sum: dict[str, torch.Tensor] = {}
+        self.round_size = 0
+
+    @property
+    def synchronous(self) -> bool:
+        """A bound of 0: updates are synchronous rounds (see the module's docstring)."""
+        return self.bound == 0
 
     def next_step(self, worker: int) -> int:
         """The first step this shard has not seen from `worker`."""
@@ -99,7 +115,10 @@ class ShardState:
         return grads
 
     def apply(self, worker: int, step: int, version: int, grads: dict[str, torch.Tensor]) -> PushResult:
-        """Apply or refuse one worker's gradient for one step; a step seen before is ignored."""
+        """Take or refuse one worker's gradient for one step; a step seen before is ignored.
+
+        An accepted gradient is applied at once, or, when synchronous, added to the open round.
+        """
         if step < self.next_step(worker):
             self.stats.duplicates += 1
             return PushResult(False, self.version - version, duplicate=True)
@@ -110,13 +129,31 @@ class ShardState:
         if not is_accepted(staleness, self.bound):
             self.stats.refused += 1
             return PushResult(False, staleness)
+        if self.synchronous:
+            self._add_to_round(worker, grads)
+        else:
+            self._update(grads)
+        self.stats.accepted += 1
+        self.stats.max_staleness = max(self.stats.max_staleness, staleness)
+        return PushResult(True, staleness)
+
+    def _add_to_round(self, worker: int, grads: dict[str, torch.Tensor]) -> None:
+        for name, grad in grads.items():
+            self.round_sum[name] = self.round_sum[name] + grad if name in self.round_sum else grad.clone()
+        self.round_workers.add(worker)
+        self.round_size += 1
+
+    def close_round(self) -> None:
+        """Apply the mean of the open round's gradients as one update (nothing if it has none)."""
+        if self.round_size:
+            self._update({name: total / self.round_size for name, total in self.round_sum.items()})
+        self.round_workers, self.round_sum, self.round_size = set(), {}, 0
+
+    def _update(self, grads: dict[str, torch.Tensor]) -> None:
         for name, tensor in self.params.items():
             tensor.grad = grads[name]
         self.optimizer.step()
         self.version += 1
-        self.stats.accepted += 1
-        self.stats.max_staleness = max(self.stats.max_staleness, staleness)
-        return PushResult(True, staleness)
 
     def values(self) -> dict[str, torch.Tensor]:
         """The parameters as plain tensors, for a reply."""

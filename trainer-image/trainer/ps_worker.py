@@ -12,7 +12,7 @@ from trainer.env import TrainerEnv
 from trainer.failures import ConfigError, RetryableError
 from trainer.progress import ProgressReporter
 from trainer.ps_auth import read_job_key
-from trainer.ps_shard import assign_shards
+from trainer.ps_shard import SYNC_ROUND_SECONDS, assign_shards
 from trainer.ps_wire import Connection, Message, frame_limit
 from trainer.rendezvous import wait_for_port
 from trainer.signals import StopFlag
@@ -21,7 +21,8 @@ from trainer.workloads import accuracy, build_model, load_dataset
 
 log = logging.getLogger(__name__)
 
-REQUEST_TIMEOUT = 60.0
+REQUEST_TIMEOUT = SYNC_ROUND_SECONDS + 30.0  # a push may wait out a synchronous round
+DONE_POLL_SECONDS = 1.0
 
 
 class PsWorker:
@@ -119,8 +120,7 @@ class PsWorker:
         self._broadcast({"op": "done", "worker": self.index})
         if progress is None:
             return
-        timeout = self.env.master_wait_seconds
-        replies = [c.request({"op": "wait_done", "timeout": timeout}, timeout + 10) for c in self.connections]
+        replies = self.wait_for_everyone()
         self._broadcast({"op": "pull"})
         stats = [reply["stats"] for reply in replies]
         score = accuracy(self.model, self.data.x_test, self.data.y_test)
@@ -138,6 +138,29 @@ class PsWorker:
         log.info("parameter-server training done: %s", summary)
         progress.update(**summary)
         self._broadcast({"op": "finish"})
+
+    def wait_for_everyone(self) -> list[Message]:
+        """Worker 0's final wait: until every worker told every shard it is done, however long one still trains.
+
+        A worker that is not done but has been silent on every shard for the wait deadline (and at least that
+        long into this wait, so a restarted one has time to come back) is gone: a RetryableError, and the
+        shards are not released (they end on their own silence deadline).
+        """
+        deadline, started, announced = self.env.master_wait_seconds, time.monotonic(), False
+        while True:
+            replies = self._broadcast({"op": "wait_done", "timeout": min(DONE_POLL_SECONDS, deadline)})
+            missing = sorted(set(range(self.env.num_workers)) - set.intersection(*(set(r["done"]) for r in replies)))
+            if not missing:
+                return replies
+            silent = min(time.monotonic() - started, *(float(reply["idle"]) for reply in replies))
+            if silent >= deadline:
+                raise RetryableError(
+                    f"worker(s) {missing} have not finished and have been silent for {silent:.0f}s: "
+                    "not releasing the parameter servers"
+                )
+            if not announced:
+                log.info("waiting for worker(s) %s to finish before releasing the parameter servers", missing)
+                announced = True
 
     def close(self) -> None:
         """Close every shard connection."""

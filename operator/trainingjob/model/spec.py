@@ -50,8 +50,8 @@ class TrainerSpec(ApiModel):
     seed: Annotated[Int, Field(ge=0, le=2**31 - 1)] = 0
     """Random seed of the model's initialization and the data order."""
     staleness_bound: Annotated[Int, Field(ge=0, le=1000)] | None = None
-    """ParameterServer mode only: how many steps a worker may run ahead of the parameters it last pulled;
-    0 is synchronous. 8 when unset (the trainer's default)."""
+    """ParameterServer mode only: how many updates old a gradient may be when it arrives (staler ones are dropped);
+    0 is synchronous: each update averages one gradient from every live worker. 8 when unset (the trainer's default)."""
     async_checkpoint: Bool = False
     """Write checkpoints in a background thread so training does not wait for storage; needs
     spec.checkpoint."""
