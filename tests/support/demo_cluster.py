@@ -26,7 +26,7 @@ from tests.support.processes import poll_until
 
 NAMESPACE = "demo"
 READY, FAILED = "ready", "failed"
-KILL_AT = 250  # as `make demo` does
+KILL_AT = 250  # as `make demo` does (there the rank stops itself at the step; here we watch rank 0's reports)
 _RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
 
 
@@ -46,10 +46,13 @@ def run_demo(tier: NodeTier) -> None:
         core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
         h.create(job)
         name = job["metadata"]["name"]
-        say(f"{name}: 2 DDP ranks in real containers; worker-1 is killed at step {KILL_AT}")
+        say(f"{name}: 2 DDP ranks in real containers; worker-1 is killed once rank 0 reports step {KILL_AT}")
         report = at_step(h, name, 1, KILL_AT)
         signal_container(tier, pod_of(h, name, "worker", 1, attempt=1), signal.SIGKILL)
-        say(f"step {report['step']}, newest checkpoint step {report.get('lastCheckpointStep')}: worker-1 killed")
+        step, newest = report["step"], report.get("lastCheckpointStep", 0)
+        say(
+            f"worker-1 killed at step {step} (SIGKILL); the newest checkpoint is step {newest}: {step - newest} to redo"
+        )
         done = h.wait(name, lambda j: j.get("status", {}).get("phase") in ("Succeeded", "Failed"), "the end", 900)
         status = done["status"]
         rank0 = log_of(h, pod_of(h, name, "worker", 0, attempt=status["attempt"]))
