@@ -17,6 +17,7 @@ def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> 
     name = job["metadata"]["name"]
     nh.create(job)
 
+    nh.wait(name, lambda j: (j.get("status", {}).get("workers") or {}).get("ready") == 3, "3 ready workers", 300)
     nh.wait(name, lambda j: (j.get("status", {}).get("progress") or {}).get("step", 0) >= 100, "training", 300)
     before = {p.metadata.name: p.metadata.uid for p in nh.pods(name)}
     signal_container(node_tier, pod_of(nh, name, "worker", 2, attempt=1), signal.SIGKILL)

@@ -126,7 +126,11 @@ def signal_container(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
             statuses = current.status.container_statuses or []
             return current if statuses and statuses[0].state.running else None
 
-        pod = poll_until(running, timeout=120, what=f"{pod.metadata.name}'s container to run")
+        try:
+            pod = poll_until(running, timeout=120, what=f"{pod.metadata.name}'s container to run")
+        except TimeoutError as error:
+            current = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+            raise AssertionError(f"{error}: {current.status.phase} {current.status.container_statuses}") from error
     pid = tier.containerd.task_pid(container_id(pod))
     os.kill(pid, signum)
     return pid
