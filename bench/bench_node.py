@@ -25,7 +25,14 @@ from kubernetes import client  # noqa: E402
 from tests.support import controlplane, node  # noqa: E402
 from tests.support.harness import Harness  # noqa: E402
 from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
-from tests.support.node_jobs import at_step, claim_on_local_volume, example, pod_of  # noqa: E402
+from tests.support.node_jobs import (  # noqa: E402
+    at_step,
+    claim_on_local_volume,
+    example,
+    log_of,
+    pod_of,
+    resumed_steps,
+)
 
 BACKOFF_SECONDS = 1.0  # operator.settings.backoffBaseSeconds in tests/support/node_cluster.py
 
@@ -94,12 +101,11 @@ def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_ever
 
 
 def _resumed_step(h: Harness, name: str, attempt: int) -> int:
+    """The step `attempt` resumed from (0 for a fresh start), from its rank 0's log."""
     if attempt == 1:
         return 0
-    log = str(h.core.read_namespaced_pod_log(pod_of(h, name, "worker", 0, attempt).metadata.name, h.ns))
-    marker = "resuming from checkpoint "
-    line = next((line for line in log.splitlines() if marker in line), "")
-    return int(line.rsplit("(step ", 1)[1].rstrip(")")) if line else 0
+    found = resumed_steps(log_of(h, pod_of(h, name, "worker", 0, attempt)))
+    return found[0] if found else 0
 
 
 def goodput(tier: node.NodeTier, h: Harness, steps: int = 1500, kill_every: int = 400) -> None:

@@ -8,15 +8,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=controlplane.env
 source "$here/controlplane.env"
 
-cache_root=${TJ_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trainingjob}
 key="k8s-${KUBERNETES_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_r${RECIPE}"
-bin_dir="$cache_root/controlplane/$key"
-work_dir="$cache_root/controlplane/work-$key"
-mkdir -p "$bin_dir" "$work_dir"
-
 TAG=controlplane
 # shellcheck source=gobuild.sh
 source "$here/gobuild.sh"
+cache_dirs controlplane "$key"
 
 build_etcd() {
   local dir="$work_dir/etcd"

@@ -8,15 +8,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=controlplane.env
 source "$here/controlplane.env"
 
-cache_root=${TJ_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trainingjob}
 key="node-k8s-${KUBERNETES_VERSION}_coredns-${COREDNS_VERSION}_r${NODE_RECIPE}"
-bin_dir="$cache_root/node/$key"
-work_dir="$cache_root/node/work-$key"
-mkdir -p "$bin_dir" "$work_dir"
-
 TAG=node
 # shellcheck source=gobuild.sh
 source "$here/gobuild.sh"
+cache_dirs node "$key"
 
 COREDNS_PLUGINS=(bind cache errors forward health hosts kubernetes loadbalance log loop ready reload)
 

@@ -1,6 +1,13 @@
 # Shared helpers for the Go builds of scripts/build-controlplane.sh and scripts/build-node.sh (sourced, not run).
-# The caller sets: TAG (the log prefix), work_dir, bin_dir.
+# The caller sets TAG (the log prefix), then calls cache_dirs KIND KEY: bin_dir and work_dir.
 # shellcheck shell=bash
+
+cache_dirs() {  # cache_dirs KIND KEY: bin_dir=<cache>/KIND/KEY and work_dir=<cache>/KIND/work-KEY, made
+  local cache_root=${TJ_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trainingjob}
+  bin_dir="$cache_root/$1/$2"
+  work_dir="$cache_root/$1/work-$2"
+  mkdir -p "$bin_dir" "$work_dir"
+}
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 log() { printf '[%s] %s\n' "$TAG" "$*" >&2; }

@@ -1,16 +1,21 @@
 """The product's core promise in real containers: a DDP rank dies, the gang restarts as the next attempt and
 resumes from the newest complete checkpoint on a PersistentVolume, and the job still reaches its accuracy."""
 
-import re
 import signal
 import time
 
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
 from tests.support.node_cluster import signal_container
-from tests.support.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of, reported_accuracy
-
-_RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
+from tests.support.node_jobs import (
+    checkpoint_steps,
+    claim_on_local_volume,
+    example,
+    log_of,
+    pod_of,
+    reported_accuracy,
+    resumed_steps,
+)
 
 
 def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: NodeTier, nh: Harness) -> None:
@@ -38,7 +43,7 @@ def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: N
     assert checkpoint_steps(volume)[-1] == 3000, checkpoint_steps(volume)  # the final one, on the volume
     assert done["lastCheckpoint"]["step"] == 3000, done["lastCheckpoint"]  # from rank 0's last words
     rank0 = log_of(nh, pod_of(nh, name, "worker", 0, attempt=2))
-    resumed = [int(step) for step in _RESUMED.findall(rank0)]
+    resumed = resumed_steps(rank0)
     assert resumed and resumed[0] >= checkpointed, f"attempt 2 did not resume from step >= {checkpointed}:\n{rank0}"
     assert reported_accuracy(rank0) >= 0.95
     print(f"gang running again {restarted_in:.1f} s after the kill; resumed from step {resumed[0]}")

@@ -124,7 +124,7 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        etcd.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"), _STARTUP_TIMEOUT)
+        etcd.wait_ready(lambda: http_ok(f"http://127.0.0.1:{etcd_port}/health"), _STARTUP_TIMEOUT)
         serving = self.pki.issue("apiserver", "kube-apiserver", server=True, addresses=(self.node_ip or "127.0.0.1",))
         self._apiserver_args = [
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -171,7 +171,7 @@ class ControlPlane:
         apiserver = self._serve("kube-apiserver", self._apiserver_args)
         context = ssl.create_default_context(cafile=str(self.pki.cert))
         context.load_cert_chain(str(self.admin.cert), str(self.admin.key))
-        apiserver.wait_ready(lambda: _http_ok(f"{self.server_url}/readyz", context), _STARTUP_TIMEOUT)
+        apiserver.wait_ready(lambda: http_ok(f"{self.server_url}/readyz", context), _STARTUP_TIMEOUT)
 
     def restart_apiserver(self, down_for: float) -> None:
         """Stop kube-apiserver, keep it down `down_for` seconds (an outage, not a wait), start it on the same port;
@@ -228,7 +228,7 @@ class ControlPlane:
             for index, name in enumerate(GPU_NODES):
                 core.create_node(kwok.gpu_node(name, f"127.0.10.{index + 10}"))
             poll_until(
-                lambda: all(_node_ready(core, name) for name in GPU_NODES),
+                lambda: all(node_ready(core, name) for name in GPU_NODES),
                 timeout=_STARTUP_TIMEOUT,
                 what=f"nodes {', '.join(GPU_NODES)} to be Ready",
             )
@@ -257,12 +257,12 @@ def running(*, cluster: bool, prefix: str = "tj-plane-") -> Iterator[ControlPlan
             plane.stop()
 
 
-def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+def http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
     with urllib.request.urlopen(url, timeout=2, context=context) as response:
         return bool(response.status == 200)
 
 
-def _node_ready(core: client.CoreV1Api, name: str) -> bool:
+def node_ready(core: client.CoreV1Api, name: str) -> bool:
     node = core.read_node(name)
     conditions = node.status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conditions)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.controlplane import GPU_NODES, Binaries, ControlPlane
@@ -70,14 +71,19 @@ def _kill_group(pid: int, sig: int) -> bool:
     return True
 
 
-def down(folder: Path, quiet: bool = False) -> None:
+def stop_keeper(folder: Path, timeout: float) -> None:
+    """SIGTERM the keeper recorded in DIR/keeper.pid and wait until it has put things away."""
     keeper_pid = folder / "keeper.pid"
     if keeper_pid.exists():
         pid = int(keeper_pid.read_text())
         if _kill_group(pid, signal.SIGTERM):
-            with contextlib.suppress(TimeoutError):
-                poll_until(lambda: not _kill_group(pid, 0), timeout=30, what="the dev cluster to stop")
+            poll_until(lambda: not _kill_group(pid, 0), timeout=timeout, what="the keeper to stop")
         keeper_pid.unlink()
+
+
+def down(folder: Path, quiet: bool = False) -> None:
+    with contextlib.suppress(TimeoutError):
+        stop_keeper(folder, timeout=30)
     pids = folder / "pids"
     if pids.exists():
         for line in pids.read_text().split():
@@ -87,15 +93,16 @@ def down(folder: Path, quiet: bool = False) -> None:
         print("dev cluster down")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "keep"])
-    parser.add_argument("--dir", type=Path, default=Path(".dev"))
+def command_line(description: str, default_dir: str, commands: dict[str, Callable[[Path], None]]) -> None:
+    """`python -m ... up|down|keep [--dir DIR]`: run one of `commands` on DIR (made if missing)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("command", choices=sorted(commands))
+    parser.add_argument("--dir", type=Path, default=Path(default_dir))
     args = parser.parse_args()
     folder = args.dir.resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    {"up": up, "down": down, "keep": _keep}[args.command](folder)
+    commands[args.command](folder)
 
 
 if __name__ == "__main__":
-    main()
+    command_line(__doc__ or "", ".dev", {"up": up, "down": down, "keep": _keep})

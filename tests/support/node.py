@@ -5,10 +5,10 @@ the node changes on the machine is recorded first and put back at the end (tests
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,7 @@ from pathlib import Path
 from kubernetes import client, utils
 from tests.support import node_config as cfg
 from tests.support import node_host
-from tests.support.controlplane import Binaries, ControlPlane, write_kubeconfig
+from tests.support.controlplane import Binaries, ControlPlane, http_ok, node_ready, write_kubeconfig
 from tests.support.node_images import BuiltImage, Containerd, build_images, pause_archive
 from tests.support.processes import Server, poll_until
 
@@ -113,7 +113,7 @@ class _Node:
         )
         with self.plane.api_client() as api:
             core = client.CoreV1Api(api)
-            server.wait_ready(lambda: _node_ready(core), _STARTUP_TIMEOUT)
+            server.wait_ready(lambda: node_ready(core, cfg.NODE_NAME), _STARTUP_TIMEOUT)
 
     def start_kube_proxy(self) -> None:
         pki, root = self.plane.pki, self.paths.root
@@ -121,7 +121,7 @@ class _Node:
         kubeconfig = write_kubeconfig(root / "kube-proxy.kubeconfig", self._server_url, pki.cert, "proxy", credentials)
         self.proxy_config.write_text(cfg.kube_proxy_yaml(kubeconfig))
         server = self._serve("kube-proxy", [str(self.bin / "kube-proxy"), f"--config={self.proxy_config}"])
-        server.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{cfg.KUBE_PROXY_HEALTHZ_PORT}/healthz"), _STARTUP_TIMEOUT)
+        server.wait_ready(lambda: http_ok(f"http://127.0.0.1:{cfg.KUBE_PROXY_HEALTHZ_PORT}/healthz"), _STARTUP_TIMEOUT)
 
     def start_coredns(self) -> None:
         pki, root = self.plane.pki, self.paths.root
@@ -132,7 +132,7 @@ class _Node:
         corefile = root / "Corefile"
         corefile.write_text(cfg.corefile(kubeconfig))
         server = self._serve("coredns", [str(self.bin / "coredns"), "-conf", str(corefile)])
-        server.wait_ready(lambda: _http_ok(f"http://127.0.0.1:{cfg.COREDNS_READY_PORT}/ready"), _STARTUP_TIMEOUT)
+        server.wait_ready(lambda: http_ok(f"http://127.0.0.1:{cfg.COREDNS_READY_PORT}/ready"), _STARTUP_TIMEOUT)
 
     @property
     def _server_url(self) -> str:
@@ -202,22 +202,12 @@ def _kill_shims(socket: Path) -> list[str]:
             continue
         if argv and argv[0].endswith(b"containerd-shim-runc-v2") and str(socket).encode() in argv:
             try:
-                os.kill(int(proc.name), 9)
+                os.kill(int(proc.name), signal.SIGKILL)
             except ProcessLookupError:
                 pass
             except OSError as error:
                 problems.append(f"shim {proc.name}: {error}")
     return problems
-
-
-def _node_ready(core: client.CoreV1Api) -> bool:
-    node = core.read_node(cfg.NODE_NAME)
-    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-
-
-def _http_ok(url: str) -> bool:
-    with urllib.request.urlopen(url, timeout=2) as response:
-        return bool(response.status == 200)
 
 
 @contextlib.contextmanager

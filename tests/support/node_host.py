@@ -91,7 +91,7 @@ class HostState:
             subprocess.run(["rm", "-rf", "--one-file-system", str(folder)], check=False)
         for name, value in self.sysctls.items():
             if _read_sysctl(name) != value:
-                (Path("/proc/sys") / name).write_text(value)
+                set_sysctl(name, value)
         return problems
 
 

@@ -92,7 +92,7 @@ class Containerd:
         return done.stdout
 
     def references(self) -> set[str]:
-        return set(self.ctr("images", "list", "--quiet").split())
+        return set(self.targets())
 
     def ensure(self, archive: Path, reference: str, *also: str) -> bool:
         """Import `archive` unless `reference` is already there; tag it with each of `also`. True if imported."""

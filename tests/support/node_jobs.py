@@ -19,6 +19,7 @@ from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 
 # DDP's rank 0 says "test accuracy 0.97"; parameter-server worker 0 logs its summary {'accuracy': 0.95, ...}.
+_RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
 _ACCURACY = re.compile(r"(?:test accuracy |'accuracy': )(\d+\.\d+)")
 
 
@@ -87,6 +88,11 @@ def at_step(h: Harness, job: str, attempt: int, step: int, timeout: float = 600)
 def checkpoint_steps(folder: Path) -> list[int]:
     """The steps of the complete checkpoints on a volume (folders `<job>/<uid>/step-N`), oldest first."""
     return sorted(int(path.name.split("-", 1)[1]) for path in folder.glob("*/*/step-*") if path.is_dir())
+
+
+def resumed_steps(log: str) -> list[int]:
+    """The checkpoint steps a rank says it resumed from, in order (none when it started from scratch)."""
+    return [int(step) for step in _RESUMED.findall(log)]
 
 
 def reported_accuracy(log: str) -> float:
