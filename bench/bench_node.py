@@ -29,6 +29,7 @@ from tests.support.node_jobs import (  # noqa: E402
     at_step,
     claim_on_local_volume,
     example,
+    last_step,
     log_of,
     pod_of,
     resumed_steps,
@@ -91,9 +92,10 @@ def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_ever
         target = kill_every * attempt
         if target >= steps:
             break
-        report = at_step(h, name, attempt, target)
-        computed += report["step"] - _resumed_step(h, name, attempt)
+        at_step(h, name, attempt, target)
+        resumed = _resumed_step(h, name, attempt)  # read while the attempt's pods are there
         signal_container(tier, pod_of(h, name, "worker", 1, attempt=attempt), signal.SIGKILL)
+        computed += last_step(h, name, attempt) - resumed
         attempt += 1
     final = h.wait_phase(name, "Succeeded", timeout=900)["status"]
     computed += steps - _resumed_step(h, name, final["attempt"])

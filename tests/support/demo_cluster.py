@@ -22,9 +22,9 @@ from tests.support.node_jobs import (
     at_step,
     claim_on_local_volume,
     example,
+    last_step,
     log_of,
     pod_of,
-    progress,
     reported_accuracy,
     resumed_steps,
 )
@@ -54,7 +54,7 @@ def run_demo(tier: NodeTier) -> None:
         say(f"{name}: 2 DDP ranks in real containers; worker-1 is killed once rank 0 reports step {KILL_AT}")
         at_step(h, name, 1, KILL_AT)
         signal_container(tier, pod_of(h, name, "worker", 1, attempt=1), signal.SIGKILL)
-        reached = _last_step(h, name)
+        reached = last_step(h, name, 1)
         say(f"worker-1 killed (SIGKILL); the gang had reached step {reached}")
         done = h.wait(name, lambda j: j.get("status", {}).get("phase") in ("Succeeded", "Failed"), "the end", 900)
         status = done["status"]
@@ -68,22 +68,6 @@ def run_demo(tier: NodeTier) -> None:
         else:
             say(f"attempt {status['attempt']} started over from step 0")
         say(f"test accuracy {reported_accuracy(rank0):.4f} (rank 0's log)")
-
-
-def _last_step(h: Harness, name: str, quiet_seconds: float = 1.0) -> int:
-    """The last step rank 0 of attempt 1 reports before it stops (its peer is dead: the next all-reduce fails)."""
-    last, moved_at, deadline = 0, time.monotonic(), time.monotonic() + 60
-    while time.monotonic() < min(deadline, moved_at + quiet_seconds):
-        try:
-            report = progress(h, name, 1)
-        except (OSError, LookupError):
-            break
-        if report is None:
-            break
-        if report["step"] != last:
-            last, moved_at = int(report["step"]), time.monotonic()
-        time.sleep(0.05)
-    return last
 
 
 def _keep(folder: Path) -> None:

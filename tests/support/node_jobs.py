@@ -2,6 +2,7 @@
 
 import json
 import re
+import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -83,6 +84,22 @@ def at_step(h: Harness, job: str, attempt: int, step: int, timeout: float = 600)
         return report if report and report.get("step", 0) >= step else None
 
     return poll_until(reached, timeout=timeout, interval=0.05, what=f"{job} attempt {attempt} at step {step}")
+
+
+def last_step(h: Harness, job: str, attempt: int, quiet_seconds: float = 1.0) -> int:
+    """The last step rank 0 of `attempt` reports before it stops (after a peer died its next all-reduce fails)."""
+    last, moved_at, deadline = 0, time.monotonic(), time.monotonic() + 60
+    while time.monotonic() < min(deadline, moved_at + quiet_seconds):
+        try:
+            report = progress(h, job, attempt)
+        except (OSError, LookupError):
+            break
+        if report is None:
+            break
+        if report["step"] != last:
+            last, moved_at = int(report["step"]), time.monotonic()
+        time.sleep(0.05)
+    return last
 
 
 def checkpoint_steps(folder: Path) -> list[int]:
