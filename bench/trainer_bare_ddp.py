@@ -27,7 +27,8 @@ def main(steps: int, batch_size: int, learning_rate: float, seed: int) -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     data = load_dataset(Workload.SYNTHETIC)
-    model = DistributedDataParallel(build_model(Workload.SYNTHETIC, seed))
+    torch.manual_seed(seed)
+    model = DistributedDataParallel(build_model(Workload.SYNTHETIC))
     optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9)
     samples: Dataset[int] = range(len(data.y_train))  # type: ignore[assignment]
     sampler: DistributedSampler[int] = DistributedSampler(

@@ -44,7 +44,7 @@ def test_crash_during_a_write_resumes_from_the_previous_complete_checkpoint(
     assert crashed.wait(RUN_TIMEOUT) == 137, crashed.text()
     leftovers = [path for path in checkpoints.iterdir() if path.name.startswith(".tmp-step-80")]
     assert len(leftovers) == 1 and (leftovers[0] / "state.pt").is_file()
-    assert sorted(path.name for path in checkpoints.iterdir() if not path.name.startswith(".")) == ["step-40"]
+    assert sorted(path.name for path in checkpoints.iterdir() if path.name.startswith("step-")) == ["step-40"]
     plant_corrupt_and_partial(checkpoints)
 
     resumed = start_pod("resume", single_env(tmp_path, config, TJ_ATTEMPT="2"), logs)
@@ -54,9 +54,14 @@ def test_crash_during_a_write_resumes_from_the_previous_complete_checkpoint(
     progress = read_json(tmp_path / "progress.json")
     assert progress is not None
     assert (progress["resumedFromStep"], progress["step"], progress["finished"]) == (40, 200, True)
-    names = sorted(path.name for path in checkpoints.iterdir())
+    names = sorted(path.name for path in checkpoints.iterdir() if path.name.startswith("step-"))
     assert names == ["step-120", "step-160", "step-200", "step-40", "step-80"]
     assert all((checkpoints / name / "COMPLETE").is_file() for name in names)
+    # The history reads as one run: the crashed attempt's lines past step 40 were dropped on resume.
+    history = [json.loads(line) for line in (checkpoints / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [line["step"] for line in history if line["kind"] == "train"]
+    assert train_steps == list(range(1, 201)), train_steps
+    assert [line["step"] for line in history if line["kind"] == "eval"] == [200]
 
 
 def test_sigterm_writes_a_final_checkpoint_and_exits_preempted(pods: list[Pod], logs: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tests.trainer.trainer_procs import Pod, config_json, read_json, start_pod, 
 
 from trainer.checkpoint_store import load_newest
 from trainer.config import parse_trainer_config
+from trainer.entrypoint import build_recipe
 from trainer.ps_auth import HEADER, NONCE_BYTES
 from trainer.ps_server import shard_params
 from trainer.ps_wire import Connection, Message, encode
@@ -135,7 +136,7 @@ def test_a_hostile_client_can_neither_read_nor_change_nor_stop_the_job(
         worker1 = start_role(pods, logs, {**env, "TJ_PS_ADDRS": proxied}, "worker", 1)
         recorded = wait_for(lambda: proxy.frames(at_least=4), 60, "worker 1's hello and first pushes")
 
-        attacks = keyless_attacks(shard_params(parse_trainer_config(CONFIG), 0, SHARDS))
+        attacks = keyless_attacks(shard_params(build_recipe(parse_trainer_config(CONFIG)), 0, SHARDS))
         attacks["replay-on-a-new-connection"] = (b"".join(recorded), True)
         attacks["replay-a-push-with-a-fresh-nonce"] = (secrets.token_bytes(NONCE_BYTES) + recorded[2], True)
         received = {name: answer(addresses[0], data, end=end) for name, (data, end) in attacks.items()}

@@ -7,6 +7,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +153,7 @@ def test_a_second_push_into_the_same_round_waits_for_it_and_is_then_stale(server
 
 
 def test_a_shard_applies_a_synchronous_round_as_one_update_of_the_mean() -> None:
-    config = parse_trainer_config(json.dumps({"steps": 1, "learningRate": 1.0, "stalenessBound": 0}))
-    state = ShardState({"w": torch.zeros(2)}, config)
+    state = ShardState({"w": torch.zeros(2)}, partial(torch.optim.SGD, lr=1.0), 0)
     assert state.apply(worker=0, step=0, version=0, grads={"w": torch.ones(2)}).accepted
     assert state.apply(worker=1, step=0, version=0, grads={"w": torch.full((2,), 3.0)}).accepted
     assert (state.version, state.round_workers) == (0, {0, 1})

@@ -1,11 +1,10 @@
 """Parameter-server rules: shard assignment, the staleness bound, idempotent pushes."""
 
-import json
+from functools import partial
 
 import pytest
 import torch
 
-from trainer.config import parse_trainer_config
 from trainer.ps_shard import ShardState, assign_shards, is_accepted
 
 
@@ -26,8 +25,7 @@ def test_assign_shards_balances_sizes_deterministically() -> None:
 
 
 def shard(bound: int) -> ShardState:
-    config = parse_trainer_config(json.dumps({"steps": 1, "learningRate": 1.0, "stalenessBound": bound}))
-    return ShardState({"w": torch.zeros(2)}, config)
+    return ShardState({"w": torch.zeros(2)}, partial(torch.optim.SGD, lr=1.0), bound)
 
 
 def test_stale_gradients_are_refused_and_repeats_ignored() -> None:

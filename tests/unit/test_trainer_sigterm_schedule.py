@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainer.ddp import CONTROL_EVERY, AgreementSchedule
+from trainer.pacing import CONTROL_EVERY, AgreementSchedule
 
 
 @pytest.mark.parametrize(

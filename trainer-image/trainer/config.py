@@ -27,21 +27,54 @@ class OptimizerName(StrEnum):
     ADAMW = "adamw"
 
 
+class Precision(StrEnum):
+    """fp32, or bf16 autocast (forward and loss in bfloat16, parameters and optimizer in float32)."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+
+
+ENTRYPOINT_PATTERN = r"^([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*|[^:\s]+\.py):[A-Za-z_][A-Za-z0-9_]*$"
+DEFAULT_LEARNING_RATE = 0.05
+
+
 class TrainerConfig(BaseModel):
     """spec.trainer as the trainer receives it; the operator's CRD model mirrors these fields."""
 
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True)
 
-    workload: Workload = Workload.DIGITS_MLP
+    entrypoint: str | None = Field(default=None, pattern=ENTRYPOINT_PATTERN, max_length=512)
+    user_config: dict[str, Any] | None = Field(default=None, alias="config")
+    workload: Workload | None = None
     steps: int | None = Field(default=None, ge=1)
     epochs: int | None = Field(default=None, ge=1)
     batch_size: int = Field(default=32, ge=1, le=65536)
-    learning_rate: float = Field(default=0.05, gt=0.0, le=10.0)
-    optimizer: OptimizerName = OptimizerName.SGD
+    learning_rate: float | None = Field(default=None, gt=0.0, le=10.0)
+    optimizer: OptimizerName | None = None
     momentum: float | None = Field(default=None, ge=0.0, lt=1.0)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     staleness_bound: int = Field(default=8, ge=0, le=1_000_000)
     async_checkpoint: bool = False
+    eval_every_steps: int | None = Field(default=None, ge=1)
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=4096)
+    clip_grad_norm: float | None = Field(default=None, gt=0.0)
+    precision: Precision = Precision.FP32
+    data_loader_workers: int = Field(default=0, ge=0, le=64)
+
+    @property
+    def builtin_workload(self) -> Workload | None:
+        """The built-in workload this config trains: none with an entrypoint, digits-mlp when neither is named."""
+        if self.entrypoint is not None:
+            return None
+        return self.workload or Workload.DIGITS_MLP
+
+    def builtin_settings(self) -> dict[str, Any]:
+        """The config a built-in workload's recipe reads: its optimizer settings."""
+        return {
+            "learningRate": self.learning_rate or DEFAULT_LEARNING_RATE,
+            "optimizer": str(self.optimizer or OptimizerName.SGD),
+            "momentum": self.momentum or 0.0,
+        }
 
 
 def _field_error(error: Any) -> ConfigError:
@@ -56,8 +89,18 @@ def _check_cross_fields(config: TrainerConfig) -> None:
         raise ConfigError(TRAINER_CONFIG, "steps", "set exactly one of 'steps' or 'epochs'")
     if config.steps is not None and config.epochs is not None:
         raise ConfigError(TRAINER_CONFIG, "steps", "set only one of 'steps' or 'epochs', not both")
-    if config.momentum is not None and config.optimizer != OptimizerName.SGD:
+    if config.momentum is not None and config.optimizer not in (None, OptimizerName.SGD):
         raise ConfigError(TRAINER_CONFIG, "momentum", "only the 'sgd' optimizer takes a momentum")
+    if config.entrypoint is not None:
+        for name in ("workload", "learning_rate", "optimizer", "momentum"):
+            if getattr(config, name) is not None:
+                field = to_camel(name)
+                problem = (
+                    "is for the built-in workloads; an entrypoint's recipe builds its own (its settings: 'config')"
+                )
+                raise ConfigError(TRAINER_CONFIG, field, problem)
+    elif config.user_config is not None:
+        raise ConfigError(TRAINER_CONFIG, "config", "is the entrypoint's settings: set 'entrypoint' too")
 
 
 def parse_trainer_config(raw: str | None) -> TrainerConfig:

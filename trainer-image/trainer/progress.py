@@ -47,7 +47,18 @@ def render_metrics(progress: dict[str, Any]) -> str:
 # operator reads rank 0's last progress from it, the final checkpoint included, when the endpoint is gone.
 TERMINATION_MESSAGE = Path("/dev/termination-log")
 TERMINATION_MESSAGE_BYTES = 4096
-_FINAL_FIELDS = ("attempt", "step", "loss", "heartbeat", "samplesPerSecond", "finished", "accuracy")
+_FINAL_FIELDS = (
+    "attempt",
+    "step",
+    "loss",
+    "heartbeat",
+    "samplesPerSecond",
+    "finished",
+    "accuracy",
+    "totalSteps",
+    "metrics",
+    "metricsStep",
+)
 _CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime")
 
 
@@ -61,11 +72,16 @@ def final_report(progress: dict[str, Any]) -> str:
     return json.dumps({"attempt": progress.get("attempt"), "step": progress.get("step")})
 
 
-def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+def write_text_atomically(path: Path, text: str) -> None:
     """Write to a temporary name in the same folder, then rename: readers never see half a file."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temp.write_text(json.dumps(data, sort_keys=True))
+    temp.write_text(text)
     os.replace(temp, path)
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """The JSON of `data`, written atomically."""
+    write_text_atomically(path, json.dumps(data, sort_keys=True))
 
 
 class ProgressReporter:
@@ -89,7 +105,7 @@ class ProgressReporter:
         self._file_interval = file_interval
         self._termination_message = termination_message
         self._file_written_at = float("-inf")
-        self._rate_anchor: tuple[float, int] | None = None
+        self._rate_anchor: tuple[float, int, int] | None = None  # (time, samples, step) of the last rate update
         self._samples = 0
         self._server: ThreadingHTTPServer | None = None
 
@@ -113,11 +129,12 @@ class ProgressReporter:
         with self._lock:
             self._samples += samples
             if self._rate_anchor is None:
-                self._rate_anchor = (now, self._samples)
+                self._rate_anchor = (now, self._samples, step)
             elif now - self._rate_anchor[0] >= 1.0:
-                rate = (self._samples - self._rate_anchor[1]) / (now - self._rate_anchor[0])
-                self._state["samplesPerSecond"] = rate
-                self._rate_anchor = (now, self._samples)
+                elapsed = now - self._rate_anchor[0]
+                self._state["samplesPerSecond"] = (self._samples - self._rate_anchor[1]) / elapsed
+                self._state.update(_eta(self._state.get("totalSteps"), step, (step - self._rate_anchor[2]) / elapsed))
+                self._rate_anchor = (now, self._samples, step)
             self._state.update(step=step, loss=loss, heartbeat=now)
         if now - self._file_written_at >= self._file_interval:
             self.flush()
@@ -155,6 +172,13 @@ class ProgressReporter:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _eta(total: object, step: int, steps_per_second: float) -> dict[str, float]:
+    """etaSeconds: the steps left at the recent step rate (nothing without a total or a rate)."""
+    if not isinstance(total, int) or steps_per_second <= 0:
+        return {}
+    return {"etaSeconds": round(max(0, total - step) / steps_per_second, 1)}
 
 
 def _handler_for(reporter: ProgressReporter) -> type[BaseHTTPRequestHandler]:

@@ -8,6 +8,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -15,14 +16,15 @@ import torch
 from trainer.checkpoint import Checkpointer, checkpoint_root
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
+from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
 from trainer.ps_shard import SYNC_ROUND_SECONDS, ShardState, assign_shards
 from trainer.ps_wire import Message, ProtocolError, accept_session, frame_limit, read_message, write_message
+from trainer.recipe import Recipe, length
 from trainer.signals import StopFlag
-from trainer.training import configure_determinism
-from trainer.workloads import build_model
+from trainer.training import build_optimizer, build_scheduler, configure_determinism, data_order, total_steps
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +32,27 @@ WATCH_INTERVAL = 0.1
 FIRST_MESSAGE_SECONDS = 30.0
 
 
-def shard_params(config: TrainerConfig, index: int, shards: int) -> dict[str, torch.Tensor]:
-    """The initial values of the parameters shard `index` owns."""
-    model = build_model(config.workload, config.seed)
-    named = dict(model.named_parameters())
+def shard_params(recipe: Recipe, index: int, shards: int) -> dict[str, torch.Tensor]:
+    """The initial values of the parameters shard `index` owns (shards balanced by size, see assign_shards)."""
+    named = dict(recipe.model.named_parameters())
     assignment = assign_shards([(name, p.numel()) for name, p in named.items()], shards)
     return {name: p.detach() for name, p in named.items() if assignment[name] == index}
+
+
+def new_shard(env: TrainerEnv, config: TrainerConfig, recipe: Recipe) -> ShardState:
+    """This server's shard, with the recipe's optimizer and LR schedule over it.
+
+    The schedule runs over the updates the shard will apply: one per worker step when asynchronous, one per
+    synchronous round otherwise.
+    """
+    order = data_order(config, length(recipe.train_data), env.num_workers, 0)
+    updates = total_steps(config, order.steps_per_epoch) * (1 if config.staleness_bound == 0 else env.num_workers)
+    return ShardState(
+        shard_params(recipe, env.replica_index, len(env.ps_addrs)),
+        partial(build_optimizer, recipe),
+        config.staleness_bound,
+        partial(build_scheduler, recipe, updates=updates),
+    )
 
 
 @dataclass
@@ -76,7 +93,7 @@ class ParameterServer:
         self.env, self.stop = env, stop
         self.key = read_job_key(env.job_key_file)
         self.index = env.replica_index
-        self.shard = ShardState(shard_params(config, self.index, len(env.ps_addrs)), config)
+        self.shard = new_shard(env, config, build_recipe(config))
         self.limit = frame_limit(self.shard.params)
         self.checkpointer = Checkpointer(
             checkpoint_root(env.checkpoint, f"ps-{self.index}"), asynchronous=config.async_checkpoint

@@ -12,14 +12,15 @@ closing the round applies their mean as one update (the server closes it once ev
 contributed, see ps_server). Every applied gradient is fresh; one computed on a replaced version is refused.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.optim.lr_scheduler import LRScheduler
 
-from trainer.config import TrainerConfig
-from trainer.training import build_optimizer
+OptimizerBuilder = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+SchedulerBuilder = Callable[[torch.optim.Optimizer], LRScheduler | None]
 
 SYNC_ROUND_SECONDS = 30.0
 """The longest a synchronous round waits for an expected worker's gradient before closing without it."""
@@ -76,10 +77,17 @@ class ShardStats:
 class ShardState:
     """This shard's parameters, optimizer, version and each worker's next step."""
 
-    def __init__(self, params: dict[str, torch.Tensor], config: TrainerConfig) -> None:
+    def __init__(
+        self,
+        params: dict[str, torch.Tensor],
+        optimizer: OptimizerBuilder,
+        bound: int,
+        scheduler: SchedulerBuilder | None = None,
+    ) -> None:
         self.params = {name: tensor.detach().clone().requires_grad_(True) for name, tensor in params.items()}
-        self.optimizer = build_optimizer(config, list(self.params.values()))
-        self.bound = config.staleness_bound
+        self.optimizer = optimizer(list(self.params.values()))
+        self.scheduler = scheduler(self.optimizer) if scheduler is not None else None
+        self.bound = bound
         self.version = 0
         self.next_steps: dict[int, int] = {}
         self.stats = ShardStats()
@@ -153,6 +161,8 @@ class ShardState:
         for name, tensor in self.params.items():
             tensor.grad = grads[name]
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.version += 1
 
     def values(self) -> dict[str, torch.Tensor]:
@@ -164,6 +174,7 @@ class ShardState:
         return {
             "params": self.values(),
             "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
             "version": self.version,
             "next_steps": dict(self.next_steps),
             "stats": self.stats.as_dict(),
@@ -175,6 +186,8 @@ class ShardState:
             for name, tensor in self.params.items():
                 tensor.copy_(state["params"][name])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
         self.version = state["version"]
         self.next_steps = {int(worker): step for worker, step in state["next_steps"].items()}
         stats = dict(state["stats"])

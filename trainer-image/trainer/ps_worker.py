@@ -8,16 +8,19 @@ import torch
 
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
+from trainer.data import TrainBatches, eval_batches
+from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
-from trainer.failures import ConfigError, RetryableError
-from trainer.progress import ProgressReporter
+from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
 from trainer.ps_shard import SYNC_ROUND_SECONDS, assign_shards
 from trainer.ps_wire import Connection, Message, frame_limit
+from trainer.recipe import Recipe, length
 from trainer.rendezvous import wait_for_port
+from trainer.reporting import RunReport
 from trainer.signals import StopFlag
-from trainer.training import DataOrder, compute_loss, configure_determinism, total_steps
-from trainer.workloads import accuracy, build_model, load_dataset
+from trainer.steps import accumulate_gradients, evaluate, means
+from trainer.training import configure_determinism, data_order, total_steps
 
 log = logging.getLogger(__name__)
 
@@ -28,18 +31,22 @@ DONE_POLL_SECONDS = 1.0
 class PsWorker:
     """One worker: stateless apart from the parameters; its next step lives on the parameter servers."""
 
-    def __init__(self, env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> None:
-        self.env, self.config, self.stop = env, config, stop
+    def __init__(self, env: TrainerEnv, config: TrainerConfig, recipe: Recipe, stop: StopFlag) -> None:
+        self.env, self.config, self.recipe, self.stop = env, config, recipe, stop
         self.key = read_job_key(env.job_key_file)
         self.index = env.replica_index
-        data = load_dataset(config.workload)
-        self.data = data
-        try:
-            self.order = DataOrder(len(data.y_train), config.batch_size, env.num_workers, self.index, config.seed)
-        except ValueError as error:
-            raise ConfigError("TJ_TRAINER_CONFIG", "batchSize", str(error)) from None
-        self.total = total_steps(config, self.order.steps_per_epoch)
-        self.model = build_model(config.workload, config.seed)
+        self.device = torch.device("cuda", env.local_rank) if torch.cuda.is_available() else torch.device("cpu")
+        order = data_order(config, length(recipe.train_data), env.num_workers, self.index)
+        self.batches = TrainBatches(
+            recipe.train_data,
+            order,
+            device=self.device,
+            seed=config.seed,
+            workers=config.data_loader_workers,
+            collate=recipe.collate,
+        )
+        self.total = total_steps(config, order.steps_per_epoch)
+        self.model = recipe.model.to(self.device)
         self.params = dict(self.model.named_parameters())
         sizes = [(name, p.numel()) for name, p in self.params.items()]
         self.assignment = assign_shards(sizes, len(env.ps_addrs))
@@ -50,7 +57,7 @@ class PsWorker:
         self.max_staleness_seen = 0
 
     def _shard_params(self, shard: int) -> dict[str, torch.Tensor]:
-        return {name: p for name, p in self.params.items() if self.assignment[name] == shard}
+        return {name: p.detach().cpu() for name, p in self.params.items() if self.assignment[name] == shard}
 
     def connect(self) -> None:
         """(Re)connect to every shard, waiting for each with a deadline; resume at the shards' step for us.
@@ -84,24 +91,25 @@ class PsWorker:
         self.versions[shard] = int(reply["version"])
 
     def train_step(self) -> float:
-        """Gradient on this step's batch, pushed to every shard; the replies carry the new parameters."""
-        batch = self.order.batch(*self.order.position(self.step))
+        """Gradient on this step's micro-batches, pushed to every shard; the replies carry the new parameters."""
+        batches = self.batches.step(self.step)
         self.model.zero_grad(set_to_none=True)
-        loss = compute_loss(self.model, self.data.x_train[batch], self.data.y_train[batch])
-        loss.backward()  # type: ignore[no-untyped-call]
+        loss = accumulate_gradients(self.model, self.recipe, batches, self.config, device=self.device)
         grads: list[dict[str, Any]] = [{} for _ in self.connections]
         for name, param in self.params.items():
-            assert param.grad is not None
-            grads[self.assignment[name]][name] = param.grad
+            grad = param.grad if param.grad is not None else torch.zeros_like(param)  # unused in this step's loss
+            grads[self.assignment[name]][name] = grad.cpu()
         per_shard = [{"grads": g, "version": self.versions[shard]} for shard, g in enumerate(grads)]
         replies = self._broadcast({"op": "push", "worker": self.index, "step": self.step}, per_shard)
         self.max_staleness_seen = max([self.max_staleness_seen, *(int(r["staleness"]) for r in replies)])
         self.step += 1
-        return float(loss.item())
+        return loss
 
-    def train(self, progress: ProgressReporter | None) -> ExitCode:
-        """Steps until the end or a SIGTERM; a lost shard gets reconnected to within the deadline."""
-        samples = self.config.batch_size * self.env.num_workers
+    def train(self, report: RunReport) -> ExitCode:
+        """Steps until the end or a SIGTERM; a lost shard gets reconnected to within the deadline; worker 0
+        evaluates every evalEverySteps."""
+        samples = self.config.batch_size * self.config.gradient_accumulation_steps * self.env.num_workers
+        every = self.config.eval_every_steps
         while self.step < self.total:
             if self.stop.is_set():
                 return ExitCode.PREEMPTED
@@ -111,22 +119,39 @@ class PsWorker:
                 log.warning("lost a parameter server (%s): reconnecting", error)
                 self.connect()
                 continue
-            if progress is not None:
-                progress.report(self.step, loss, samples)
+            report.stepped(self.step, loss, samples)
+            if report.is_reporter and every is not None and self.step % every == 0 and self.step < self.total:
+                self.evaluate(report)
         return ExitCode.SUCCEEDED
 
-    def finish(self, progress: ProgressReporter | None) -> None:
+    def evaluate(self, report: RunReport) -> dict[str, float] | None:
+        """Worker 0 evaluates the parameters it last received on the whole evaluation set."""
+        if self.recipe.eval_data is None:
+            return None
+        batches = eval_batches(
+            self.recipe.eval_data,
+            self.config.batch_size,
+            1,
+            0,
+            workers=self.config.data_loader_workers,
+            collate=self.recipe.collate,
+        )
+        metrics = means([evaluate(self.model, self.recipe, batches, self.device, self.config)])
+        report.evaluated(self.step, metrics)
+        return metrics
+
+    def finish(self, report: RunReport) -> None:
         """Tell the shards we are done; worker 0 waits for everyone, evaluates and releases the shards."""
         self._broadcast({"op": "done", "worker": self.index})
-        if progress is None:
+        if not report.is_reporter:
             return
         replies = self.wait_for_everyone()
         self._broadcast({"op": "pull"})
         stats = [reply["stats"] for reply in replies]
-        score = accuracy(self.model, self.data.x_test, self.data.y_test)
+        self.evaluate(report)
         summary = {
-            "accuracy": score,
             "finished": True,
+            "etaSeconds": 0.0,
             "stalenessBound": self.config.staleness_bound,
             "maxStaleness": max(s["max_staleness"] for s in stats),
             "maxStalenessSeen": max(s["max_staleness_seen"] for s in stats),
@@ -136,7 +161,7 @@ class PsWorker:
             "workersDone": min(len(reply["done"]) for reply in replies),
         }
         log.info("parameter-server training done: %s", summary)
-        progress.update(**summary)
+        report.update(**summary)
         self._broadcast({"op": "finish"})
 
     def wait_for_everyone(self) -> list[Message]:
@@ -172,16 +197,15 @@ class PsWorker:
 def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:
     """The `worker` role's entry point in parameter-server mode."""
     configure_determinism()
-    worker = PsWorker(env, config, stop)
-    progress = ProgressReporter(env.attempt, env.progress_port, env.progress_file) if env.replica_index == 0 else None
+    worker = PsWorker(env, config, build_recipe(config), stop)
+    report = RunReport(env, is_reporter=env.replica_index == 0)
     try:
         worker.connect()
-        if progress is not None:
-            progress.start().update(resumedFromStep=worker.step, totalSteps=worker.total)
+        report.start(worker.step, worker.total)
         started = time.monotonic()
-        code = worker.train(progress)
+        code = worker.train(report)
         if code == ExitCode.SUCCEEDED:
-            worker.finish(progress)
+            worker.finish(report)
         log.info(
             "worker %d: %s after %.1fs at step %d",
             worker.index,
@@ -194,8 +218,7 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
         raise RetryableError(f"parameter-server worker {env.replica_index} lost its servers: {error}") from error
     finally:
         worker.close()
-        if progress is not None:
-            progress.close()
+        report.close()
 
 
 def _merged_histogram(stats: list[dict[str, Any]]) -> dict[str, int]:

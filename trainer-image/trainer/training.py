@@ -1,15 +1,19 @@
-"""The pieces both training modes share: optimizers, data order by step, RNG state, one training step."""
+"""The pieces both training modes share: determinism, the recipe's optimizer and schedule, data order, RNG state."""
 
 import random
+from collections.abc import Iterable
 from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import Dataset
-from torch.utils.data.distributed import DistributedSampler
+from torch.optim.lr_scheduler import LRScheduler
 
-from trainer.config import OptimizerName, TrainerConfig
+from trainer.config import TrainerConfig
+from trainer.contract import TRAINER_CONFIG
+from trainer.data import DataOrder
+from trainer.failures import ConfigError
+from trainer.recipe import Recipe
 
 
 def configure_determinism(threads: int = 1) -> None:
@@ -21,46 +25,37 @@ def configure_determinism(threads: int = 1) -> None:
     torch.backends.cudnn.benchmark = False
 
 
-def build_optimizer(config: TrainerConfig, params: Any) -> torch.optim.Optimizer:
-    """The configured optimizer over `params`."""
-    if config.optimizer == OptimizerName.ADAM:
-        return torch.optim.Adam(params, lr=config.learning_rate)
-    if config.optimizer == OptimizerName.ADAMW:
-        return torch.optim.AdamW(params, lr=config.learning_rate)
-    return torch.optim.SGD(params, lr=config.learning_rate, momentum=config.momentum or 0.0)
+def build_optimizer(recipe: Recipe, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+    """The recipe's optimizer over `params`; a ConfigError when its factory builds something else."""
+    optimizer = recipe.optimizer(params)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ConfigError(TRAINER_CONFIG, "entrypoint", f"Recipe.optimizer built a {type(optimizer).__name__}")
+    return optimizer
 
 
-class DataOrder:
-    """Which samples a replica trains on at each step (a DistributedSampler): a pure function of the step."""
+def build_scheduler(recipe: Recipe, optimizer: torch.optim.Optimizer, updates: int) -> LRScheduler | None:
+    """The recipe's LR schedule over `updates` optimizer updates, if it has one."""
+    if recipe.scheduler is None:
+        return None
+    scheduler = recipe.scheduler(optimizer, updates)
+    if not isinstance(scheduler, LRScheduler):
+        raise ConfigError(TRAINER_CONFIG, "entrypoint", f"Recipe.scheduler built a {type(scheduler).__name__}")
+    return scheduler
 
-    def __init__(self, samples: int, batch_size: int, replicas: int, rank: int, seed: int) -> None:
-        self.sampler: DistributedSampler[int] = DistributedSampler(
-            cast("Dataset[int]", range(samples)),
-            num_replicas=replicas,
+
+def data_order(config: TrainerConfig, samples: int, replicas: int, rank: int) -> DataOrder:
+    """This replica's data order; a ConfigError naming batchSize when a step needs more than its share."""
+    try:
+        return DataOrder(
+            samples,
+            config.batch_size,
+            config.gradient_accumulation_steps,
+            replicas=replicas,
             rank=rank,
-            shuffle=True,
-            seed=seed,
-            drop_last=True,
+            seed=config.seed,
         )
-        self.batch_size = batch_size
-        self.steps_per_epoch = len(self.sampler) // batch_size
-        if self.steps_per_epoch == 0:
-            raise ValueError(f"batchSize {batch_size} is larger than a replica's share ({len(self.sampler)})")
-        self._epoch = -1
-        self._indices = torch.empty(0, dtype=torch.long)
-
-    def position(self, step: int) -> tuple[int, int]:
-        """(epoch, batch position within the epoch) of the batch a step consumes."""
-        return divmod(step, self.steps_per_epoch)
-
-    def batch(self, epoch: int, position: int) -> torch.Tensor:
-        """Sample indices of one batch."""
-        if epoch != self._epoch:
-            self.sampler.set_epoch(epoch)
-            self._indices = torch.tensor(list(self.sampler), dtype=torch.long)
-            self._epoch = epoch
-        start = position * self.batch_size
-        return self._indices[start : start + self.batch_size]
+    except ValueError as error:
+        raise ConfigError(TRAINER_CONFIG, "batchSize", str(error)) from None
 
 
 def total_steps(config: TrainerConfig, steps_per_epoch: int) -> int:
@@ -88,8 +83,3 @@ def set_rng_state(state: dict[str, Any]) -> None:
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     version, internal, gauss_next = state["python"]
     random.setstate((version, tuple(internal), gauss_next))
-
-
-def compute_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of the model on one batch."""
-    return nn.functional.cross_entropy(model(x), y)

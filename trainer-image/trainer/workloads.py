@@ -1,15 +1,20 @@
-"""The built-in workloads, none of which downloads anything: digits (MLP, CNN) and synthetic data."""
+"""The built-in workloads, recipes like any user's; none downloads anything: digits (MLP, CNN) and synthetic data."""
 
 import gzip
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import TensorDataset
 
-from trainer.config import Workload
+from trainer.config import OptimizerName, Workload
+from trainer.recipe import OptimizerFactory, Recipe, classification_metrics
 
 _TEST_FRACTION = 0.2
 _SPLIT_SEED = 1234
@@ -74,9 +79,8 @@ def load_dataset(workload: Workload) -> Dataset:
     return _split(x, y)
 
 
-def build_model(workload: Workload, seed: int) -> nn.Module:
-    """The workload's model, initialised from `seed` (identical on every rank)."""
-    torch.manual_seed(seed)
+def build_model(workload: Workload) -> nn.Module:
+    """The workload's model, initialised from torch's current RNG state."""
     if workload == Workload.DIGITS_MLP:
         return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     if workload == Workload.DIGITS_CNN:
@@ -94,11 +98,45 @@ def build_model(workload: Workload, seed: int) -> nn.Module:
     )
 
 
-@torch.no_grad()
-def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    """Top-1 accuracy of `model` on (x, y)."""
-    was_training = model.training
-    model.eval()
-    predictions = model(x).argmax(dim=1)
-    model.train(was_training)
-    return float((predictions == y).float().mean().item())
+def optimizer_factory(settings: dict[str, Any]) -> OptimizerFactory:
+    """The built-in optimizers: sgd (with momentum), adam or adamw at `learningRate`."""
+    learning_rate, name = float(settings["learningRate"]), OptimizerName(settings["optimizer"])
+    if name == OptimizerName.ADAM:
+        return partial(torch.optim.Adam, lr=learning_rate)
+    if name == OptimizerName.ADAMW:
+        return partial(torch.optim.AdamW, lr=learning_rate)
+    return partial(torch.optim.SGD, lr=learning_rate, momentum=float(settings.get("momentum", 0.0)))
+
+
+def workload_recipe(workload: Workload, settings: dict[str, Any]) -> Recipe:
+    """A built-in workload as an ordinary recipe: in-memory tensors, classification metrics."""
+    data = load_dataset(workload)
+    return Recipe(
+        model=build_model(workload),
+        optimizer=optimizer_factory(settings),
+        train_data=TensorDataset(data.x_train, data.y_train),
+        eval_data=TensorDataset(data.x_test, data.y_test),
+        metrics=classification_metrics,
+    )
+
+
+def digits_mlp(settings: dict[str, Any]) -> Recipe:
+    """spec.trainer.workload digits-mlp: a two-layer perceptron on scikit-learn's 8x8 digits."""
+    return workload_recipe(Workload.DIGITS_MLP, settings)
+
+
+def digits_cnn(settings: dict[str, Any]) -> Recipe:
+    """spec.trainer.workload digits-cnn: a small CNN on the same digits."""
+    return workload_recipe(Workload.DIGITS_CNN, settings)
+
+
+def synthetic(settings: dict[str, Any]) -> Recipe:
+    """spec.trainer.workload synthetic: a wider MLP on random data labelled by a random linear teacher."""
+    return workload_recipe(Workload.SYNTHETIC, settings)
+
+
+RECIPES: dict[Workload, Callable[[dict[str, Any]], Recipe]] = {
+    Workload.DIGITS_MLP: digits_mlp,
+    Workload.DIGITS_CNN: digits_cnn,
+    Workload.SYNTHETIC: synthetic,
+}
