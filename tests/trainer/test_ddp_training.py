@@ -7,9 +7,11 @@ import torch
 from tests.trainer.trainer_procs import (
     Pod,
     config_json,
+    ddp_env,
     free_port,
     load_model_state,
-    read_json,
+    progress_of,
+    start_gang,
     start_pod,
     wait_for,
 )
@@ -18,48 +20,11 @@ DIGITS = config_json(workload="digits-mlp", steps=200, batchSize=32, learningRat
 RUN_TIMEOUT = 120.0
 
 
-def ddp_env(port: int, world: int, nproc: int, node: int, directory: Path, **extra: str) -> dict[str, str]:
-    """What the operator sets on one DDP pod (checkpoints every 40 steps, keep 2)."""
-    return {
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "WORLD_SIZE": str(world),
-        "RANK": str(node * nproc),
-        "NODE_RANK": str(node),
-        "PET_NNODES": str(world // nproc),
-        "TJ_NPROC_PER_POD": str(nproc),
-        "TJ_TRAINER_CONFIG": DIGITS,
-        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
-        "TJ_CHECKPOINT_EVERY_STEPS": "40",
-        "TJ_CHECKPOINT_KEEP": "2",
-        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
-        "TJ_MASTER_WAIT_SECONDS": "60",
-        **extra,
-    }
-
-
-def start_gang(pods: list[Pod], logs: Path, directory: Path, world: int, nproc: int, **extra: str) -> list[Pod]:
-    """All pods of one attempt, on a fresh port."""
-    port = free_port()
-    gang = [
-        start_pod(f"{directory.name}-node{node}", ddp_env(port, world, nproc, node, directory, **extra), logs)
-        for node in range(world // nproc)
-    ]
-    pods += gang
-    return gang
-
-
-def progress_of(directory: Path) -> dict[str, object]:
-    progress = read_json(directory / "progress.json")
-    assert progress is not None, f"no progress file under {directory}"
-    return progress
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One uninterrupted 2-rank run (one pod, two local ranks): the baseline of the resume test."""
     directory = tmp_path_factory.mktemp("reference")
-    pod = start_pod("reference", ddp_env(free_port(), 2, 2, 0, directory), directory)
+    pod = start_pod("reference", ddp_env(free_port(), 2, 2, 0, directory, config=DIGITS), directory)
     code = pod.wait(RUN_TIMEOUT)
     assert code == 0, pod.text()
     return directory
@@ -79,11 +44,11 @@ def test_two_ranks_reach_accuracy_and_keep_last_checkpoints(reference: Path) -> 
 def test_four_ranks_on_two_pods_wait_for_the_master(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     directory = tmp_path / "four"
     port = free_port()
-    late_master = start_pod("node1", ddp_env(port, 4, 2, 1, directory), logs)
+    late_master = start_pod("node1", ddp_env(port, 4, 2, 1, directory, config=DIGITS), logs)
     pods.append(late_master)
     waiting = f"waiting up to 60s for rank 0 (MASTER_ADDR) at 127.0.0.1:{port}"
     wait_for(lambda: waiting in late_master.text(), 60, "node 1 to wait for rank 0")
-    pods.append(start_pod("node0", ddp_env(port, 4, 2, 0, directory), logs))
+    pods.append(start_pod("node0", ddp_env(port, 4, 2, 0, directory, config=DIGITS), logs))
     codes = [pod.wait(RUN_TIMEOUT) for pod in pods]
     assert codes == [0, 0], "\n".join(pod.text() for pod in pods)
     progress = progress_of(directory)
@@ -93,12 +58,14 @@ def test_four_ranks_on_two_pods_wait_for_the_master(pods: list[Pod], logs: Path,
 
 def test_sigkilled_rank_resumes_bitwise_identical(reference: Path, pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     directory = tmp_path / "killed"
-    first = start_gang(pods, logs, directory, world=2, nproc=1, TJ_TEST_KILL_AT_STEP="130", TJ_TEST_KILL_RANK="1")
+    first = start_gang(
+        pods, logs, directory, world=2, nproc=1, config=DIGITS, TJ_TEST_KILL_AT_STEP="130", TJ_TEST_KILL_RANK="1"
+    )
     codes = [pod.wait(RUN_TIMEOUT) for pod in first]
     assert codes == [75, -9], "\n".join(pod.text() for pod in first)
     assert progress_of(directory)["lastCheckpointStep"] == 120
 
-    second = start_gang(pods, logs, directory, world=2, nproc=1, TJ_ATTEMPT="2")
+    second = start_gang(pods, logs, directory, world=2, nproc=1, config=DIGITS, TJ_ATTEMPT="2")
     codes = [pod.wait(RUN_TIMEOUT) for pod in second]
     assert codes == [0, 0], "\n".join(pod.text() for pod in second)
     progress = progress_of(directory)

@@ -18,6 +18,8 @@ GOOD = '"workload": "digits-mlp", "steps": 10'
         ("TJ_TRAINER_CONFIG", "{" + GOOD + ', "optimizer": "adam", "momentum": 0.9}', "momentum"),
         ("TJ_TRAINER_CONFIG", "{not json", "(root)"),
         ("TJ_NPROC_PER_POD", "two", "TJ_NPROC_PER_POD"),
+        ("TJ_TRAINER_CONFIG", '{"entrypoint": "no_such_package.train:build", "steps": 10}', "entrypoint"),
+        ("TJ_TRAINER_CONFIG", '{"entrypoint": "trainer.recipe:length", "steps": 10}', "entrypoint"),
     ],
     ids=[
         "batch-size-zero",
@@ -27,6 +29,8 @@ GOOD = '"workload": "digits-mlp", "steps": 10'
         "momentum-with-adam",
         "not-json",
         "bad-nproc",
+        "entrypoint-not-importable",
+        "entrypoint-returns-no-recipe",
     ],
 )
 def test_bad_configuration_exits_78_naming_the_field(

@@ -126,3 +126,47 @@ def children_of(pid: int) -> list[int]:
         text = (task / "children").read_text().split()
         children += [int(child) for child in text]
     return children
+
+
+def ddp_env(
+    port: int, world: int, nproc: int, node: int, directory: Path, *, config: str, **extra: str
+) -> dict[str, str]:
+    """What the operator sets on one DDP pod (checkpoints every 40 steps, keep 2)."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(world),
+        "RANK": str(node * nproc),
+        "NODE_RANK": str(node),
+        "PET_NNODES": str(world // nproc),
+        "TJ_NPROC_PER_POD": str(nproc),
+        "TJ_TRAINER_CONFIG": config,
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_CHECKPOINT_EVERY_STEPS": "40",
+        "TJ_CHECKPOINT_KEEP": "2",
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+        "TJ_MASTER_WAIT_SECONDS": "60",
+        **extra,
+    }
+
+
+def start_gang(
+    pods: list[Pod], logs: Path, directory: Path, world: int, nproc: int, *, config: str, **extra: str
+) -> list[Pod]:
+    """All pods of one DDP attempt, on a fresh port."""
+    port = free_port()
+    gang = [
+        start_pod(
+            f"{directory.name}-node{node}", ddp_env(port, world, nproc, node, directory, config=config, **extra), logs
+        )
+        for node in range(world // nproc)
+    ]
+    pods += gang
+    return gang
+
+
+def progress_of(directory: Path) -> dict[str, Any]:
+    """The progress file rank 0 left in `directory`."""
+    progress = read_json(directory / "progress.json")
+    assert progress is not None, f"no progress file under {directory}"
+    return progress
