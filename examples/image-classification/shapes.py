@@ -77,7 +77,8 @@ class SmallCnn(nn.Module):
         self.classify = nn.Linear(2 * width * (SIZE // 4) ** 2, len(CLASSES))
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.classify(self.features(images))
+        logits: torch.Tensor = self.classify(self.features(images))
+        return logits
 
 
 def warmup_cosine(optimizer: torch.optim.Optimizer, updates: int, warmup: int) -> torch.optim.lr_scheduler.LambdaLR:

@@ -1,7 +1,12 @@
 """The operator's and the trainer's copies of their contract agree, name for name and code for code."""
 
+import json
+
+import pytest
 import trainer.contract as trainer_side
 import trainingjob.contract as operator_side
+from trainer.config import parse_trainer_config
+from trainingjob.model import TrainerSpec
 
 
 def test_both_sides_name_the_same_environment_variables() -> None:
@@ -22,3 +27,29 @@ def test_both_sides_name_the_roles_alike() -> None:
 
 def test_exit_codes_do_not_collide_with_signal_deaths() -> None:
     assert all(0 <= code < 128 for code in operator_side.ExitCode)
+
+
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        pytest.param({"steps": 5, "optimizer": "sgd", "momentum": 0.5, "stalenessBound": 0}, id="built-in"),
+        pytest.param(
+            {
+                "entrypoint": "shapes.py:build",
+                "config": {"width": 8, "layers": [1, 2]},
+                "epochs": 2,
+                "gradientAccumulationSteps": 4,
+                "clipGradNorm": 1.0,
+                "precision": "bf16",
+                "dataLoaderWorkers": 2,
+                "evalEverySteps": 50,
+                "asyncCheckpoint": True,
+            },
+            id="entrypoint",
+        ),
+    ],
+)
+def test_what_the_operator_sends_the_trainer_parses_unchanged(trainer: dict[str, object]) -> None:
+    sent = TrainerSpec.model_validate(trainer).model_dump(mode="json", by_alias=True, exclude_none=True)
+    parsed = parse_trainer_config(json.dumps(sent)).model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert {key: parsed[key] for key in sent} == sent

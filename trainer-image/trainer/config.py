@@ -44,7 +44,7 @@ class TrainerConfig(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid", frozen=True)
 
     entrypoint: str | None = Field(default=None, pattern=ENTRYPOINT_PATTERN, max_length=512)
-    user_config: dict[str, Any] | None = Field(default=None, alias="config")
+    config: dict[str, Any] | None = None  # the entrypoint's own settings
     workload: Workload | None = None
     steps: int | None = Field(default=None, ge=1)
     epochs: int | None = Field(default=None, ge=1)
@@ -99,7 +99,7 @@ def _check_cross_fields(config: TrainerConfig) -> None:
                     "is for the built-in workloads; an entrypoint's recipe builds its own (its settings: 'config')"
                 )
                 raise ConfigError(TRAINER_CONFIG, field, problem)
-    elif config.user_config is not None:
+    elif config.config is not None:
         raise ConfigError(TRAINER_CONFIG, "config", "is the entrypoint's settings: set 'entrypoint' too")
 
 

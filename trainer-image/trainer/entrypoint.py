@@ -105,7 +105,7 @@ def build_recipe(config: TrainerConfig) -> Recipe:
         entrypoint, function, settings = f"workload {workload}", RECIPES[workload], config.builtin_settings()
     else:
         assert config.entrypoint is not None
-        entrypoint, settings = config.entrypoint, dict(config.user_config or {})
+        entrypoint, settings = config.entrypoint, dict(config.config or {})
         function = load_function(entrypoint)
     seed_everything(config.seed)
     try:
