@@ -52,7 +52,7 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.last: SavedCheckpoint | None = None
-        self.stall_seconds = 0.0
+        self.stall_seconds = 0.0  # time training was blocked by checkpoints, the wait for the last write included
         self.saves = 0
 
     @property
@@ -75,7 +75,7 @@ class Checkpointer:
         if self.policy.directory is None:
             return
         started = time.perf_counter()
-        self.wait()
+        self._join()
         copy = snapshot(state) if self.asynchronous else state
         if self.asynchronous:
             self._thread = threading.Thread(target=self._write, args=(step, copy), name="checkpoint", daemon=True)
@@ -103,7 +103,13 @@ class Checkpointer:
             raise RuntimeError(f"checkpoint write failed: {error}") from error
 
     def wait(self) -> None:
-        """Block until the write in flight is on disk; re-raises its failure."""
+        """Block until the write in flight is on disk (time training waits: counted as stall); re-raises its
+        failure."""
+        started = time.perf_counter()
+        self._join()
+        self.stall_seconds += time.perf_counter() - started
+
+    def _join(self) -> None:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
