@@ -136,10 +136,16 @@ def seen(pods: list[Manifest], *, service: bool = True, uid: str = JOB_UID, **ex
 
 
 def step(
-    job: TrainingJob, pods: list[Manifest], now: datetime = T0, *, service: bool = True, **extra: Any
+    job: TrainingJob,
+    pods: list[Manifest],
+    now: datetime = T0,
+    *,
+    service: bool = True,
+    settings: Settings = SETTINGS,
+    **extra: Any,
 ) -> tuple[TrainingJob, Plan]:
     """Plan once; return the job as it is with the planned status written, and the plan."""
-    result = plan(job, seen(pods, service=service, **extra), now, SETTINGS)
+    result = plan(job, seen(pods, service=service, **extra), now, settings)
     return job.model_copy(update={"status": result.status}), result
 
 

@@ -85,6 +85,50 @@ NODE_AFFINITY = {
     }
 }
 
+DATA_VOLUME = {"name": "data", "emptyDir": {}}
+SPREAD = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}
+
+
+def sidecar(**fields: Any) -> dict[str, Any]:
+    """A valid sidecar (or init container) with `fields` added."""
+    return {"name": "shipper", "image": "fluent/fluent-bit:3.1", **fields}
+
+
+def pod_fields_job(**workers: Any) -> Manifest:
+    """A command job whose workers use every pod field beyond the trainer's container; `workers` replaces some."""
+    fields: dict[str, Any] = {
+        "envFrom": [
+            {"configMapRef": {"name": "settings"}, "prefix": "CFG_"},
+            {"secretRef": {"name": "hf", "optional": True}},
+        ],
+        "volumes": [DATA_VOLUME],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "initContainers": [
+            sidecar(
+                name="fetch",
+                image="busybox:1.36",
+                command=["sh", "-c", "echo fetched > /data/ready"],
+                env=[{"name": "SOURCE", "value": "s3://bucket/set"}],
+                envFrom=[{"secretRef": {"name": "s3"}}],
+                volumeMounts=[{"name": "data", "mountPath": "/data"}],
+                resources={"limits": {"cpu": "1", "memory": "256Mi"}},
+                workingDir="/data",
+            )
+        ],
+        "sidecars": [sidecar(volumeMounts=[{"name": "data", "mountPath": "/logs", "readOnly": True}])],
+        "imagePullSecrets": [{"name": "registry"}],
+        "podMetadata": {"labels": {"team": "vision"}, "annotations": {"example.com/cost-center": "42"}},
+        "runtimeClassName": "nvidia",
+        "topologySpreadConstraints": [
+            SPREAD,
+            {**SPREAD, "topologyKey": "topology.kubernetes.io/zone", "minDomains": 2},
+        ],
+        "securityContext": {"supplementalGroups": [3000, 3001]},
+        "shmSize": "2Gi",
+    }
+    return command_job(**(fields | workers))
+
+
 VALID = [
     Case("minimal-ddp", job(workers={})),
     Case("ddp-with-checkpoint", job(checkpoint=checkpoint(everySeconds=600, keep=5))),
@@ -138,6 +182,29 @@ VALID = [
     ),
     Case("root-by-choice", job(workers={"securityContext": {"runAsUser": 0, "runAsNonRoot": False}})),
     Case("rdma-capability", job(workers={"securityContext": {"addCapabilities": ["IPC_LOCK"], "fsGroup": 0}})),
+    Case("pod-fields", pod_fields_job()),
+    Case(
+        "sidecar-root-by-choice",
+        command_job(sidecars=[sidecar(securityContext={"runAsUser": 0, "runAsNonRoot": False})]),
+    ),
+    Case(
+        "spread-selector",
+        job(
+            workers={
+                "topologySpreadConstraints": [
+                    {
+                        **SPREAD,
+                        "whenUnsatisfiable": "ScheduleAnyway",
+                        "labelSelector": {
+                            "matchLabels": {"trainingjob.io/role": "worker"},
+                            "matchExpressions": [{"key": "trainingjob.io/job-name", "operator": "Exists"}],
+                        },
+                        "nodeTaintsPolicy": "Honor",
+                    }
+                ]
+            }
+        ),
+    ),
 ]
 
 
@@ -333,6 +400,142 @@ INVALID = [
         "seccomp-unknown",
         job(workers={"securityContext": {"seccompProfile": "Localhost"}}),
         "spec.workers.securityContext.seccompProfile",
+    ),
+    Case(
+        "env-from-two-sources",
+        job(workers={"envFrom": [{"configMapRef": {"name": "a"}, "secretRef": {"name": "b"}}]}),
+        "spec.workers.envFrom[0].configMapRef",
+    ),
+    Case(
+        "env-from-operator-prefix",
+        job(workers={"envFrom": [{"configMapRef": {"name": "a"}, "prefix": "TJ_"}]}),
+        "spec.workers.envFrom[0].prefix",
+    ),
+    Case(
+        "init-named-trainer",
+        command_job(initContainers=[sidecar(name="trainer")]),
+        "spec.workers.initContainers[0].name",
+    ),
+    Case(
+        "init-name-not-dns", command_job(initContainers=[sidecar(name="Fetch")]), "spec.workers.initContainers[0].name"
+    ),
+    Case(
+        "init-without-image",
+        command_job(initContainers=[{"name": "fetch"}]),
+        "spec.workers.initContainers[0].image",
+    ),
+    Case(
+        "sidecar-env-owned-by-operator",
+        command_job(sidecars=[sidecar(env=[{"name": "TJ_JOB_NAME", "value": "x"}])]),
+        "spec.workers.sidecars[0].env[0].name",
+    ),
+    Case("init-repeated", command_job(initContainers=[sidecar(), sidecar()]), "spec.workers.initContainers"),
+    Case(
+        "sidecar-named-like-init",
+        command_job(initContainers=[sidecar()], sidecars=[sidecar()]),
+        "spec.workers.sidecars",
+    ),
+    Case(
+        "init-mount-without-volume",
+        command_job(initContainers=[sidecar(volumeMounts=[{"name": "data", "mountPath": "/data"}])]),
+        "spec.workers.initContainers",
+    ),
+    Case(
+        "sidecar-mount-without-volume",
+        command_job(sidecars=[sidecar(volumeMounts=[{"name": "data", "mountPath": "/data"}])]),
+        "spec.workers.sidecars",
+    ),
+    Case(
+        "sidecar-root-while-non-root",
+        command_job(sidecars=[sidecar(securityContext={"runAsUser": 0})]),
+        "spec.workers.sidecars[0].securityContext.runAsUser",
+    ),
+    Case(
+        "mount-over-shm",
+        command_job(volumes=[DATA_VOLUME], volumeMounts=[{"name": "data", "mountPath": "/dev/shm"}]),
+        "spec.workers.volumeMounts[0].mountPath",
+    ),
+    Case(
+        "sidecar-mount-over-shm",
+        command_job(
+            volumes=[DATA_VOLUME], sidecars=[sidecar(volumeMounts=[{"name": "data", "mountPath": "/dev/shm/x"}])]
+        ),
+        "spec.workers.sidecars[0].volumeMounts[0].mountPath",
+    ),
+    *(
+        Case(
+            f"{name}-mount-over-the-checkpoint",
+            with_value(
+                command_job(
+                    volumes=[DATA_VOLUME], **{kind: [sidecar(volumeMounts=[{"name": "data", "mountPath": "/ckpt"}])]}
+                ),
+                "spec.checkpoint",
+                checkpoint(path="/ckpt"),
+            ),
+            f"spec.workers.{kind}",
+        )
+        for name, kind in (("init", "initContainers"), ("sidecar", "sidecars"))
+    ),
+    Case("checkpoint-at-shm", job(checkpoint=checkpoint(path="/dev/shm")), "spec.checkpoint.path"),
+    Case(
+        "pod-label-operator-owned",
+        job(workers={"podMetadata": {"labels": {"trainingjob.io/role": "ps"}}}),
+        "spec.workers.podMetadata.labels",
+    ),
+    Case(
+        "pod-label-kueue-queue",
+        job(workers={"podMetadata": {"labels": {"kueue.x-k8s.io/queue-name": "other"}}}),
+        "spec.workers.podMetadata.labels",
+    ),
+    Case(
+        "pod-annotation-operator-owned",
+        job(workers={"podMetadata": {"annotations": {"scheduling.k8s.io/group-name": "other"}}}),
+        "spec.workers.podMetadata.annotations",
+    ),
+    Case(
+        "pod-label-bad-value",
+        job(workers={"podMetadata": {"labels": {"team": "a b"}}}),
+        "spec.workers.podMetadata.labels",
+    ),
+    Case("runtime-class-not-dns", job(workers={"runtimeClassName": "Nvidia_GPU"}), "spec.workers.runtimeClassName"),
+    Case(
+        "pull-secret-repeated",
+        job(workers={"imagePullSecrets": [{"name": "reg"}, {"name": "reg"}]}),
+        "spec.workers.imagePullSecrets",
+    ),
+    Case(
+        "spread-min-domains-anyway",
+        job(
+            workers={"topologySpreadConstraints": [{**SPREAD, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2}]}
+        ),
+        "spec.workers.topologySpreadConstraints[0].minDomains",
+    ),
+    Case(
+        "spread-repeated",
+        job(workers={"topologySpreadConstraints": [SPREAD, {**SPREAD, "maxSkew": 2}]}),
+        "spec.workers.topologySpreadConstraints",
+    ),
+    Case(
+        "spread-skew-zero",
+        job(workers={"topologySpreadConstraints": [{**SPREAD, "maxSkew": 0}]}),
+        "spec.workers.topologySpreadConstraints[0].maxSkew",
+    ),
+    Case(
+        "selector-in-without-values",
+        job(
+            workers={
+                "topologySpreadConstraints": [
+                    {**SPREAD, "labelSelector": {"matchExpressions": [{"key": "team", "operator": "In"}]}}
+                ]
+            }
+        ),
+        "spec.workers.topologySpreadConstraints[0].labelSelector.matchExpressions[0].values",
+    ),
+    Case("shm-zero", job(workers={"shmSize": "0"}), "spec.workers.shmSize"),
+    Case(
+        "supplemental-groups-repeated",
+        job(workers={"securityContext": {"supplementalGroups": [5, 5]}}),
+        "spec.workers.securityContext.supplementalGroups",
     ),
     Case(
         "grace-period-a-week",

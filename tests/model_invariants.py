@@ -88,9 +88,27 @@ def check_after_reconcile(
     owned = [p for p in pods if controller_uid(p) == uid]
     if a.phase.is_terminal and not b.phase.is_terminal:
         _check_not_premature(b, a, before, owned, now)
+    _check_progress(b, a)
     if not crashed:
         _check_settled(b, a, after, owned, now)
         _check_cleared(a, [p for p in cluster.pods.values() if controller_uid(p) == uid])
+
+
+def _check_progress(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
+    """The percent is the step's share of the total; only a running job has an estimate, only a Succeeded one a
+    result, and a result never changes."""
+    progress = a.progress
+    if progress is not None:
+        total = progress.total_steps
+        assert progress.percent == (min(progress.step * 100 // total, 100) if total else None), progress
+        if a.phase.is_terminal or a.phase == Phase.SUSPENDED:
+            assert progress.estimated_completion_time is None, f"an estimated completion in phase {a.phase}"
+    assert (a.result is not None) == (a.phase == Phase.SUCCEEDED), f"result {a.result} in phase {a.phase}"
+    if b.phase == Phase.SUCCEEDED:
+        assert a.result == b.result, "the result of a Succeeded job changed"
+    elif a.result is not None:
+        reported = a.progress.step if a.progress else None
+        assert a.result.step == reported, "the result's step is not the last reported one"
 
 
 def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest) -> None:

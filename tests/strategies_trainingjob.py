@@ -30,6 +30,7 @@ ids = st.integers(0, 70000)
 # Objects a pod names that admission looks up: the tests create these.
 SERVICE_ACCOUNTS = ("default", "trainer")
 PRIORITY_CLASSES = ("tj-high", "tj-low")
+RUNTIME_CLASSES = ("runc", "gvisor")
 
 
 @st.composite
@@ -69,9 +70,54 @@ def security(draw: st.DrawFn) -> Manifest:
         "addCapabilities": st.lists(st.sampled_from(["NET_BIND_SERVICE", "IPC_LOCK", "SYS_PTRACE"]), unique=True),
         "seccompProfile": st.sampled_from(["RuntimeDefault", "Unconfined"]),
         "fsGroupChangePolicy": st.sampled_from(["OnRootMismatch", "Always"]),
+        "supplementalGroups": st.lists(ids, max_size=3, unique=True),
     }
     chosen = draw(st.lists(st.sampled_from(sorted(fields)), unique=True, max_size=4))
     return {name: draw(fields[name]) for name in chosen}
+
+
+env_vars = st.lists(
+    st.fixed_dictionaries({"name": st.from_regex(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,12}", fullmatch=True)}).flatmap(
+        lambda e: st.builds(lambda v: {**e, "value": v}, text)
+    ),
+    max_size=3,
+    unique_by=lambda e: e["name"],
+)
+env_from = st.lists(
+    st.fixed_dictionaries(
+        {"configMapRef": st.fixed_dictionaries({"name": object_name})},
+        optional={"prefix": st.from_regex(r"[A-Z][A-Z_]{0,6}", fullmatch=True)},
+    ),
+    max_size=2,
+)
+containers = st.lists(
+    st.fixed_dictionaries(
+        {"name": dns_label, "image": st.from_regex(r"[a-z0-9.-]{1,20}(:[A-Za-z0-9._-]{1,10})?", fullmatch=True)},
+        optional={
+            "command": st.lists(text, min_size=1, max_size=2),
+            "env": env_vars,
+            "envFrom": env_from,
+            "resources": resources(),
+            "securityContext": st.fixed_dictionaries(
+                {},
+                optional={"runAsUser": ids, "runAsNonRoot": st.booleans(), "allowPrivilegeEscalation": st.booleans()},
+            ),
+        },
+    ),
+    max_size=2,
+    unique_by=lambda c: c["name"],
+)
+spread = st.lists(
+    st.fixed_dictionaries(
+        {
+            "maxSkew": st.integers(0, 3),
+            "topologyKey": label_key,
+            "whenUnsatisfiable": st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
+        },
+        optional={"minDomains": st.integers(1, 3)},
+    ),
+    max_size=2,
+)
 
 
 @st.composite
@@ -86,13 +132,21 @@ def role(draw: st.DrawFn, *, command: bool, workers: bool) -> Manifest:
         spec["command"] = draw(st.lists(text, min_size=1, max_size=3))
         spec["args"] = draw(st.lists(text, max_size=3))
     optional: dict[str, st.SearchStrategy[Any]] = {
-        "env": st.lists(
-            st.fixed_dictionaries({"name": st.from_regex(r"[-._a-zA-Z][-._a-zA-Z0-9]{0,12}", fullmatch=True)}).flatmap(
-                lambda e: st.builds(lambda v: {**e, "value": v}, text)
-            ),
-            max_size=3,
-            unique_by=lambda e: e["name"],
+        "env": env_vars,
+        "envFrom": env_from,
+        "initContainers": containers,
+        "sidecars": containers,
+        "imagePullSecrets": st.lists(st.fixed_dictionaries({"name": object_name}), max_size=2),
+        "podMetadata": st.fixed_dictionaries(
+            {},
+            optional={
+                "labels": st.dictionaries(label_key, label_value, max_size=2),
+                "annotations": st.dictionaries(label_key, text, max_size=2),
+            },
         ),
+        "topologySpreadConstraints": spread,
+        "runtimeClassName": st.sampled_from(RUNTIME_CLASSES),
+        "shmSize": quantity,
         "resources": resources(),
         "nodeSelector": st.dictionaries(label_key, label_value, max_size=2),
         "tolerations": st.lists(

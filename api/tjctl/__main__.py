@@ -7,6 +7,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,14 @@ import yaml
 from kubernetes.client import ApiException
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
-from tjctl import local_run
+from tjctl import display, local_run
 from tjctl.kube import Kube
 from tjctl.manifest import ManifestError, load
 from tjctl.rest import Rest, RestError
 from trainingjob import crd
 from trainingjob.local import Chaos
+from trainingjob.local_files import configmaps_in
 from trainingjob.model import Phase, TrainingJobStatus
 
 Manifest = dict[str, Any]
@@ -71,21 +72,10 @@ def _print(objects: list[Manifest] | Manifest, output: str, console: Console) ->
     elif output == "yaml":
         print(yaml.safe_dump(objects, sort_keys=False), end="")
     else:
-        table = Table("NAME", "PHASE", "MODE", "WORKERS", "ATTEMPT", "RESTARTS", "STEP", box=None)
-        for job in objects if isinstance(objects, list) else [objects]:
-            status, spec = job.get("status") or {}, job["spec"]
-            restarts = sum((status.get("restarts") or {}).values())
-            step = (status.get("progress") or {}).get("step", "")
-            table.add_row(
-                job["metadata"]["name"],
-                status.get("phase", ""),
-                spec.get("mode", "DDP"),
-                str(spec["workers"].get("replicas", 1)),
-                str(status.get("attempt", 0)),
-                str(restarts),
-                str(step),
-            )
-        console.print(table)
+        console.print(display.table(objects if isinstance(objects, list) else [objects], datetime.now(UTC)))
+        result = display.result_of(objects) if isinstance(objects, dict) else ""
+        if result:
+            console.print(f"result: {result}", highlight=False)
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -97,11 +87,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             raise ManifestError(f"--kill {args.kill}: expected REPLICA@STEP, e.g. worker-1@250")
         chaos = Chaos(replica, int(step))
     workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)
-    if not args.resume:
-        for folder in ("checkpoints", "logs"):
-            shutil.rmtree(workdir / folder, ignore_errors=True)
+    kept = () if args.resume else ("checkpoints", "logs")
+    for folder in ("configmaps", "volumes", *kept):
+        shutil.rmtree(workdir / folder, ignore_errors=True)
     total = job.spec.trainer.steps if job.spec.trainer else None
-    return local_run.run(manifest, total, workdir, chaos, console)
+    configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
+    return local_run.run(manifest, total, workdir, chaos, console, configmaps=configmaps)
 
 
 def _watch(kube: Kube | Rest, name: str, console: Console) -> int:
@@ -116,6 +107,8 @@ def _watch(kube: Kube | Rest, name: str, console: Console) -> int:
                 break
             time.sleep(1)
     console.print(local_run.status_line(status, None, started))
+    if status.result:
+        console.print(f"result: {display.result(status.result)}", highlight=False)
     return 0 if status.phase == Phase.SUCCEEDED else 1
 
 

@@ -130,9 +130,12 @@ def _root_schema() -> Schema:
     return root
 
 
-def _column(name: str, path: str, kind: str = "string", description: str = "") -> dict[str, str]:
-    column = {"name": name, "type": kind, "jsonPath": path}
-    return {**column, "description": description} if description else column
+def _column(
+    name: str, path: str, kind: str = "string", description: str = "", *, priority: int = 0
+) -> dict[str, str | int]:
+    """A printer column; priority 1 shows only with `kubectl get -o wide`."""
+    column: dict[str, str | int] = {"name": name, "type": kind, "jsonPath": path}
+    return column | ({"description": description} if description else {}) | ({"priority": priority} if priority else {})
 
 
 PRINTER_COLUMNS = [
@@ -142,7 +145,15 @@ PRINTER_COLUMNS = [
     _column("Ready", ".status.workers.ready", "integer", "Worker pods running and ready"),
     _column("Attempt", ".status.attempt", "integer", "Current attempt; N+1 after N whole-job restarts"),
     _column("Step", ".status.progress.step", "integer", "Steps completed, as the trainer last reported"),
+    _column("Progress", ".status.progress.percent", "integer", "Percent of the run's steps completed"),
     _column("Loss", ".status.progress.loss", "number", "Training loss at the last reported step"),
+    # A string, not a date: kubectl shows a date as the time since it, and a time to come as <invalid>.
+    _column(
+        "ETA",
+        ".status.progress.estimatedCompletionTime",
+        description="When the trainer expects to finish, as it estimated at its last report",
+        priority=1,
+    ),
     _column("Age", ".metadata.creationTimestamp", "date"),
 ]
 

@@ -73,6 +73,7 @@ def _plan_settings(options: OperatorSettings) -> Settings:
         read_progress=options.read_progress,
         network_policy=options.network_policy,
         operator_namespace=_own_namespace(),
+        default_trainer_image=options.default_trainer_image,
     )
 
 

@@ -25,11 +25,14 @@ from typing import Any
 
 from trainingjob import contract
 from trainingjob.access import KEY_BYTES
+from trainingjob.local_files import ConfigMaps, mount_folders, relocate
 from trainingjob.manifests import TRAINER_COMMAND
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
 from trainingjob.reconcile import Created, Gone, reconcile
 from trainingjob.report import Report, parse_report
+
+BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchrun)
 
 Manifest = dict[str, Any]
 TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
@@ -113,6 +116,7 @@ class LocalCluster:
     deleted: bool = False
     ports: dict[str, list[int]] = field(default_factory=dict)
     pause_at: dict[str, int] = field(default_factory=dict)  # pod -> the step after which its trainer stops itself
+    configmaps: ConfigMaps = field(default_factory=dict)  # the ConfigMaps beside the job's manifest
 
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
@@ -250,6 +254,8 @@ class LocalCluster:
         refs = [item["name"] for item in container.get("env", []) if "value" not in item]
         if refs:
             raise ValueError(f"local mode cannot resolve valueFrom of env {refs}: give them a value")
+        if container.get("envFrom") or manifest["spec"].get("initContainers"):
+            raise ValueError("local mode runs the trainer's container alone: no envFrom, initContainers or sidecars")
         name = manifest["metadata"]["name"]
         ports = self._ports_for(env[contract.ATTEMPT], 1 + int(env[contract.NUM_PS]))
         env.update(
@@ -268,9 +274,13 @@ class LocalCluster:
         env[contract.JOB_KEY_FILE] = str(self.key_file)
         if name in self.pause_at:
             env[contract.PAUSE_AT_STEP] = str(self.pause_at[name])
-        command = [*container["command"], *container.get("args", [])]
+        folders = mount_folders(manifest["spec"], self.configmaps, self.workdir)
+        env = {key: relocate(value, folders) for key, value in env.items()}
+        command = [relocate(part, folders) for part in [*container["command"], *container.get("args", [])]]
         if command[: len(TRAINER_COMMAND)] == list(TRAINER_COMMAND) or command[0] in ("python", "python3"):
             command[0] = sys.executable
+        elif command[0] == "torchrun" and (BESIDE_PYTHON / "torchrun").exists():
+            command[0] = str(BESIDE_PYTHON / "torchrun")  # the environment's, as in the image
         path = os.pathsep.join(filter(None, [str(TRAINER_PATH), os.environ.get("PYTHONPATH", "")]))
         log_path = self.workdir / "logs" / f"{name}.log"
         with log_path.open("ab") as log:
@@ -280,7 +290,7 @@ class LocalCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                cwd=container.get("workingDir") or None,
+                cwd=relocate(container["workingDir"], folders) if container.get("workingDir") else None,
                 start_new_session=True,
             )
         pod = copy.deepcopy(manifest)
@@ -325,9 +335,11 @@ def run_local(
     on_event: Any = print,
     chaos: Chaos | None = None,
     poll_seconds: float = 0.25,
+    configmaps: ConfigMaps | None = None,
 ) -> tuple[TrainingJobStatus | None, LocalCluster]:
-    """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports)."""
-    cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event)
+    """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports).
+    `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes."""
+    cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
     name = str(cluster.job["metadata"]["name"])
     if chaos and _pauses(manifest):
         cluster.pause_at[f"{name}-{chaos.replica}-1"] = chaos.at_step

@@ -6,7 +6,17 @@ from typing import Any
 
 from trainingjob import access, contract
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import CHECKPOINT_VOLUME_NAME, RoleSpec, TrainingJob
+from trainingjob.model import (
+    CHECKPOINT_VOLUME_NAME,
+    SHM_PATH,
+    SHM_VOLUME_NAME,
+    Container,
+    Resources,
+    RoleSpec,
+    TopologySpreadConstraint,
+    TrainingJob,
+)
+from trainingjob.model.security import ContainerSecurity
 from trainingjob.naming import (
     CONTAINER_NAME,
     JOB_LABEL,
@@ -14,12 +24,15 @@ from trainingjob.naming import (
     KUEUE_POD_GROUP_LABEL,
     KUEUE_QUEUE_LABEL,
     MIN_AVAILABLE_ANNOTATION,
+    OPERATOR_LABELS,
     TRACKING_GATE,
     VOLCANO_GROUP_ANNOTATION,
     Replica,
+    operator_owned,
     pod_labels,
     service_name,
 )
+from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 
 MASTER_PORT = 29500
 PS_PORT = 29501
@@ -40,6 +53,11 @@ def role_spec(job: TrainingJob, role: str) -> RoleSpec:
     if role == ROLE_PS and job.spec.parameter_servers is not None:
         return job.spec.parameter_servers
     return job.spec.workers
+
+
+def uses_default_image(job: TrainingJob) -> bool:
+    """Whether a role of the job names no image, and so runs the operator's default trainer image."""
+    return any(role.image is None for role in (job.spec.workers, job.spec.parameter_servers) if role is not None)
 
 
 def owner_reference(job: TrainingJob, uid: str) -> dict[str, Any]:
@@ -129,12 +147,12 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     return env
 
 
-def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec) -> dict[str, Any]:
+def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec, image: str) -> dict[str, Any]:
     ours = environment(job, replica, attempt)
-    user_env = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in role.env or []]
+    user_env = [_dump(e) for e in role.env or []]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
-        "image": role.image,
+        "image": role.image or image,
         "command": list(role.command) if role.command else list(TRAINER_COMMAND),
         "env": user_env + [{"name": key, "value": value} for key, value in sorted(ours.items())],
         "ports": [
@@ -143,26 +161,41 @@ def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec)
             {"name": "progress", "containerPort": PROGRESS_PORT},
         ],
     }
+    mounts = [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job) + [access.key_mount(), _SHM_MOUNT]
     optional = {
         "args": role.args,
         "workingDir": role.working_dir,
         "imagePullPolicy": role.image_pull_policy,
-        "resources": _resources(role),
-        "volumeMounts": [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job) + [access.key_mount()],
+        "envFrom": [_dump(e) for e in role.env_from or []],
+        "resources": _resources(role.resources),
+        "volumeMounts": mounts,
     }
     container["securityContext"] = role.security_context.container_context()
     container.update({key: value for key, value in optional.items() if value})
     return container
 
 
-def _resources(role: RoleSpec) -> dict[str, dict[str, str]]:
+def _extra_container(container: Container, role: RoleSpec, *, sidecar: bool) -> dict[str, Any]:
+    """An init container or a native sidecar (an init container that keeps running: restartPolicy Always)."""
+    manifest: dict[str, Any] = _dump(container.model_copy(update={"resources": None, "security_context": None}))
+    security = container.security_context or ContainerSecurity()
+    manifest["securityContext"] = security.container_context(role.security_context)
+    manifest["volumeMounts"] = [*manifest.get("volumeMounts", []), _SHM_MOUNT]
+    manifest.update({"resources": _resources(container.resources)} if container.resources else {})
+    return {**manifest, "restartPolicy": "Always"} if sidecar else manifest
+
+
+def _resources(resources: Resources | None) -> dict[str, dict[str, str]]:
     """Quantities as strings, as the API serves them (the model also takes plain numbers)."""
-    resources = _dump(role.resources) or {}
-    return {kind: {name: str(value) for name, value in amounts.items()} for kind, amounts in resources.items()}
+    dumped = _dump(resources) or {}
+    return {kind: {name: str(value) for name, value in amounts.items()} for kind, amounts in dumped.items()}
 
 
 def _dump(model: Any) -> Any:
     return None if model is None else model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+_SHM_MOUNT = {"name": SHM_VOLUME_NAME, "mountPath": SHM_PATH}
 
 
 def _checkpoint_mount(job: TrainingJob) -> list[dict[str, Any]]:
@@ -173,19 +206,52 @@ def _checkpoint_mount(job: TrainingJob) -> list[dict[str, Any]]:
 
 def _volumes(job: TrainingJob, uid: str, role: RoleSpec) -> list[dict[str, Any]]:
     volumes = [_dump(v) for v in role.volumes or []] + [access.key_volume(str(job.metadata.name), uid)]
+    volumes.append({"name": SHM_VOLUME_NAME, "emptyDir": {"medium": "Memory", "sizeLimit": str(role.shm_size)}})
     if job.spec.checkpoint is not None:
         source = _dump(job.spec.checkpoint.volume)
         volumes.append({"name": CHECKPOINT_VOLUME_NAME, **source})
     return volumes
 
 
-def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> dict[str, Any]:
-    """The pod of one replica in one attempt. The operator restarts pods itself, so restartPolicy is Never; the pod
-    waits at the tracking gate until the operator has recorded it."""
+def pod_manifest(
+    job: TrainingJob, uid: str, replica: Replica, attempt: int, default_image: str = DEFAULT_TRAINER_IMAGE
+) -> dict[str, Any]:
+    """The pod of one replica in one attempt; a role without an image runs `default_image`. The operator restarts
+    pods itself, so restartPolicy is Never; the pod waits at the tracking gate until the operator has recorded
+    it."""
     name = str(job.metadata.name)
-    role = role_spec(job, replica.role)
-    scheduling = job.spec.scheduling
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": replica.pod_name(name, attempt),
+            **_pod_metadata(job, replica, attempt),
+            "ownerReferences": [owner_reference(job, uid)],
+        },
+        "spec": _pod_spec(job, uid, replica, attempt, default_image),
+    }
+
+
+def _pod_metadata(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, dict[str, str]]:
+    """Labels and annotations: the job's labels, then the role's, then the operator's, each winning over the
+    ones before."""
+    name, scheduling = str(job.metadata.name), job.spec.scheduling
+    own = role_spec(job, replica.role).pod_metadata
+    labels = {k: v for k, v in (job.metadata.labels or {}).items() if not operator_owned(k, OPERATOR_LABELS)}
+    labels |= (own.labels if own else None) or {}
+    labels |= pod_labels(name, replica, attempt)
     min_available = (scheduling.min_available if scheduling else None) or len(replicas(job))
+    annotations = dict((own.annotations if own else None) or {})
+    annotations |= {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name}
+    if scheduling and scheduling.queue_name:
+        labels |= {KUEUE_QUEUE_LABEL: scheduling.queue_name, KUEUE_POD_GROUP_LABEL: f"{name}-{attempt}"}
+        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(len(replicas(job)))
+    return {"labels": labels, "annotations": annotations}
+
+
+def _pod_spec(job: TrainingJob, uid: str, replica: Replica, attempt: int, image: str) -> dict[str, Any]:
+    name, scheduling = str(job.metadata.name), job.spec.scheduling
+    role = role_spec(job, replica.role)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "schedulingGates": [{"name": TRACKING_GATE}],
@@ -193,34 +259,29 @@ def pod_manifest(job: TrainingJob, uid: str, replica: Replica, attempt: int) -> 
         "subdomain": service_name(name),
         "securityContext": role.security_context.pod_context(),
         "terminationGracePeriodSeconds": role.termination_grace_period_seconds,
-        "containers": [_container(job, replica, attempt, role)],
+        "containers": [_container(job, replica, attempt, role, image)],
     }
     optional = {
+        "initContainers": [_extra_container(c, role, sidecar=True) for c in role.sidecars or []]
+        + [_extra_container(c, role, sidecar=False) for c in role.init_containers or []],
         "volumes": _volumes(job, uid, role),
+        "imagePullSecrets": [_dump(s) for s in role.image_pull_secrets or []],
         "nodeSelector": role.node_selector,
         "tolerations": [_dump(t) for t in role.tolerations or []],
         "affinity": _dump(role.affinity),
+        "topologySpreadConstraints": [_spread(c, name) for c in role.topology_spread_constraints or []],
         "serviceAccountName": role.service_account_name,
         "priorityClassName": role.priority_class_name or (scheduling.priority_class_name if scheduling else None),
         "schedulerName": scheduling.scheduler_name if scheduling else None,
+        "runtimeClassName": role.runtime_class_name,
     }
     spec.update({key: value for key, value in optional.items() if value})
-    labels = pod_labels(name, replica, attempt)
-    annotations = {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name}
-    if scheduling and scheduling.queue_name:
-        labels |= {KUEUE_QUEUE_LABEL: scheduling.queue_name, KUEUE_POD_GROUP_LABEL: f"{name}-{attempt}"}
-        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(len(replicas(job)))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": replica.pod_name(name, attempt),
-            "labels": labels,
-            "annotations": annotations,
-            "ownerReferences": [owner_reference(job, uid)],
-        },
-        "spec": spec,
-    }
+    return spec
+
+
+def _spread(constraint: TopologySpreadConstraint, job: str) -> dict[str, Any]:
+    """A topology spread constraint; without a label selector it counts the job's own pods."""
+    return {"labelSelector": {"matchLabels": {JOB_LABEL: job}}, **_dump(constraint)}
 
 
 def access_manifests(job: TrainingJob, uid: str, operator_namespace: str, network_policy: bool) -> list[dict[str, Any]]:

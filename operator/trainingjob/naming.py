@@ -18,6 +18,10 @@ VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+# The keys the operator sets on pods besides its own trainingjob.io/ ones: a role may not set them, and the job's
+# labels do not pass them on to its pods.
+OPERATOR_LABELS = (POD_GROUP_LABEL, KUEUE_QUEUE_LABEL, KUEUE_POD_GROUP_LABEL)
+OPERATOR_ANNOTATIONS = (VOLCANO_GROUP_ANNOTATION, KUEUE_GROUP_COUNT_ANNOTATION)
 CONTAINER_NAME = "trainer"
 # Every pod is created held by this scheduling gate, and released only once its UID is in the job's status: a pod
 # cannot run, fail or be evicted before the operator has recorded it, so no failure can go uncounted.
@@ -51,6 +55,11 @@ def service_name(job: str) -> str:
 def job_selector(job: str) -> str:
     """The label selector of every pod the job owns."""
     return f"{JOB_LABEL}={job}"
+
+
+def operator_owned(key: str, owned: tuple[str, ...]) -> bool:
+    """Whether a pod label or annotation key is the operator's: under trainingjob.io/, or one of `owned`."""
+    return key.startswith(f"{LABEL_PREFIX}/") or key in owned
 
 
 def pod_labels(job: str, replica: Replica, attempt: int) -> dict[str, str]:

@@ -129,6 +129,26 @@ def _state(container: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return {}
 
 
+def _init_trouble(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """What keeps the trainer from starting, as kubectl says it (Init:Error, Init:ImagePullBackOff): the first init
+    container or sidecar that failed, as a terminated state without an exit code (the trainer's exit codes mean
+    what the trainer contract says; an init container's do not), or that waits on more than its turn."""
+    for init in _mappings(status.get("initContainerStatuses")):
+        raw = init.get("state")
+        state: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        terminated, waiting = state.get("terminated"), state.get("waiting")
+        name = bounded(init.get("name"), 63)
+        if isinstance(terminated, Mapping) and terminated.get("exitCode") != 0:
+            said = f"container {name} exited with code {terminated.get('exitCode')}"
+            detail = f": {terminated['message']}" if terminated.get("message") else ""
+            reason = f"Init:{bounded(terminated.get('reason'), REASON_LENGTH) or 'Error'}"
+            return {"reason": reason, "message": said + detail, "finishedAt": terminated.get("finishedAt")}, {}
+        if isinstance(waiting, Mapping) and waiting.get("reason") not in (None, "", "PodInitializing"):
+            message = f"container {name}" + (f": {waiting['message']}" if waiting.get("message") else "")
+            return {}, {"reason": f"Init:{waiting['reason']}", "message": message}
+    return None
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -155,6 +175,10 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         return None
     ours = _container(status, container)
     terminated, waiting = _state(ours, "terminated"), _state(ours, "waiting")
+    started = bool(terminated) or (isinstance(ours.get("state"), Mapping) and "running" in ours["state"])
+    trouble = None if started else _init_trouble(status)
+    if trouble is not None and waiting.get("reason") in (None, "PodInitializing"):
+        terminated, waiting = trouble
     disruption, scheduled = _condition(status, "DisruptionTarget"), _condition(status, "PodScheduled")
     reason = bounded(status.get("reason") or terminated.get("reason") or disruption.get("reason"), REASON_LENGTH)
     message = bounded(status.get("message") or terminated.get("message") or disruption.get("message"), MESSAGE_LENGTH)

@@ -3,17 +3,21 @@ can answer anything, and nothing it answers may raise or reach the status unchec
 
 import json
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from trainingjob.model import CheckpointStatus, Progress
+from trainingjob.model.status import MAX_METRICS, METRIC_NAME
+from trainingjob.naming import CONTAINER_NAME
 from trainingjob.observe import bounded
 
 MAX_REPORT_BYTES = 64 * 1024
 MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway
 _EPOCH_RANGE = (0.0, 32_503_680_000.0)  # 1970 to the year 3000
+_METRIC_NAME = re.compile(METRIC_NAME)
 
 Report = tuple[Progress | None, CheckpointStatus | None]
 
@@ -21,7 +25,10 @@ Report = tuple[Progress | None, CheckpointStatus | None]
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -44,7 +51,7 @@ def progress_from_report(report: Any) -> Report:
     step, heartbeat = _count(report.get("step", 0)), _time(report.get("heartbeat"))
     if step is None:
         return None, None
-    rate = _number(report.get("samplesPerSecond"))
+    rate, metrics = _number(report.get("samplesPerSecond")), _metrics(report.get("metrics"))
     try:
         progress = Progress(
             step=step,
@@ -52,10 +59,34 @@ def progress_from_report(report: Any) -> Report:
             samples_per_second=rate if rate is not None and rate >= 0 else None,
             last_heartbeat_time=heartbeat,
             attempt=_count(report.get("attempt")),
+            total_steps=_count(report.get("totalSteps")),
+            estimated_completion_time=_estimate(heartbeat, report.get("etaSeconds")),
+            metrics=metrics,
+            metrics_step=_count(report.get("metricsStep")) if metrics else None,
         )
     except ValidationError:
         return None, None
     return progress, _checkpoint(report)
+
+
+def _estimate(heartbeat: datetime | None, left: Any) -> datetime | None:
+    """When the trainer expects to be done: its heartbeat plus the seconds it said were left then."""
+    seconds = _number(left)
+    if heartbeat is None or seconds is None or seconds < 0:
+        return None
+    return _time(heartbeat.timestamp() + seconds)
+
+
+def _metrics(value: Any) -> dict[str, float] | None:
+    """The well-named finite numbers of a metrics map, the first MAX_METRICS by name; None when none is left."""
+    if not isinstance(value, dict):
+        return None
+    kept = {
+        name: number
+        for name, raw in value.items()
+        if isinstance(name, str) and _METRIC_NAME.fullmatch(name) and (number := _number(raw)) is not None
+    }
+    return dict(sorted(kept.items())[:MAX_METRICS]) or None
 
 
 def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:
@@ -67,11 +98,14 @@ def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:
 
 def final_report(pod: Any) -> bytes | None:
     """What a trainer said as it exited: its container's termination message (Kubernetes keeps up to 4 KiB of
-    /dev/termination-log in the pod status). None while it runs, or when it said nothing."""
+    /dev/termination-log in the pod status; a sidecar's is not the trainer's). None while it runs, or when it said
+    nothing."""
     status = pod.get("status") if isinstance(pod, dict) else None
     containers = status.get("containerStatuses") if isinstance(status, dict) else None
     for container in containers if isinstance(containers, list) else []:
-        state = container.get("state") if isinstance(container, dict) else None
+        if not isinstance(container, dict) or container.get("name") != CONTAINER_NAME:
+            continue
+        state = container.get("state")
         terminated = state.get("terminated") if isinstance(state, dict) else None
         message = terminated.get("message") if isinstance(terminated, dict) else None
         if isinstance(message, str) and message:

@@ -5,6 +5,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+DEFAULT_TRAINER_IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"
+
 
 class OperatorSettings(BaseSettings):
     """How the operator runs; every field can be set as TJ_OPERATOR_<FIELD>."""
@@ -43,5 +45,8 @@ class OperatorSettings(BaseSettings):
     network_policy: bool = True
     """Give each job a NetworkPolicy: only its own pods reach them, and the operator's namespace reaches the
     progress port. It bites only under a CNI that enforces NetworkPolicy."""
+    default_trainer_image: str = Field(default=DEFAULT_TRAINER_IMAGE, pattern=r"^[^\s]+$", max_length=512)
+    """The image of a role that names none (spec.workers.image, spec.parameterServers.image). A job keeps the
+    image it started with (status.defaultImage) when this changes."""
     log_format: Literal["text", "json"] = "text"
     """text: one line per decision for people; json: one object per line with job, attempt and decision."""

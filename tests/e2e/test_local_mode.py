@@ -1,6 +1,7 @@
 """tjctl and local mode end to end: real trainer processes under the real planner, no cluster."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,22 @@ def test_cluster_commands_submit_list_suspend_resume_delete(envtest: ControlPlan
     assert tjctl(*cluster, "delete", "digits-ddp").returncode == 0
     missing = tjctl(*cluster, "get", "digits-ddp")
     assert missing.returncode == 1 and "404" in missing.stdout + missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("example", "expected"),
+    [
+        pytest.param("image-classification/shapes-ddp.yaml", r"result: accuracy 0\.9[0-9]+", id="recipe-ddp"),
+        pytest.param("image-classification/shapes-ps.yaml", r"result: accuracy 0\.9[0-9]+", id="recipe-ps"),
+        pytest.param("torchrun-script.yaml", r"Succeeded", id="torchrun-script"),
+    ],
+)
+def test_the_teaching_examples_run_as_shipped(tmp_path: Path, example: str, expected: str) -> None:
+    """From any folder: the ConfigMap's code comes from the manifest's folder, torchrun from the environment."""
+    result = tjctl("run", str(REPO / "examples" / example), "--workdir", str(tmp_path / "work"), cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output + "".join(p.read_text() for p in (tmp_path / "work" / "logs").glob("*.log"))
+    assert re.search(expected, output), output
+    if example == "torchrun-script.yaml":
+        logs = "".join(path.read_text() for path in (tmp_path / "work" / "logs").glob("*.log"))
+        assert set(re.findall(r"rank (\d) of 4: epoch 2 loss", logs)) == {"0", "1", "2", "3"}, logs

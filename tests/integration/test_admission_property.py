@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from kubernetes import client
 from pydantic import ValidationError
 from tests.integration.conftest import install_crd
-from tests.strategies_trainingjob import PRIORITY_CLASSES, SERVICE_ACCOUNTS, trainingjobs
+from tests.strategies_trainingjob import PRIORITY_CLASSES, RUNTIME_CLASSES, SERVICE_ACCOUNTS, trainingjobs
 from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 
@@ -71,12 +71,17 @@ def apiserver(envtest: ControlPlane) -> Iterator[Apiserver]:
         scheduling = client.SchedulingV1Api(api)
         for value, name in enumerate(PRIORITY_CLASSES):
             scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        node = client.NodeV1Api(api)
+        for name in RUNTIME_CLASSES:
+            node.create_runtime_class({"metadata": {"name": name}, "handler": name})
         try:
             yield Apiserver(api, namespace)
         finally:
             core.delete_namespace(namespace)
             for name in PRIORITY_CLASSES:
                 scheduling.delete_priority_class(name)
+            for name in RUNTIME_CLASSES:
+                node.delete_runtime_class(name)
 
 
 def pydantic_verdict(manifest: dict[str, Any]) -> TrainingJob | str:

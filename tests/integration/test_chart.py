@@ -24,6 +24,7 @@ from trainingjob.metrics import Metrics
 
 Manifest = dict[str, Any]
 OPERATOR_RBAC = ("templates/operator-serviceaccount.yaml", "templates/operator-rbac.yaml")
+TRAINER_IMAGE = "registry.example/team/trainer:2"  # operator.settings.defaultTrainerImage of the cluster tier
 IDENTITY_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 MONITORING = {
     "monitoring.serviceMonitor.enabled": "true",
@@ -93,6 +94,10 @@ REFUSED = {
     "unknown-key": ({"operator.replicaCount": "2"}, "replicaCount"),
     "replicas": ({"operator.replicas": "0"}, "/operator/replicas"),
     "log-format": ({"operator.settings.logFormat": "xml"}, "/operator/settings/logFormat"),
+    "trainer-image": (
+        {"operator.settings.defaultTrainerImage": "trainer latest"},
+        "/operator/settings/defaultTrainerImage",
+    ),
     "tls-mode": ({"api.tls.mode": "off"}, "/api/tls/mode"),
     "tls-secret-unnamed": ({"api.tls.mode": "secret"}, "/api/tls/secretName"),
     "tls-issuer-unnamed": ({"api.tls.mode": "certManager"}, "/api/tls/issuerRef"),
@@ -189,11 +194,14 @@ def test_an_api_serving_some_namespaces_has_rights_there_only(helm: Helm) -> Non
     assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]'
 
 
+def operator_env(helm: Helm, values: dict[str, str]) -> dict[str, str]:
+    """The operator container's environment as the chart renders it with these values."""
+    (deployment,) = helm.template("rel", "ns", values, show_only=["templates/operator-deployment.yaml"])
+    return {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
 def test_fractional_seconds_pass_through_set(helm: Helm) -> None:
-    (deployment,) = helm.template(
-        "rel", "ns", {"operator.settings.backoffBaseSeconds": "0.5"}, show_only=["templates/operator-deployment.yaml"]
-    )
-    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = operator_env(helm, {"operator.settings.backoffBaseSeconds": "0.5"})
     assert env["TJ_OPERATOR_BACKOFF_BASE_SECONDS"] == "0.5"
 
 
@@ -459,8 +467,13 @@ def chart_identity(cluster: ControlPlane, helm: Helm) -> Iterator[ChartIdentity]
 
 
 @pytest.fixture(scope="module")
-def chart_operator(chart_identity: ChartIdentity) -> Iterator[OperatorProcess]:
-    with operator_running(chart_identity.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace) as process:
+def chart_operator(chart_identity: ChartIdentity, helm: Helm) -> Iterator[OperatorProcess]:
+    """The operator as the chart's ServiceAccount, with the default trainer image the chart passes it."""
+    image = operator_env(helm, {"operator.settings.defaultTrainerImage": TRAINER_IMAGE})
+    settings = {"TJ_OPERATOR_DEFAULT_TRAINER_IMAGE": image["TJ_OPERATOR_DEFAULT_TRAINER_IMAGE"]}
+    with operator_running(
+        chart_identity.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace, **settings
+    ) as process:
         yield process
 
 
@@ -489,6 +502,18 @@ def test_chart_rbac_runs_a_job_to_success(h: Harness) -> None:
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
     assert {"JobCreated", "JobSucceeded"} <= {e.reason for e in events}  # events: create
     assert h.core.read_namespaced_service("ok", h.ns)  # services: create
+
+
+@pytest.mark.cluster
+def test_a_job_without_an_image_runs_the_charts_default_trainer_image(h: Harness) -> None:
+    h.create(
+        job_manifest(
+            "defaulted", workers={"replicas": 1, "image": "example.com/own:1"}, servers=1, mode="ParameterServer"
+        )
+    )
+    (server, worker) = sorted(h.wait_running_pods("defaulted", 2, attempt=1), key=lambda p: p.metadata.name)
+    assert (server.spec.containers[0].image, worker.spec.containers[0].image) == (TRAINER_IMAGE, "example.com/own:1")
+    assert h.job("defaulted")["status"]["defaultImage"] == TRAINER_IMAGE
 
 
 @pytest.mark.cluster

@@ -120,6 +120,8 @@ def test_changing_an_immutable_field_is_refused(
     old, new = _old_and_new(path, value)
     if path == "spec.mode":
         new["spec"].pop("parameterServers")
+    if path == "spec.workers.image":  # a job that named its image (one that did not cannot add one: below)
+        old["spec"]["workers"]["image"] = "example.com/first:1"
     if path == "spec.workers.command":  # a user command instead of the built-in trainer
         for manifest in (old, new):
             manifest["spec"].pop("trainer")
@@ -187,6 +189,26 @@ def test_kubectl_explain_shows_the_descriptions(trainingjob_crd: ControlPlane) -
     assert "every restart resumes from the newest complete checkpoint" in words
     assert "keep <integer> How many complete checkpoints to keep" in words
     assert "volume <Object> -required- The volume checkpoints are written to" in words
+
+
+@pytest.mark.parametrize(
+    ("old_image", "new_image"),
+    [pytest.param(None, "example.com/mine:1", id="added"), pytest.param("example.com/mine:1", None, id="removed")],
+)
+def test_naming_an_image_later_or_dropping_it_is_refused(
+    jobs: client.CustomObjectsApi, envtest_ns: str, old_image: str | None, new_image: str | None
+) -> None:
+    """A role without an image runs the default the job started with (status.defaultImage): it stays so."""
+    old, new = job(), job()
+    for manifest, image in ((old, old_image), (new, new_image)):
+        if image is not None:
+            manifest["spec"]["workers"]["image"] = image
+    message = _replace(jobs, envtest_ns, old, new)
+    assert message is not None
+    assert "spec.workers.image: Forbidden: image cannot be added or removed" in message
+    assert changed_immutable_fields(TrainingJob.model_validate(old), TrainingJob.model_validate(new)) == [
+        "spec.workers.image"
+    ]
 
 
 def test_removing_the_checkpoint_is_refused(jobs: client.CustomObjectsApi, envtest_ns: str) -> None:

@@ -1,12 +1,15 @@
 """The operator against the cluster tier (real apiserver, scheduler, garbage collector, kwok nodes)."""
 
+import json
 import time
 import urllib.request
+from datetime import datetime
 from typing import Any
 
 import pytest
 from tests.builders import job_manifest
-from tests.support import pods
+from tests.support import kubectl, pods
+from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness, condition, progress_endpoint
 from tests.support.kwok import gpu_node
 from tests.support.operator import OperatorProcess
@@ -16,16 +19,47 @@ pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]
 
 
-def test_a_job_runs_to_success(h: Harness, operator: OperatorProcess) -> None:
+def _kubectl_get(plane: ControlPlane, namespace: str, name: str, *flags: str) -> dict[str, str]:
+    """The row of `kubectl get tj NAME`, by column, as the apiserver's table printer filled it."""
+    (row,) = kubectl.table(kubectl.kubectl(plane.kubeconfig, "get", "tj", name, "-n", namespace, *flags))
+    return row
+
+
+def test_a_job_runs_to_success_reporting_progress_and_records_its_result(
+    h: Harness, cluster: ControlPlane, operator: OperatorProcess
+) -> None:
     h.create(job_manifest("ok"))
     running = h.wait_phase("ok", "Running")
     assert running["status"]["workers"]["ready"] == 2
-    for pod in h.wait_running_pods("ok", 2, attempt=1):
-        h.finish(pod.metadata.name, 0)
+    rank0, rank1 = h.wait_running_pods("ok", 2, attempt=1)
+    heartbeat = float(int(time.time()) - 1)  # whole seconds: the estimate is kept to the second
+    report = {"step": 42, "loss": 0.25, "heartbeat": heartbeat, "totalSteps": 168, "etaSeconds": 3600.5,
+              "metrics": {"accuracy": 0.5, "bad name": 1.0, "nan": float("nan")}, "metricsStep": 40}  # fmt: skip
+    with progress_endpoint(rank0.status.pod_ip, report):
+        reported = h.wait("ok", lambda job: "metrics" in job["status"].get("progress", {}), "metrics reported")
+    progress = reported["status"]["progress"]
+    assert (progress["percent"], progress["metrics"], progress["metricsStep"]) == (25, {"accuracy": 0.5}, 40)
+    eta = progress["estimatedCompletionTime"]
+    assert datetime.fromisoformat(eta).timestamp() == int(heartbeat + 3600.5)  # a time, not a countdown
+    wide = _kubectl_get(cluster, h.ns, "ok", "-o", "wide")
+    assert (wide["STEP"], wide["PROGRESS"], wide["LOSS"], wide["ETA"]) == ("42", "25", "0.25", eta)
+    assert "ETA" not in _kubectl_get(cluster, h.ns, "ok")  # -o wide only
+
+    final = {"step": 168, "loss": 0.05, "heartbeat": time.time(), "totalSteps": 168, "finished": True,
+             "metrics": {"accuracy": 0.97, "val/loss": 0.11}, "metricsStep": 168, "lastCheckpointStep": 168,
+             "lastCheckpointPath": "/checkpoints/step-168", "lastCheckpointTime": time.time()}  # fmt: skip
+    h.finish(rank0.metadata.name, 0, message=json.dumps(final))  # the trainer's termination message
+    h.finish(rank1.metadata.name, 0)
     done = h.wait_phase("ok", "Succeeded")
     assert condition(done, "Succeeded")["status"] == "True"
     assert condition(done, "Running")["status"] == "False"
     assert done["status"]["completionTime"] >= done["status"]["startTime"]
+    result = done["status"]["result"]
+    assert (result["step"], result["totalSteps"], result["loss"], result["metricsStep"]) == (168, 168, 0.05, 168)
+    assert result["metrics"] == {"accuracy": 0.97, "val/loss": 0.11} and result["durationSeconds"] >= 0
+    assert result["checkpoint"]["path"] == "/checkpoints/step-168"
+    wide = _kubectl_get(cluster, h.ns, "ok", "-o", "wide")
+    assert (wide["STEP"], wide["PROGRESS"], wide["ETA"]) == ("168", "100", "")  # finished: no estimate
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
     assert {"JobCreated", "AllReplicasRunning", "JobSucceeded"} <= {e.reason for e in events}
     log = operator.log()

@@ -1,5 +1,6 @@
-"""Pods secure by default: every pod the operator would create for the examples passes Pod Security "restricted"
-in the real apiserver (server-side dry run), and loosening a role's securityContext is what gets a pod refused."""
+"""Pods secure by default: every pod the operator would create for the examples, or for a job using every pod
+field (init containers, sidecars, envFrom, ...), passes Pod Security "restricted" in the real apiserver
+(server-side dry run), and loosening a role's or a container's securityContext is what gets a pod refused."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.corpus_trainingjob import job, with_value
+from tests.corpus_trainingjob import job, pod_fields_job, sidecar, with_value
 from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 from tests.support.examples import JOB_EXAMPLES
@@ -29,6 +30,19 @@ def restricted(envtest: ControlPlane, envtest_ns: str) -> Iterator[client.CoreV1
         core = client.CoreV1Api(api)
         core.patch_namespace(envtest_ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
         yield core
+
+
+@pytest.fixture
+def runtime_class(envtest: ControlPlane) -> Iterator[str]:
+    """The RuntimeClass pod_fields_job() names: admission refuses a pod whose RuntimeClass does not exist."""
+    with envtest.api_client() as api:
+        node = client.NodeV1Api(api)
+        name = pod_fields_job()["spec"]["workers"]["runtimeClassName"]
+        node.create_runtime_class({"metadata": {"name": name}, "handler": name})
+        try:
+            yield name
+        finally:
+            node.delete_runtime_class(name)
 
 
 def refusals(core: client.CoreV1Api, namespace: str, manifest: dict[str, Any]) -> list[str]:
@@ -70,3 +84,17 @@ def test_each_role_is_loosened_on_its_own(restricted: client.CoreV1Api, envtest_
     manifest = with_value(manifest, "spec.parameterServers.securityContext", {"addCapabilities": ["IPC_LOCK"]})
     said = refusals(restricted, envtest_ns, manifest)
     assert [s.split(":")[0] for s in said] == ["ps-0"], said
+
+
+def test_a_job_using_every_pod_field_gets_pods_that_pass_restricted(
+    restricted: client.CoreV1Api, envtest_ns: str, runtime_class: str
+) -> None:
+    assert refusals(restricted, envtest_ns, pod_fields_job()) == []
+
+
+def test_a_sidecar_running_as_root_is_what_restricted_refuses(
+    restricted: client.CoreV1Api, envtest_ns: str, runtime_class: str
+) -> None:
+    root = sidecar(name="rooted", securityContext={"runAsUser": 0, "runAsNonRoot": False})
+    said = refusals(restricted, envtest_ns, pod_fields_job(sidecars=[root]))
+    assert len(said) == 2 and all("violates PodSecurity" in s and 'container "rooted"' in s for s in said), said

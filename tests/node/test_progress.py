@@ -4,6 +4,7 @@
 import signal
 
 from tests.support.harness import Harness
+from tests.support.kubectl import table
 from tests.support.node import NodeTier
 from tests.support.node_cluster import kubectl, signal_container
 from tests.support.node_jobs import example, pod_of
@@ -14,9 +15,8 @@ DEADLINE_SECONDS = 20
 
 def _step_and_loss(tier: NodeTier, namespace: str, name: str) -> tuple[int, float] | None:
     """STEP and LOSS of `kubectl get tj`, as a person reads them; None while the trainer has not reported."""
-    header, row = kubectl(tier, "get", "tj", name, "-n", namespace).splitlines()
-    cells = dict(zip(header.split(), row.split(), strict=True))
-    if cells.get("STEP", "<none>") == "<none>" or cells.get("LOSS", "<none>") == "<none>":
+    (cells,) = table(kubectl(tier, "get", "tj", name, "-n", namespace))
+    if not cells["STEP"] or not cells["LOSS"]:
         return None
     return int(cells["STEP"]), float(cells["LOSS"])
 

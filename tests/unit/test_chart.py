@@ -43,3 +43,10 @@ def test_the_charts_operator_settings_default_to_the_operators_own() -> None:
             f"operator.settings.{name}: chart {value!r}, operator {defaults[field].default!r}"
         )
     assert defaults["leader_election"].default == values["leaderElection"]
+
+
+def test_the_charts_default_trainer_image_is_checked_as_the_operator_checks_it() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    chart = schema["properties"]["operator"]["properties"]["settings"]["properties"]["defaultTrainerImage"]
+    field = OperatorSettings.model_json_schema()["properties"]["default_trainer_image"]
+    assert (chart["pattern"], chart["maxLength"]) == (field["pattern"], field["maxLength"])

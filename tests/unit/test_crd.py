@@ -120,6 +120,13 @@ def test_optional_immutable_fields_cannot_be_added_or_removed(field: str) -> Non
     assert f"has(self.{field}) == has(oldSelf.{field})" in [rule["rule"] for rule in spec[VALIDATIONS]]
 
 
+@pytest.mark.parametrize("role", [".spec.workers", ".spec.parameterServers"])
+def test_a_roles_image_cannot_be_added_or_removed(role: str) -> None:
+    """Without an image a role runs the default recorded in the status; naming one later would change it."""
+    node = dict(_nodes(_schema()))[role]
+    assert "has(self.image) == has(oldSelf.image)" in [rule["rule"] for rule in node[VALIDATIONS]]
+
+
 def test_names_columns_and_subresources() -> None:
     manifest = crd.crd()
     names = manifest["spec"]["names"]
@@ -127,8 +134,10 @@ def test_names_columns_and_subresources() -> None:
     assert manifest["metadata"]["name"] == "trainingjobs.trainingjob.io"
     assert (names["kind"], names["plural"], names["shortNames"]) == ("TrainingJob", "trainingjobs", ["tj"])
     assert version["subresources"] == {"status": {}}
-    columns = [column["name"] for column in version["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Mode", "Workers", "Ready", "Attempt", "Step", "Loss", "Age"]
+    columns = [(column["name"], column.get("priority", 0)) for column in version["additionalPrinterColumns"]]
+    default = ["Phase", "Mode", "Workers", "Ready", "Attempt", "Step", "Progress", "Loss", "Age"]
+    assert [name for name, priority in columns if priority == 0] == default
+    assert [name for name, priority in columns if priority == 1] == ["ETA"]  # kubectl get -o wide
 
 
 def test_quantities_are_int_or_string_with_the_model_pattern() -> None:

@@ -5,10 +5,12 @@ replacements are exercised in a few seconds."""
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.builders import job_manifest
 
 from trainingjob.local import run_local
 from trainingjob.model import Phase
+from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 
 # Exits 75 in attempt 1 and succeeds after: a rank that crashes once.
 CRASH_ONCE = "import os, sys; sys.exit(75 if os.environ['TJ_ATTEMPT'] == '1' else 0)"
@@ -32,3 +34,25 @@ def test_a_permanent_exit_fails_without_a_restart(tmp_path: Path) -> None:
     status, _ = run_local(manifest, tmp_path, on_event=lambda e: None)
     assert status is not None and status.phase == Phase.FAILED and status.attempt == 1
     assert next(c for c in status.conditions if c.type == "Failed").reason == "PermanentFailure"
+
+
+def test_a_role_without_an_image_runs_the_default_one_as_on_a_cluster(tmp_path: Path) -> None:
+    manifest = job_manifest("local", workers={"replicas": 1, "command": ["python", "-c", "pass"]}, trainer=None)
+    status, cluster = run_local(manifest, tmp_path, on_event=lambda e: None)
+    assert status is not None and status.phase == Phase.SUCCEEDED
+    assert status.default_image == DEFAULT_TRAINER_IMAGE
+    assert [p.manifest["spec"]["containers"][0]["image"] for p in cluster.pods.values()] == [DEFAULT_TRAINER_IMAGE]
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param({"envFrom": [{"configMapRef": {"name": "settings"}}]}, id="env-from"),
+        pytest.param({"initContainers": [{"name": "fetch", "image": "busybox:1.36"}]}, id="init-container"),
+        pytest.param({"sidecars": [{"name": "shipper", "image": "fluent/fluent-bit:3.1"}]}, id="sidecar"),
+    ],
+)
+def test_what_local_mode_cannot_run_is_refused_by_name(tmp_path: Path, workers: dict[str, Any]) -> None:
+    manifest = job_manifest("local", workers=python("pass") | workers, trainer=None)
+    with pytest.raises(ValueError, match="no envFrom, initContainers or sidecars"):
+        run_local(manifest, tmp_path, on_event=lambda e: None)

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 from tests import builders
+from tests.corpus_trainingjob import SPREAD, pod_fields_job, sidecar
 
 from trainingjob import contract
 from trainingjob.manifests import MASTER_PORT, PS_PORT, pod_manifest, replicas, service_manifest
@@ -100,3 +101,90 @@ def test_each_role_has_its_own_grace_period_and_security_context() -> None:
     )
     capabilities = [pod["spec"]["containers"][0]["securityContext"]["capabilities"] for pod in (server, worker)]
     assert capabilities == [{"drop": ["ALL"]}, {"drop": ["ALL"], "add": ["IPC_LOCK"]}]
+
+
+def test_a_role_without_an_image_runs_the_default_image_given() -> None:
+    job = make_job(mode="ParameterServer", parameterServers={"replicas": 1, "image": "ps:1"}, workers={"replicas": 1})
+    server, worker = (pod_manifest(job, "uid", r, 1, "registry.example/trainer:2") for r in replicas(job))
+    assert server["spec"]["containers"][0]["image"] == "ps:1"
+    assert worker["spec"]["containers"][0]["image"] == "registry.example/trainer:2"
+
+
+def _pod_fields_pod(**metadata: Any) -> dict[str, Any]:
+    manifest = pod_fields_job(**metadata.pop("workers", {}))
+    manifest["metadata"] |= {"namespace": "team", "uid": "uid", **metadata}
+    return pod_manifest(TrainingJob.model_validate(manifest), "uid", Replica("worker", 1), attempt=3)
+
+
+def test_the_pod_fields_of_a_role_land_in_its_pods() -> None:
+    spec = _pod_fields_pod()["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "registry"}] and spec["runtimeClassName"] == "nvidia"
+    assert spec["securityContext"]["supplementalGroups"] == [3000, 3001]
+    assert spec["containers"][0]["envFrom"] == [
+        {"configMapRef": {"name": "settings"}, "prefix": "CFG_"},
+        {"secretRef": {"name": "hf", "optional": True}},
+    ]
+    assert [c["name"] for c in spec["initContainers"]] == ["shipper", "fetch"]  # sidecars start first
+    shipper, fetch = spec["initContainers"]
+    assert shipper["restartPolicy"] == "Always" and "restartPolicy" not in fetch
+    assert fetch["resources"] == {"limits": {"cpu": "1", "memory": "256Mi"}} and fetch["workingDir"] == "/data"
+    assert fetch["envFrom"] == [{"secretRef": {"name": "s3"}}] and fetch["env"] == [
+        {"name": "SOURCE", "value": "s3://bucket/set"}
+    ]
+    assert "env" not in shipper  # extra containers get none of the trainer's variables
+
+
+def test_topology_spread_counts_the_jobs_own_pods_unless_told_otherwise() -> None:
+    zone = {**SPREAD, "topologyKey": "topology.kubernetes.io/zone", "minDomains": 2}
+    chosen = {**SPREAD, "labelSelector": {"matchLabels": {"team": "vision"}}}
+    spread = _pod_fields_pod(workers={"topologySpreadConstraints": [zone, chosen]})["spec"]["topologySpreadConstraints"]
+    assert spread == [{"labelSelector": {"matchLabels": {"trainingjob.io/job-name": "corpus"}}, **zone}, chosen]
+
+
+def test_every_container_gets_a_memory_backed_dev_shm_of_the_roles_size() -> None:
+    spec = _pod_fields_pod()["spec"]
+    assert {"name": "tj-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}} in spec["volumes"]
+    for container in spec["containers"] + spec["initContainers"]:
+        assert {"name": "tj-shm", "mountPath": "/dev/shm"} in container["volumeMounts"], container["name"]
+    default = pod_manifest(make_job(), "uid", Replica("worker", 0), 1)["spec"]["volumes"]
+    assert {"name": "tj-shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in default
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        pytest.param({}, {}, id="restricted-like-the-trainer"),
+        pytest.param(
+            {"addCapabilities": ["IPC_LOCK"]}, {"capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}, id="inherited"
+        ),
+    ],
+)
+def test_extra_containers_get_the_trainers_security_context(role: dict[str, Any], expected: dict[str, Any]) -> None:
+    pod = _pod_fields_pod(workers={"securityContext": role})
+    restricted = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    trainer = pod["spec"]["containers"][0]["securityContext"]
+    assert trainer == restricted | expected
+    assert all(c["securityContext"] == trainer for c in pod["spec"]["initContainers"])
+
+
+def test_an_extra_container_changes_only_what_it_names() -> None:
+    security = {"runAsUser": 0, "runAsNonRoot": False, "addCapabilities": []}
+    pod = _pod_fields_pod(
+        workers={"securityContext": {"addCapabilities": ["IPC_LOCK"]}, "sidecars": [sidecar(securityContext=security)]}
+    )
+    assert pod["spec"]["initContainers"][0]["securityContext"] == {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def test_pod_labels_come_from_the_job_then_the_role_and_the_operators_win() -> None:
+    job_labels = {"team": "job", "owner": "ana", "trainingjob.io/role": "ps", "kueue.x-k8s.io/queue-name": "q"}
+    metadata = _pod_fields_pod(labels=job_labels)["metadata"]
+    labels = metadata["labels"]
+    assert (labels["team"], labels["owner"], labels["trainingjob.io/role"]) == ("vision", "ana", "worker")
+    assert "kueue.x-k8s.io/queue-name" not in labels  # only spec.scheduling.queueName queues the pods
+    assert metadata["annotations"]["example.com/cost-center"] == "42"
+    assert metadata["annotations"]["trainingjob.io/min-available"] == "2"

@@ -71,6 +71,10 @@ GARBAGE_REPORTS = st.sampled_from(
         b'{"step": 5, "loss": NaN}',
         b"\xff\xfe",
         b'{"step": true}',
+        b'{"step": 3, "totalSteps": -1, "etaSeconds": 1e400}',
+        b'{"step": 3, "heartbeat": 1767225600, "etaSeconds": 1e300, "totalSteps": "9"}',
+        b'{"step": 3, "metrics": {"a b": 1, "x": NaN, "y": "1", "": 2}, "metricsStep": -1}',
+        b'{"step": 3, "metrics": [1], "metricsStep": 3}',
     ]
 )
 
@@ -287,7 +291,13 @@ class OperatorUnderEvents(RuleBasedStateMachine):
     def progress(self, name: str, good: bool, body: bytes, step: int) -> None:
         job = self.cluster.jobs.get((NS, name))
         attempt = ((job or {}).get("status") or {}).get("attempt", 0)
-        report = b'{"step": %d, "heartbeat": %f, "attempt": %d}' % (step, self.now.timestamp(), attempt)
+        report = b'{"step": %d, "heartbeat": %f, "attempt": %d, "totalSteps": 600, "etaSeconds": %d, ' % (
+            step,
+            self.now.timestamp(),
+            attempt,
+            max(600 - step, 0),
+        )
+        report += b'"metrics": {"accuracy": %f, "val/loss": 0.5}, "metricsStep": %d}' % (step / 1000, step)
         self.cluster.reports[f"{name}-worker-0-{attempt}"] = parse_report(report if good else body)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 30, 120, 1000, -2]))

@@ -1,10 +1,14 @@
 """Observation: only the job's own pods count, and nothing a pod or kubelet writes can reach the status unbounded."""
 
+from typing import Any
+
 import pytest
 from tests.builders import JOB_UID, make_job, pod, seen
 
+from trainingjob.model import FailureClass
 from trainingjob.naming import Replica
-from trainingjob.observe import REASON_LENGTH, bounded, observe, pod_state
+from trainingjob.observe import REASON_LENGTH, PodState, bounded, observe, pod_state
+from trainingjob.plan.classify import classify
 
 
 def test_pods_of_a_namesake_are_foreign_not_ours() -> None:
@@ -29,11 +33,13 @@ def test_a_service_of_a_namesake_is_not_the_jobs() -> None:
             "phase": "Bogus",
             "conditions": "not a list",
             "containerStatuses": [None, 7, {"name": "trainer", "state": []}],
+            "initContainerStatuses": [None, {"name": 7, "state": {"terminated": 3, "waiting": {"reason": 4}}}],
         },
         {"phase": "Failed", "containerStatuses": [{"name": "trainer", "state": {"terminated": {"exitCode": 10**12}}}]},
         {"phase": None, "reason": 42, "message": ["x"]},
+        {"phase": "Pending", "containerStatuses": [{"name": "trainer", "state": 7}]},
     ],
-    ids=["huge-strings", "wrong-shapes", "impossible-exit-code", "wrong-types"],
+    ids=["huge-strings", "wrong-shapes", "impossible-exit-code", "wrong-types", "state-not-an-object"],
 )
 def test_hostile_pod_statuses_are_read_without_raising_and_bounded(status: dict[str, object]) -> None:
     manifest = pod(make_job(), Replica("worker", 0), 1)
@@ -51,3 +57,47 @@ def test_pods_without_our_labels_are_not_read() -> None:
     manifest = pod(make_job(), Replica("worker", 0), 1)
     manifest["metadata"]["labels"]["trainingjob.io/replica-index"] = "-1"
     assert pod_state(manifest, "trainer") is None
+
+
+def _initializing(*init_statuses: dict[str, Any], trainer: dict[str, Any] | None = None) -> PodState:
+    manifest = pod(make_job(), Replica("worker", 0), 1, phase="Pending")
+    waiting = {"waiting": {"reason": "PodInitializing"}}
+    manifest["status"]["initContainerStatuses"] = list(init_statuses)
+    manifest["status"]["containerStatuses"] = [{"name": "trainer", "state": trainer or waiting}]
+    state = pod_state(manifest, "trainer")
+    assert state is not None
+    return state
+
+
+def test_a_failed_init_container_is_the_pods_failure_without_an_exit_code_of_the_trainer() -> None:
+    failed = {"name": "fetch", "state": {"terminated": {"exitCode": 78, "reason": "Error", "message": "no data"}}}
+    state = _initializing({"name": "shipper", "state": {"running": {}}}, failed)
+    assert (state.reason, state.message, state.exit_code) == (
+        "Init:Error",
+        "container fetch exited with code 78: no data",
+        None,
+    )
+    assert classify(state, make_job().spec.run_policy) == FailureClass.RETRYABLE
+
+
+@pytest.mark.parametrize(
+    ("init", "waiting"),
+    [
+        pytest.param(
+            {"name": "fetch", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling"}}},
+            "Init:ImagePullBackOff: container fetch: Back-off pulling",
+            id="init-image-missing",
+        ),
+        pytest.param({"name": "fetch", "state": {"running": {}}}, "PodInitializing", id="init-running"),
+        pytest.param({"name": "fetch", "state": {"terminated": {"exitCode": 0}}}, "PodInitializing", id="init-done"),
+        pytest.param({"name": "fetch", "state": "hostile"}, "PodInitializing", id="hostile"),
+    ],
+)
+def test_a_pod_waiting_on_its_init_containers_says_which_and_why(init: dict[str, Any], waiting: str) -> None:
+    assert _initializing(init).waiting == waiting
+
+
+def test_a_running_trainer_is_not_blamed_on_a_sidecar() -> None:
+    crashing = {"name": "shipper", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    state = _initializing(crashing, trainer={"running": {}})
+    assert (state.waiting, state.reason) == ("", "")

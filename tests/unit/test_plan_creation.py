@@ -2,6 +2,7 @@
 backoff is over; refusals are recorded and retried with a delay; a stuck pod is force-deleted; a namesake's
 leftover pod is waited for, never adopted."""
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -141,3 +142,27 @@ def test_a_finished_job_never_creates_pods_again() -> None:
     assert job.status and job.status.phase == Phase.FAILED
     job, result = step(job, [], at(3600), service=False)
     assert not result.create and job.status and job.status.phase == Phase.FAILED
+
+
+def _images(result: Any) -> set[str]:
+    return {c["image"] for m in result.create if m["kind"] == "Pod" for c in m["spec"]["containers"]}
+
+
+def test_a_job_keeps_the_default_image_it_started_with_when_the_setting_changes() -> None:
+    before = replace(SETTINGS, default_trainer_image="registry.example/trainer:1")
+    after = replace(SETTINGS, default_trainer_image="registry.example/trainer:2")
+    job, result = step(make_job(), [], settings=before)
+    assert job.status and job.status.default_image == "registry.example/trainer:1"
+    assert _images(result) == {"registry.example/trainer:1"}
+    job, _ = step(job, pods_of(job, 1), settings=after)
+    job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}), settings=after)
+    job, result = step(job, [], at(10), settings=after)
+    assert created_names(result) == ["job-worker-0-2", "job-worker-1-2"]
+    assert _images(result) == {"registry.example/trainer:1"}
+    assert job.status and job.status.default_image == "registry.example/trainer:1"
+
+
+def test_a_job_that_names_its_images_records_no_default() -> None:
+    job, result = step(make_job(workers={"replicas": 2, "image": "mine:1"}), [])
+    assert job.status and job.status.default_image is None
+    assert _images(result) == {"mine:1"}

@@ -33,6 +33,15 @@ def test_an_invalid_job_fails_cleans_up_and_goes_after_its_ttl() -> None:
     assert plan_invalid(manifest, error, seen([]), at(60)).delete_job
 
 
+def test_an_invalid_job_keeps_its_progress_but_no_estimated_completion() -> None:
+    manifest, error = invalid()
+    progress = {"step": 40, "totalSteps": 100, "percent": 40, "estimatedCompletionTime": "2026-01-01T01:00:00Z"}
+    manifest["status"] = {"phase": "Running", "attempt": 1, "progress": progress}
+    result = plan_invalid(manifest, error, seen([]), at(0))
+    assert result.status.phase == Phase.FAILED and result.status.progress
+    assert (result.status.progress.percent, result.status.progress.estimated_completion_time) == (40, None)
+
+
 def test_a_status_the_model_refuses_keeps_what_is_still_valid() -> None:
     status = salvaged_status({"attempt": 3, "phase": "Running", "lastFailure": {"reason": 7}, "bogus": 1})
     assert status.attempt == 3 and status.phase == Phase.RUNNING and status.last_failure is None

@@ -1,13 +1,15 @@
-"""Progress: rank 0's reports land in status (a step never goes back), and an attempt is restarted as Stalled
+"""Progress: rank 0's reports land in status (a step never goes back) with the percent done and the estimated
+completion time (on the operator's clock, dropped once the job stops), and an attempt is restarted as Stalled
 only after it reported and then went quiet for progressDeadlineSeconds."""
 
 from dataclasses import replace
 
 import pytest
-from tests.builders import SETTINGS, at, condition, pods_of, running, seen, step
+from tests.builders import SETTINGS, at, condition, pods_of, running, seen, step, with_policy
 
 from trainingjob.model import FailureClass, Phase, Progress
 from trainingjob.plan import plan
+from trainingjob.plan.estimate import percent
 
 
 def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:
@@ -41,17 +43,52 @@ def test_an_earlier_attempts_report_does_not_arm_the_deadline() -> None:
     assert job.status and job.status.phase == Phase.RUNNING and job.status.attempt == 2
 
 
-def test_a_new_attempts_first_report_does_not_turn_the_step_back() -> None:
+def test_a_new_attempts_first_report_does_not_turn_the_step_back_but_brings_its_estimate() -> None:
     job = running()
-    job, _ = step(job, pods_of(job, 1), at(1), progress=Progress(step=300, last_heartbeat_time=at(1), attempt=1))
-    early = Progress(step=0, last_heartbeat_time=at(9), attempt=2)
+    first = Progress(step=300, total_steps=1000, last_heartbeat_time=at(1), attempt=1, metrics={"acc": 0.5})
+    job, _ = step(job, pods_of(job, 1), at(1), progress=first)
+    early = Progress(step=0, total_steps=1000, last_heartbeat_time=at(9), attempt=2, estimated_completion_time=at(900))
     job, _ = step(job, pods_of(job, 1), at(10), progress=early)
     assert job.status and job.status.progress and job.status.progress.step == 300
     assert job.status.progress.last_heartbeat_time == at(9) and job.status.progress.attempt == 2
+    assert job.status.progress.percent == 30 and job.status.progress.metrics == {"acc": 0.5}
+    assert job.status.progress.estimated_completion_time == at(900)
 
 
-def test_a_heartbeat_from_the_future_is_taken_as_now() -> None:
+def test_a_heartbeat_from_the_future_is_taken_as_now_and_moves_the_estimate_back_as_far() -> None:
     job = running(progressDeadlineSeconds=60)
-    job, _ = step(job, pods_of(job, 1), at(10), progress=Progress(step=1, last_heartbeat_time=at(10**7), attempt=1))
+    ahead = Progress(step=1, last_heartbeat_time=at(10**7), attempt=1, estimated_completion_time=at(10**7 + 50))
+    job, _ = step(job, pods_of(job, 1), at(10), progress=ahead)
     assert job.status and job.status.progress and job.status.progress.last_heartbeat_time == at(10)
+    assert job.status.progress.estimated_completion_time == at(60)
     assert condition(job, "Running").status == "True"
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "expected"),
+    [
+        pytest.param(0, 400, 0, id="started"),
+        pytest.param(100, 400, 25, id="a-quarter"),
+        pytest.param(1, 3, 33, id="rounded-down"),
+        pytest.param(999, 1000, 99, id="not-100-before-the-last-step"),
+        pytest.param(1000, 1000, 100, id="done"),
+        pytest.param(1500, 1000, 100, id="past-the-total"),
+        pytest.param(5, 0, None, id="zero-total"),
+        pytest.param(5, None, None, id="no-total"),
+    ],
+)
+def test_percent_is_whole_percent_done(done: int, total: int | None, expected: int | None) -> None:
+    assert percent(done, total) == expected
+
+
+def test_the_percent_and_estimate_land_in_status_and_suspending_drops_the_estimate() -> None:
+    job = running()
+    report = Progress(
+        step=100, total_steps=400, last_heartbeat_time=at(5), attempt=1, estimated_completion_time=at(305.75)
+    )
+    job, _ = step(job, pods_of(job, 1), at(6), progress=report)
+    assert job.status and job.status.progress and job.status.progress.percent == 25
+    assert job.status.progress.estimated_completion_time == at(305)  # to the second
+    job, _ = step(with_policy(job, suspend=True), pods_of(job, 1), at(7), progress=report)
+    assert job.status and job.status.phase == Phase.SUSPENDED and job.status.progress
+    assert job.status.progress.estimated_completion_time is None and job.status.progress.percent == 25

@@ -1,10 +1,16 @@
 """Rank 0's progress report is untrusted input: anything a pod answers is read without raising, or dropped."""
 
+import json
 import math
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+from trainingjob.model.status import MAX_METRICS
 from trainingjob.report import MAX_REPORT_BYTES, final_report, parse_report, progress_from_report
+
+HEARTBEAT = 1767225600  # 2026-01-01T00:00:00Z
 
 
 @pytest.mark.parametrize(
@@ -18,6 +24,7 @@ from trainingjob.report import MAX_REPORT_BYTES, final_report, parse_report, pro
         b'{"step": "7"}',
         b'{"step": true}',
         b'{"step": 99999999999999999999999}',
+        b'{"step": 1' + b"0" * 400 + b"}",
         b"[" * 100_000,
         b"\xff\xfe",
         b"{",
@@ -32,6 +39,7 @@ from trainingjob.report import MAX_REPORT_BYTES, final_report, parse_report, pro
         "string-step",
         "bool-step",
         "huge-step",
+        "step-too-large-for-a-float",
         "deep-nesting",
         "not-utf8",
         "truncated",
@@ -64,8 +72,72 @@ def test_bad_optional_fields_are_left_out_not_fatal(fields: dict[str, object]) -
     assert all(value is None or not isinstance(value, float) or math.isfinite(value) for value in dumped.values())
 
 
-def _pod_with(state: object) -> dict[str, object]:
-    return {"status": {"containerStatuses": [{"name": "trainer", "state": state}]}}
+def test_a_report_of_the_run_becomes_its_total_estimate_and_metrics() -> None:
+    report = {
+        "step": 300,
+        "heartbeat": HEARTBEAT,
+        "totalSteps": 1000,
+        "etaSeconds": 90.5,
+        "metrics": {"accuracy": 0.97, "val/loss": 0.11, "top_5": 1},
+        "metricsStep": 250,
+        "finished": False,
+    }
+    progress, _ = parse_report(json.dumps(report).encode())
+    assert progress and progress.total_steps == 1000 and progress.metrics_step == 250
+    assert progress.estimated_completion_time == datetime(2026, 1, 1, 0, 1, 30, 500000, tzinfo=UTC)
+    assert progress.metrics == {"accuracy": 0.97, "val/loss": 0.11, "top_5": 1.0}
+    assert progress.percent is None  # the operator's figure, not the trainer's
+
+
+def _with(**fields: Any) -> dict[str, Any]:
+    return {"step": 7, "heartbeat": HEARTBEAT, **fields}
+
+
+@pytest.mark.parametrize(
+    ("report", "kept"),
+    [
+        pytest.param(_with(totalSteps=-1), {}, id="negative-total"),
+        pytest.param(_with(totalSteps=2.0**60), {}, id="huge-total"),
+        pytest.param(_with(totalSteps="100"), {}, id="text-total"),
+        pytest.param(_with(etaSeconds=math.inf), {}, id="infinite-eta"),
+        pytest.param(_with(etaSeconds=-5), {}, id="negative-eta"),
+        pytest.param(_with(etaSeconds=1e300), {}, id="eta-past-year-3000"),
+        pytest.param(_with(etaSeconds=True), {}, id="bool-eta"),
+        pytest.param({"step": 7, "etaSeconds": 60}, {}, id="eta-without-heartbeat"),
+        pytest.param(_with(heartbeat=1e300, etaSeconds=60), {}, id="eta-after-a-bad-heartbeat"),
+        pytest.param(_with(metrics=[1, 2]), {}, id="metrics-not-a-map"),
+        pytest.param(_with(metrics={}, metricsStep=3), {}, id="no-metrics-no-metrics-step"),
+        pytest.param(_with(metrics={"acc": 0.9}, metricsStep=-3), {"metrics": {"acc": 0.9}}, id="negative-step"),
+        pytest.param(
+            _with(metrics={"nan": math.nan, "inf": -math.inf, "ok": 1.5}), {"metrics": {"ok": 1.5}}, id="non-finite"
+        ),
+        pytest.param(
+            _with(metrics={"t": "0.9", "b": True, "n": None, "d": {"x": 1}, "l": [1], "ok": 2}),
+            {"metrics": {"ok": 2.0}},
+            id="not-numbers",
+        ),
+        pytest.param(_with(metrics={"big": 10**400, "ok": 2}), {"metrics": {"ok": 2.0}}, id="too-large-for-a-float"),
+        pytest.param(
+            _with(metrics={"1st": 1, "a b": 2, "a\n": 3, "": 4, "x" * 64: 5, "\u00e9": 6, "x" * 63: 7}),
+            {"metrics": {"x" * 63: 7.0}},
+            id="bad-names",
+        ),
+        pytest.param(
+            _with(metrics={f"m{i:02}": i for i in range(40)}),
+            {"metrics": {f"m{i:02}": float(i) for i in range(MAX_METRICS)}},
+            id="too-many-kept-first-by-name",
+        ),
+    ],
+)
+def test_hostile_run_fields_are_dropped_or_clamped(report: dict[str, Any], kept: dict[str, Any]) -> None:
+    progress, _ = parse_report(json.dumps(report).encode())
+    assert progress is not None and progress.step == 7
+    fields = ("total_steps", "estimated_completion_time", "metrics", "metrics_step")
+    assert {name: value for name in fields if (value := getattr(progress, name)) is not None} == kept
+
+
+def _pod_with(state: object, container: str = "trainer") -> dict[str, object]:
+    return {"status": {"containerStatuses": [{"name": container, "state": state}]}}
 
 
 @pytest.mark.parametrize(
@@ -74,6 +146,7 @@ def _pod_with(state: object) -> dict[str, object]:
         (_pod_with({"terminated": {"exitCode": 0, "message": '{"step": 3}'}}), b'{"step": 3}'),
         (_pod_with({"running": {}}), None),
         (_pod_with({"terminated": {"exitCode": 137}}), None),
+        (_pod_with({"terminated": {"exitCode": 0, "message": '{"step": 3}'}}, "log-shipper"), None),
         (_pod_with({"terminated": {"message": 7}}), None),
         (_pod_with({"terminated": "text"}), None),
         (_pod_with(None), None),
@@ -81,7 +154,18 @@ def _pod_with(state: object) -> dict[str, object]:
         ({"status": None}, None),
         ([], None),
     ],
-    ids=["said", "running", "silent", "not-text", "bad-terminated", "no-state", "bad-list", "no-status", "not-a-pod"],
+    ids=[
+        "said",
+        "running",
+        "silent",
+        "a-sidecar-said",
+        "not-text",
+        "bad-terminated",
+        "no-state",
+        "bad-list",
+        "no-status",
+        "not-a-pod",
+    ],
 )
 def test_final_report_is_the_exited_containers_message_or_nothing(pod: object, expected: bytes | None) -> None:
     assert final_report(pod) == expected

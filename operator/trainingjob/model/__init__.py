@@ -1,6 +1,7 @@
 """The TrainingJob API: the one pydantic model behind the CRD, the operator and the REST API."""
 
 from trainingjob.model.base import ApiModel, parse_quantity
+from trainingjob.model.containers import Container, EnvFromSource
 from trainingjob.model.job import (
     API_VERSION,
     CATEGORIES,
@@ -14,6 +15,7 @@ from trainingjob.model.job import (
     TrainingJob,
 )
 from trainingjob.model.pod import Affinity, EnvVar, EnvVarSource, PullPolicy, Resources, Toleration
+from trainingjob.model.podspec import PodMetadata, TopologySpreadConstraint
 from trainingjob.model.policy import (
     CheckpointSpec,
     CheckpointVolume,
@@ -22,7 +24,7 @@ from trainingjob.model.policy import (
     RunPolicy,
     SchedulingSpec,
 )
-from trainingjob.model.roles import DEFAULT_IMAGE, ParameterServerSpec, RoleSpec, WorkerSpec
+from trainingjob.model.roles import DEFAULT_SHM_SIZE, ParameterServerSpec, RoleSpec, WorkerSpec
 from trainingjob.model.spec import Mode, Optimizer, TrainerSpec, TrainingJobSpec, Workload
 from trainingjob.model.status import (
     CheckpointStatus,
@@ -38,18 +40,21 @@ from trainingjob.model.status import (
     RestartCounts,
     TrackedPod,
     TrainingJobStatus,
+    TrainingResult,
 )
-from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, Volume, VolumeMount
+from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, SHM_PATH, SHM_VOLUME_NAME, Volume, VolumeMount
 from trainingjob.rules import changed_immutable_fields
 
 __all__ = [
     "API_VERSION",
     "CATEGORIES",
     "CHECKPOINT_VOLUME_NAME",
-    "DEFAULT_IMAGE",
+    "DEFAULT_SHM_SIZE",
     "GROUP",
     "KIND",
     "PLURAL",
+    "SHM_PATH",
+    "SHM_VOLUME_NAME",
     "SHORT_NAMES",
     "SINGULAR",
     "VERSION",
@@ -62,6 +67,8 @@ __all__ = [
     "Condition",
     "ConditionStatus",
     "ConditionType",
+    "Container",
+    "EnvFromSource",
     "EnvVar",
     "EnvVarSource",
     "FailureClass",
@@ -71,6 +78,7 @@ __all__ = [
     "Optimizer",
     "ParameterServerSpec",
     "Phase",
+    "PodMetadata",
     "PodOutcome",
     "Progress",
     "PullPolicy",
@@ -82,11 +90,13 @@ __all__ = [
     "RunPolicy",
     "SchedulingSpec",
     "Toleration",
+    "TopologySpreadConstraint",
     "TrackedPod",
     "TrainerSpec",
     "TrainingJob",
     "TrainingJobSpec",
     "TrainingJobStatus",
+    "TrainingResult",
     "Volume",
     "VolumeMount",
     "WorkerSpec",

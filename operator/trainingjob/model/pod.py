@@ -22,6 +22,7 @@ from trainingjob.model.base import (
 from trainingjob.rules import Reason, Rule
 
 _OWNED_ENV = sorted(contract.ALL_VARIABLES)
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 ResourceName = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=253)]
 ResourceList = Annotated[dict[ResourceName, Quantity], Field(max_length=16)]
 
@@ -101,7 +102,7 @@ class EnvVarSource(ApiModel):
 class EnvVar(ApiModel):
     """An environment variable of the role's container."""
 
-    name: Annotated[Str, Field(pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$", max_length=256)]
+    name: Annotated[Str, Field(pattern=ENV_NAME, max_length=256)]
     """Name of the variable. Names the operator sets itself (MASTER_ADDR, RANK, TJ_..., see the trainer
     contract)
     are refused."""

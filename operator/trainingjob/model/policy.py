@@ -17,10 +17,14 @@ from trainingjob.model.base import (
     unique_values,
 )
 from trainingjob.model.volumes import (
+    RESERVED_MOUNT_ROOT,
+    SHM_PATH,
     AbsolutePath,
     EmptyDirSource,
     HostPathSource,
     PersistentVolumeClaimSource,
+    outside,
+    outside_cel,
 )
 from trainingjob.rules import Immutable, Reason, Rule
 
@@ -65,6 +69,9 @@ class CheckpointVolume(ApiModel):
     )
 
 
+_OPERATOR_PATHS = (RESERVED_MOUNT_ROOT, SHM_PATH)
+
+
 class CheckpointSpec(ApiModel):
     """Where, how often and how many checkpoints the trainer keeps."""
 
@@ -90,6 +97,14 @@ class CheckpointSpec(ApiModel):
             message="set everySteps, everySeconds or both",
             reason=Reason.REQUIRED,
             holds=lambda c: c.every_steps is not None or c.every_seconds is not None,
+        ),
+        Rule(
+            field="path",
+            cel=" && ".join(outside_cel("self.path", r) for r in _OPERATOR_PATHS),
+            message=f"{' and '.join(_OPERATOR_PATHS)} are where the operator mounts the job's key and the pod's"
+            " shared memory",
+            reason=Reason.INVALID,
+            holds=lambda c: all(outside(c.path, r) for r in _OPERATOR_PATHS),
         ),
     )
 

@@ -1,37 +1,57 @@
 """The roles of a job (workers, parameter servers): how many pods, what they run and where."""
 
+from functools import partial
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import (
-    DNS_SUBDOMAIN,
-    LABEL_VALUE,
-    QUALIFIED_NAME,
-    ApiModel,
-    Int,
-    Str,
-    list_map,
-    unique_by,
+from trainingjob.model.base import ApiModel, Int, Quantity, list_map, parse_quantity, unique_by
+from trainingjob.model.containers import (
+    Argument,
+    Container,
+    EnvFromList,
+    EnvList,
+    Image,
+    MountList,
+    ObjectName,
+    WorkingDir,
 )
-from trainingjob.model.pod import Affinity, EnvVar, PullPolicy, Resources, Toleration
+from trainingjob.model.pod import Affinity, PullPolicy, Resources, Toleration
+from trainingjob.model.podspec import (
+    SPREAD_KEYS,
+    LabelKey,
+    LabelValue,
+    LocalObjectReference,
+    PodMetadata,
+    TopologySpreadConstraints,
+)
 from trainingjob.model.security import RoleSecurity
-from trainingjob.model.volumes import Volume, VolumeMount
+from trainingjob.model.volumes import Volume
 from trainingjob.rules import Immutable, Reason, Rule
 
-DEFAULT_IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"
-Image = Annotated[Str, Field(pattern=r"^[^\s]+$", max_length=512)]
-Argument = Annotated[Str, Field(max_length=4096)]
-ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
-LabelKey = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=316)]
-LabelValue = Annotated[Str, Field(pattern=LABEL_VALUE, max_length=63)]
+DEFAULT_SHM_SIZE = "1Gi"
+ContainerList = Annotated[list[Container] | None, Field(max_length=8), AfterValidator(unique_by("name"))]
+_CONTAINER_LISTS = ("initContainers", "sidecars")
+
+
+def _mounts_cel(mounts: str) -> str:
+    """CEL: every mount in the list expression `mounts` names one of the role's volumes."""
+    return f"{mounts}.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name))"
+
+
+def _mounted_volumes_exist(role: "RoleSpec", containers: str) -> bool:
+    volumes = {v.name for v in role.volumes or []}
+    return all({m.name for m in c.volume_mounts or []} <= volumes for c in role.containers(containers))
 
 
 class RoleSpec(ApiModel):
     """The pod settings of one role; every pod of the role gets the same."""
 
-    image: Annotated[Image, Immutable("image")] = DEFAULT_IMAGE
-    """Container image. The default is the built-in trainer; any image with PyTorch runs a user command."""
+    image: Annotated[Image | None, Immutable("image")] = None
+    """Container image; any image with PyTorch runs a user command. When unset, the operator's default trainer
+    image (TJ_OPERATOR_DEFAULT_TRAINER_IMAGE, chart value operator.settings.defaultTrainerImage), recorded in
+    status.defaultImage when the job first creates pods so that every restart runs the image it started
+    with."""
     image_pull_policy: PullPolicy | None = None
     """When the kubelet pulls the image: Always, IfNotPresent or Never; Kubernetes decides when unset."""
     command: Annotated[list[Argument] | None, Field(min_length=1, max_length=64), Immutable("command")] = None
@@ -40,35 +60,57 @@ class RoleSpec(ApiModel):
     a command must be given. torchrun reads its settings (nnodes, node rank, master) from the environment."""
     args: Annotated[list[Argument] | None, Field(max_length=256), Immutable("args")] = None
     """Arguments to the command."""
-    working_dir: Annotated[Str, Field(pattern=r"^/", max_length=1024)] | None = None
+    working_dir: WorkingDir | None = None
     """The container's working directory; the image's when unset."""
-    env: Annotated[list[EnvVar] | None, Field(max_length=128), AfterValidator(unique_by("name"))] = Field(
-        default=None, json_schema_extra=list_map("name")
-    )
+    env: EnvList = Field(default=None, json_schema_extra=list_map("name"))
     """Extra environment variables. The operator adds the torch and trainer ones (MASTER_ADDR, RANK,
     TJ_...)."""
+    env_from: EnvFromList = None
+    """ConfigMaps and Secrets whose keys become environment variables; env and the operator's variables win
+    over them."""
     resources: Resources | None = None
     """Compute resources of each pod, e.g. {limits: {nvidia.com/gpu: 1}}."""
     volumes: Annotated[list[Volume] | None, Field(max_length=32), AfterValidator(unique_by("name"))] = Field(
         default=None, json_schema_extra=list_map("name")
     )
-    """Volumes of each pod. The checkpoint volume is added by the operator."""
-    volume_mounts: Annotated[
-        list[VolumeMount] | None, Field(max_length=32), AfterValidator(unique_by("mount_path"))
-    ] = Field(default=None, json_schema_extra=list_map("mountPath"))
-    """Where the volumes appear in the container."""
+    """Volumes of each pod, for any of its containers to mount. The operator adds its own: the checkpoint
+    volume, the job's key and /dev/shm."""
+    volume_mounts: MountList = Field(default=None, json_schema_extra=list_map("mountPath"))
+    """Where the volumes appear in the trainer's container. /dev/shm is the operator's (see shmSize)."""
+    init_containers: ContainerList = Field(default=None, json_schema_extra=list_map("name"))
+    """Containers that run to completion, in order, before the trainer starts (after the sidecars), e.g. to
+    fetch a data set into a shared emptyDir volume."""
+    sidecars: ContainerList = Field(default=None, json_schema_extra=list_map("name"))
+    """Containers that start, in order, before the init containers and run beside the trainer until it ends
+    (Kubernetes native sidecars: init containers with restartPolicy Always), e.g. a log shipper or a proxy."""
+    image_pull_secrets: Annotated[
+        list[LocalObjectReference] | None, Field(max_length=16), AfterValidator(unique_by("name"))
+    ] = Field(default=None, json_schema_extra=list_map("name"))
+    """Secrets in the job's namespace holding the credentials to pull the pods' images."""
+    pod_metadata: PodMetadata | None = None
+    """Labels and annotations of the role's pods."""
     node_selector: Annotated[dict[LabelKey, LabelValue] | None, Field(max_length=32)] = None
     """Node labels the pods must run on, e.g. {nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}."""
     tolerations: Annotated[list[Toleration] | None, Field(max_length=32)] = None
     """Taints the pods tolerate, e.g. the nvidia.com/gpu taint of GPU nodes."""
     affinity: Affinity | None = None
     """Node and pod affinity of the pods."""
+    topology_spread_constraints: TopologySpreadConstraints = Field(default=None, json_schema_extra=SPREAD_KEYS)
+    """How the pods spread over nodes or zones, e.g. [{maxSkew: 1, topologyKey: kubernetes.io/hostname,
+    whenUnsatisfiable: DoNotSchedule}] for one pod per node."""
     priority_class_name: ObjectName | None = None
     """PriorityClass of this role's pods; overrides spec.scheduling.priorityClassName."""
     service_account_name: ObjectName | None = None
     """ServiceAccount the pods run as; the namespace's default when unset."""
+    runtime_class_name: ObjectName | None = None
+    """RuntimeClass of the pods, e.g. nvidia or a sandboxed runtime; the node's default runtime when unset."""
     security_context: RoleSecurity = Field(default_factory=RoleSecurity, json_schema_extra={"default": {}})
     """What the pods may do on their node; the defaults pass Pod Security "restricted"."""
+    shm_size: Quantity = DEFAULT_SHM_SIZE
+    """Size of /dev/shm, a memory-backed emptyDir the operator mounts in every container of the pods (the
+    container runtime's 64Mi is too small for DataLoader workers). Pages written there count against the
+    memory limit of the container that writes them, and the kubelet caps the volume at the pod's memory
+    limit."""
     termination_grace_period_seconds: Annotated[Int, Field(ge=0, le=86400)] = 120
     """How long a stopped pod has to write its final checkpoint and exit before it is killed."""
 
@@ -82,13 +124,50 @@ class RoleSpec(ApiModel):
         ),
         Rule(
             field="volumeMounts",
-            cel="!has(self.volumeMounts) || self.volumeMounts.all(m,"
-            " has(self.volumes) && self.volumes.exists(v, v.name == m.name))",
+            cel="!has(self.volumeMounts) || " + _mounts_cel("self.volumeMounts"),
             message="every volumeMounts[].name must be the name of one of the role's volumes",
             reason=Reason.INVALID,
             holds=lambda r: {m.name for m in r.volume_mounts or []} <= {v.name for v in r.volumes or []},
         ),
+        *(
+            Rule(
+                field=containers,
+                cel=f"!has(self.{containers}) || self.{containers}.all(c, !has(c.volumeMounts) || "
+                + _mounts_cel("c.volumeMounts")
+                + ")",
+                message=f"every {containers}[].volumeMounts[].name must be the name of one of the role's volumes",
+                reason=Reason.INVALID,
+                holds=partial(_mounted_volumes_exist, containers=containers),
+            )
+            for containers in _CONTAINER_LISTS
+        ),
+        Rule(
+            field="sidecars",
+            cel="!has(self.initContainers) || !has(self.sidecars)"
+            " || self.sidecars.all(s, !self.initContainers.exists(c, c.name == s.name))",
+            message="a sidecar and an init container have the same name",
+            reason=Reason.INVALID,
+            holds=lambda r: not {c.name for c in r.init_containers or []} & {c.name for c in r.sidecars or []},
+        ),
+        Rule(
+            field="shmSize",
+            cel="quantity(string(self.shmSize)).isGreaterThan(quantity('0'))",
+            message="shmSize must be more than 0",
+            reason=Reason.INVALID,
+            holds=lambda r: parse_quantity(r.shm_size) > 0,
+        ),
     )
+
+    def containers(self, kind: str) -> list[Container]:
+        """The role's initContainers or sidecars."""
+        return (self.init_containers if kind == "initContainers" else self.sidecars) or []
+
+    def mount_paths(self, containers: str) -> set[str]:
+        """Where volumes are mounted in the trainer's container (volumeMounts), or in the initContainers or the
+        sidecars."""
+        if containers == "volumeMounts":
+            return {m.mount_path for m in self.volume_mounts or []}
+        return {m.mount_path for c in self.containers(containers) for m in c.volume_mounts or []}
 
 
 class WorkerSpec(RoleSpec):

@@ -38,6 +38,10 @@ class RoleSecurity(ApiModel):
     fs_group: Id = TRAINER_UID
     """The group that owns the pods' volumes (a new PersistentVolume is owned by root), so the trainer can write
     its checkpoints there."""
+    supplemental_groups: Annotated[list[Id] | None, Field(max_length=32), AfterValidator(unique_values)] = Field(
+        default=None, json_schema_extra=LIST_SET
+    )
+    """More groups of the containers' processes, e.g. the group that may read a shared dataset volume."""
     fs_group_change_policy: FsGroupChangePolicy = FsGroupChangePolicy.ON_ROOT_MISMATCH
     """OnRootMismatch changes a volume's ownership only when its root does not match yet (fast on large volumes);
     Always does it at every pod start."""
@@ -65,7 +69,7 @@ class RoleSecurity(ApiModel):
 
     def pod_context(self) -> dict[str, object]:
         """The pod's securityContext."""
-        return {
+        context: dict[str, object] = {
             "runAsUser": self.run_as_user,
             "runAsGroup": self.run_as_group,
             "runAsNonRoot": self.run_as_non_root,
@@ -73,6 +77,9 @@ class RoleSecurity(ApiModel):
             "fsGroup": self.fs_group,
             "fsGroupChangePolicy": self.fs_group_change_policy.value,
         }
+        if self.supplemental_groups:
+            context["supplementalGroups"] = list(self.supplemental_groups)
+        return context
 
     def container_context(self) -> dict[str, object]:
         """The container's securityContext."""
@@ -80,3 +87,38 @@ class RoleSecurity(ApiModel):
         if self.add_capabilities:
             capabilities["add"] = list(self.add_capabilities)
         return {"allowPrivilegeEscalation": self.allow_privilege_escalation, "capabilities": capabilities}
+
+
+class ContainerSecurity(ApiModel):
+    """What one init or sidecar container may do, where it differs from its role's securityContext: every unset
+    field is the role's, so by default the container is as restricted as the trainer's."""
+
+    run_as_user: Id | None = None
+    """The user the container runs as; the role's runAsUser when unset. 0 needs runAsNonRoot: false here."""
+    run_as_group: Id | None = None
+    """The container's primary group; the role's runAsGroup when unset."""
+    run_as_non_root: Bool | None = None
+    """Refuse to start the container as root; the role's runAsNonRoot when unset."""
+    allow_privilege_escalation: Bool | None = None
+    """Let a process gain more privileges than its parent; the role's allowPrivilegeEscalation when unset."""
+    add_capabilities: Annotated[list[Capability] | None, Field(max_length=16), AfterValidator(unique_values)] = Field(
+        default=None, json_schema_extra=LIST_SET
+    )
+    """Linux capabilities added back after all are dropped; the role's addCapabilities when unset, none when
+    []."""
+
+    cross_field_rules = (
+        Rule(
+            field="runAsUser",
+            cel="!has(self.runAsUser) || self.runAsUser != 0 || (has(self.runAsNonRoot) && !self.runAsNonRoot)",
+            message="runAsUser 0 (root) needs runAsNonRoot: false on the same container",
+            reason=Reason.INVALID,
+            holds=lambda s: s.run_as_user != 0 or s.run_as_non_root is False,
+        ),
+    )
+
+    def container_context(self, role: RoleSecurity) -> dict[str, object]:
+        """The container's securityContext: the role's container context with this container's changes."""
+        changed = role.model_copy(update=self.model_dump(by_alias=False, exclude_none=True))
+        identity = self.model_dump(include={"run_as_user", "run_as_group", "run_as_non_root"}, exclude_none=True)
+        return {**identity, **changed.container_context()}

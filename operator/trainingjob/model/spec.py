@@ -1,12 +1,14 @@
 """The TrainingJob spec: mode, roles, built-in trainer, checkpoint, run policy and scheduling."""
 
+import json
 from enum import StrEnum
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
+from pydantic.alias_generators import to_snake
 
-from trainingjob.model.base import ApiModel, Bool, Float, Int
+from trainingjob.model.base import ApiModel, Bool, Float, Int, Str
 from trainingjob.model.policy import CheckpointSpec, RunPolicy, SchedulingSpec
 from trainingjob.model.roles import ParameterServerSpec, WorkerSpec
 from trainingjob.rules import FixedPresence, Immutable, Reason, Rule
@@ -29,26 +31,65 @@ class Optimizer(StrEnum):
     ADAMW = "adamw"
 
 
-class TrainerSpec(ApiModel):
-    """Settings of the built-in trainer (the default image), given to it as JSON in TJ_TRAINER_CONFIG."""
+class Precision(StrEnum):
+    FP32 = "fp32"
+    BF16 = "bf16"
 
-    workload: Workload = Workload.DIGITS_MLP
-    """What to train: digits-mlp or digits-cnn (the bundled 8x8 digits data set) or synthetic (random data,
-    for throughput and fault-tolerance tests)."""
+
+ENTRYPOINT = r"^([A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*|[^:\s]+\.py):[A-Za-z_][A-Za-z0-9_]*$"
+CONFIG_MAX_BYTES = 32768
+
+
+def _config_size(config: dict[str, Any] | None) -> dict[str, Any] | None:
+    if config is not None and len(json.dumps(config, separators=(",", ":"))) > CONFIG_MAX_BYTES:
+        raise ValueError(f"at most {CONFIG_MAX_BYTES} bytes as JSON: put larger settings in a file or a ConfigMap")
+    return config
+
+
+def _builtin_only_unset(trainer: "TrainerSpec", name: str) -> bool:
+    return trainer.entrypoint is None or getattr(trainer, to_snake(name)) is None
+
+
+class TrainerSpec(ApiModel):
+    """Run the platform's trainer (the default image), given these settings as JSON in TJ_TRAINER_CONFIG: your
+    recipe (entrypoint) or a built-in workload."""
+
+    entrypoint: Annotated[Str, Field(pattern=ENTRYPOINT, max_length=512)] | None = None
+    """Your training code: "package.module:function" (imported from the image, the working directory or
+    PYTHONPATH) or "path/to/file.py:function" (relative to the working directory, e.g. a mounted ConfigMap). The
+    function gets spec.trainer.config and returns a trainer.recipe.Recipe. A built-in workload runs when unset."""
+    config: Annotated[dict[str, Any] | None, AfterValidator(_config_size)] = None
+    """Free-form settings handed to the entrypoint's function (at most 32 KiB as JSON); only with entrypoint."""
+    workload: Workload | None = None
+    """A built-in workload, when no entrypoint is set: digits-mlp (the default) or digits-cnn (the bundled 8x8
+    digits data set) or synthetic (random data, for throughput and fault-tolerance tests)."""
     steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
     """Optimizer steps to run in total; set steps or epochs, not both."""
     epochs: Annotated[Int, Field(ge=1, le=1_000_000)] | None = None
     """Passes over the data set to run in total; set steps or epochs, not both."""
     batch_size: Annotated[Int, Field(ge=1, le=65536)] = 32
-    """Samples per step on each worker process."""
-    learning_rate: Annotated[Float, Field(gt=0, le=10)] = 0.05
-    """The optimizer's learning rate."""
-    optimizer: Optimizer = Optimizer.SGD
-    """sgd, adam or adamw."""
+    """Samples per micro-batch on each worker process."""
+    gradient_accumulation_steps: Annotated[Int, Field(ge=1, le=4096)] = 1
+    """Micro-batches whose gradients are summed into one optimizer step (a step sees batchSize x this samples
+    per process)."""
+    clip_grad_norm: Annotated[Float, Field(gt=0, le=1_000_000)] | None = None
+    """Clip the gradients' global norm to this before each optimizer step; no clipping when unset."""
+    precision: Precision = Precision.FP32
+    """fp32, or bf16 (forward pass and loss under bfloat16 autocast; parameters and optimizer stay float32)."""
+    data_loader_workers: Annotated[Int, Field(ge=0, le=64)] = 0
+    """DataLoader worker processes per training process (0: load in the training process). Workers share the
+    pod's /dev/shm."""
+    eval_every_steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
+    """Evaluate on the recipe's evaluation data every this many steps (and always at the end); the metrics appear
+    in status.progress and the metrics history beside the checkpoints."""
+    learning_rate: Annotated[Float, Field(gt=0, le=10)] | None = None
+    """Built-in workloads only: the optimizer's learning rate; 0.05 when unset."""
+    optimizer: Optimizer | None = None
+    """Built-in workloads only: sgd (the default), adam or adamw."""
     momentum: Annotated[Float, Field(ge=0, lt=1)] | None = None
-    """SGD momentum in [0, 1), only with optimizer sgd; 0 when unset."""
+    """Built-in workloads only: SGD momentum in [0, 1), only with optimizer sgd; 0 when unset."""
     seed: Annotated[Int, Field(ge=0, le=2**31 - 1)] = 0
-    """Random seed of the model's initialization and the data order."""
+    """Random seed of the model's initialization, the data order and every sample's augmentation."""
     staleness_bound: Annotated[Int, Field(ge=0, le=1000)] | None = None
     """ParameterServer mode only: how many updates old a gradient may be when it arrives (staler ones are dropped);
     0 is synchronous: each update averages one gradient from every live worker. 8 when unset (the trainer's default)."""
@@ -66,10 +107,28 @@ class TrainerSpec(ApiModel):
         ),
         Rule(
             field="momentum",
-            cel="!has(self.momentum) || self.optimizer == 'sgd'",
+            cel="!has(self.momentum) || !has(self.optimizer) || self.optimizer == 'sgd'",
             message="momentum is only used by optimizer sgd",
             reason=Reason.FORBIDDEN,
-            holds=lambda t: t.momentum is None or t.optimizer == Optimizer.SGD,
+            holds=lambda t: t.momentum is None or t.optimizer in (None, Optimizer.SGD),
+        ),
+        Rule(
+            field="config",
+            cel="!has(self.config) || has(self.entrypoint)",
+            message="config is handed to the entrypoint: set entrypoint too",
+            reason=Reason.FORBIDDEN,
+            holds=lambda t: t.config is None or t.entrypoint is not None,
+        ),
+        *(
+            Rule(
+                field=name,
+                cel=f"!has(self.entrypoint) || !has(self.{name})",
+                message=f"{name} is for the built-in workloads; your entrypoint's recipe builds its own"
+                " (put its settings in config)",
+                reason=Reason.FORBIDDEN,
+                holds=partial(_builtin_only_unset, name=name),
+            )
+            for name in ("workload", "learningRate", "optimizer", "momentum")
         ),
     )
 
@@ -82,12 +141,23 @@ def _pod_count(spec: "TrainingJobSpec") -> int:
 _PS_COMMAND_NEEDED = "spec.parameterServers.command is required when spec.trainer is not set"
 
 
-def _checkpoint_path_free(spec: "TrainingJobSpec", role: str) -> bool:
-    """No volume of the role is mounted where the checkpoint volume is."""
+def _checkpoint_path_free(spec: "TrainingJobSpec", role: str, containers: str) -> bool:
+    """No volume of the role is mounted where the checkpoint volume is, in the trainer's container
+    (volumeMounts) or in any init container or sidecar."""
     found = spec.workers if role == "workers" else spec.parameter_servers
     if spec.checkpoint is None or found is None:
         return True
-    return all(m.mount_path != spec.checkpoint.path for m in found.volume_mounts or [])
+    return spec.checkpoint.path not in found.mount_paths(containers)
+
+
+def _checkpoint_path_cel(role: str, containers: str) -> str:
+    unset = f"!has(self.checkpoint) || !has(self.{role}) || !has(self.{role}.{containers})"
+    if containers == "volumeMounts":
+        return f"{unset} || self.{role}.volumeMounts.all(m, m.mountPath != self.checkpoint.path)"
+    return (
+        f"{unset} || self.{role}.{containers}.all(c, !has(c.volumeMounts)"
+        " || c.volumeMounts.all(m, m.mountPath != self.checkpoint.path))"
+    )
 
 
 class TrainingJobSpec(ApiModel):
@@ -179,13 +249,13 @@ class TrainingJobSpec(ApiModel):
         ),
         *(
             Rule(
-                field=f"{role}.volumeMounts",
-                cel=f"!has(self.checkpoint) || !has(self.{role}) || !has(self.{role}.volumeMounts)"
-                f" || self.{role}.volumeMounts.all(m, m.mountPath != self.checkpoint.path)",
-                message=f"spec.{role}.volumeMounts: spec.checkpoint.path is where the checkpoint volume is mounted",
+                field=f"{role}.{containers}",
+                cel=_checkpoint_path_cel(role, containers),
+                message=f"spec.{role}.{containers}: spec.checkpoint.path is where the checkpoint volume is mounted",
                 reason=Reason.INVALID,
-                holds=partial(_checkpoint_path_free, role=role),
+                holds=partial(_checkpoint_path_free, role=role, containers=containers),
             )
             for role in ("workers", "parameterServers")
+            for containers in ("volumeMounts", "initContainers", "sidecars")
         ),
     )

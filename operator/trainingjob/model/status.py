@@ -1,4 +1,5 @@
-"""The TrainingJob status: phase, conditions, replica counts, restarts, failures, checkpoint and progress."""
+"""The TrainingJob status: phase, conditions, replica counts, restarts, failures, checkpoint, progress and
+result."""
 
 from datetime import datetime
 from enum import StrEnum
@@ -13,6 +14,14 @@ Reason = Annotated[Str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 Message = Annotated[Str, Field(max_length=32768)]
 # What a kubelet or an apiserver wrote: any characters (e.g. "OutOfnvidia.com/gpu"), kept short.
 PodReason = Annotated[Str, Field(max_length=256)]
+# The trainer's evaluation metrics, e.g. {"accuracy": 0.97, "val/loss": 0.11}: a few named finite numbers.
+METRIC_NAME = r"^[A-Za-z_][A-Za-z0-9_.\-/]{0,62}$"
+MAX_METRICS = 16
+Metrics = Annotated[
+    dict[Annotated[Str, Field(pattern=METRIC_NAME, max_length=63)], Annotated[Float, Field(allow_inf_nan=False)]],
+    Field(max_length=MAX_METRICS),
+]
+Percent = Annotated[Int, Field(ge=0, le=100)]
 
 
 class Phase(StrEnum):
@@ -149,6 +158,36 @@ class Progress(ApiModel):
     attempt: Annotated[Int, Field(ge=0)] | None = None
     """The attempt whose rank 0 made this report; progressDeadlineSeconds applies only once the current
     attempt has reported."""
+    total_steps: Count | None = None
+    """The steps the whole run takes, as the trainer reported them."""
+    percent: Percent | None = None
+    """Whole percent of totalSteps completed (rounded down), computed by the operator."""
+    estimated_completion_time: datetime | None = None
+    """When the trainer expects to finish its last step: lastHeartbeatTime plus the time it then estimated was
+    left. Absent once the job is suspended or finished."""
+    metrics: Metrics | None = None
+    """The latest evaluation metrics the trainer reported, by name (at most 16)."""
+    metrics_step: Count | None = None
+    """The step the metrics were computed at."""
+
+
+class TrainingResult(ApiModel):
+    """What a Succeeded job ended with, to compare runs by: written once, as it succeeds."""
+
+    step: Count | None = None
+    """Steps completed, as the trainer last reported."""
+    total_steps: Count | None = None
+    """The steps the run was to take."""
+    loss: Float | None = None
+    """Training loss at the last reported step."""
+    metrics: Metrics | None = None
+    """The final evaluation metrics, by name."""
+    metrics_step: Count | None = None
+    """The step the metrics were computed at."""
+    duration_seconds: Count | None = None
+    """Seconds from startTime to completionTime, time spent suspended left out."""
+    checkpoint: CheckpointStatus | None = None
+    """The newest complete checkpoint when the job succeeded."""
 
 
 class PodOutcome(StrEnum):
@@ -194,8 +233,14 @@ class TrainingJobStatus(ApiModel):
     """The newest complete checkpoint."""
     progress: Progress | None = None
     """The trainer's last progress report."""
+    result: TrainingResult | None = None
+    """What the job ended with: set when it succeeds."""
     start_time: datetime | None = None
     """When the job's first attempt began (its pods were first created)."""
+    default_image: Annotated[Str, Field(max_length=512)] | None = None
+    """The image of every role that names none: the operator's default trainer image when the job first
+    created pods, kept so that restarts run the image the job started with even after the operator's setting
+    changed."""
     suspended_seconds: Count = 0
     """Seconds the job has spent suspended since it started; activeDeadlineSeconds does not count them."""
     completion_time: datetime | None = None

@@ -9,6 +9,8 @@ from trainingjob.rules import Reason, Rule
 
 CHECKPOINT_VOLUME_NAME = "tj-checkpoint"  # the operator mounts spec.checkpoint.volume under this name
 KEY_VOLUME_NAME = "tj-key"  # ... and the job's key Secret under this one
+SHM_VOLUME_NAME = "tj-shm"  # ... and every pod's memory-backed /dev/shm under this one
+SHM_PATH = "/dev/shm"
 RESERVED_VOLUME_PREFIX = "tj-"
 RESERVED_MOUNT_ROOT = "/var/run/trainingjob"  # where the operator mounts what it adds (the key)
 AbsolutePath = Annotated[Str, Field(pattern=r"^/", max_length=1024)]
@@ -99,7 +101,8 @@ class Volume(ApiModel):
     """A volume of the role's pods: a name and exactly one source."""
 
     name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
-    """Name of the volume, referenced by volumeMounts[].name. tj-checkpoint is reserved for the checkpoint."""
+    """Name of the volume, referenced by volumeMounts[].name. Names starting with tj- are reserved for the
+    operator's volumes."""
     persistent_volume_claim: PersistentVolumeClaimSource | None = None
     """A PersistentVolumeClaim."""
     empty_dir: EmptyDirSource | None = None
@@ -126,7 +129,7 @@ class Volume(ApiModel):
             field="name",
             cel=f"!self.name.startsWith('{RESERVED_VOLUME_PREFIX}')",
             message=f"volume names starting with {RESERVED_VOLUME_PREFIX} are reserved for the operator's volumes "
-            f"({CHECKPOINT_VOLUME_NAME}, {KEY_VOLUME_NAME})",
+            f"({CHECKPOINT_VOLUME_NAME}, {KEY_VOLUME_NAME}, {SHM_VOLUME_NAME})",
             reason=Reason.INVALID,
             holds=lambda v: not v.name.startswith(RESERVED_VOLUME_PREFIX),
         ),
@@ -140,8 +143,29 @@ class Volume(ApiModel):
     )
 
 
+def outside(path: str, root: str) -> bool:
+    """Whether `path` is neither `root` nor below it."""
+    return path != root and not path.startswith(root + "/")
+
+
+def outside_cel(path: str, root: str) -> str:
+    """outside() in CEL, for the path expression `path`."""
+    return f"{path} != '{root}' && !{path}.startsWith('{root}/')"
+
+
+def _mounted_outside(root: str, why: str) -> Rule:
+    """The rule keeping a volume mount out of `root`, one of the operator's."""
+    return Rule(
+        field="mountPath",
+        cel=outside_cel("self.mountPath", root),
+        message=f"{root} {why}",
+        reason=Reason.INVALID,
+        holds=lambda m: outside(m.mount_path, root),
+    )
+
+
 class VolumeMount(ApiModel):
-    """Where a volume of the role appears in its container."""
+    """Where a volume of the role appears in a container of its pods."""
 
     name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
     """Name of a volume in the role's volumes."""
@@ -153,13 +177,6 @@ class VolumeMount(ApiModel):
     """Mount the volume read-only."""
 
     cross_field_rules = (
-        Rule(
-            field="mountPath",
-            cel=f"self.mountPath != '{RESERVED_MOUNT_ROOT}' && !self.mountPath.startsWith('{RESERVED_MOUNT_ROOT}/')",
-            message=f"{RESERVED_MOUNT_ROOT} is reserved for what the operator mounts (the job's key)",
-            reason=Reason.INVALID,
-            holds=lambda m: (
-                m.mount_path != RESERVED_MOUNT_ROOT and not m.mount_path.startswith(RESERVED_MOUNT_ROOT + "/")
-            ),
-        ),
+        _mounted_outside(RESERVED_MOUNT_ROOT, "is reserved for what the operator mounts (the job's key)"),
+        _mounted_outside(SHM_PATH, "is the pod's shared memory, mounted by the operator (size it with shmSize)"),
     )

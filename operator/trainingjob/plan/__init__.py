@@ -5,12 +5,13 @@ None. plan() applies them in this order, each seeing the status the ones before 
 stops the rest:
 
     finished      a Succeeded or Failed job: cleanPodPolicy, TTL; nothing else ever runs
-    progress      record rank 0's latest progress report (its last words too: a suspended rank's final checkpoint)
+    progress      record rank 0's latest progress report (its last words too: a suspended rank's final checkpoint),
+                  with the percent done and the estimated completion time (dropped when suspended or finished)
     suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods
     tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
-    success       every worker succeeded
+    success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
     failure       failed, deleted or vanished pods: restart the gang, replace a PS worker, or fail
     stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
     startup       a pod not running startupDeadlineSeconds after it was due
@@ -79,7 +80,8 @@ def _acts(decision: Decision) -> bool:
 def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], names: list[str]) -> Plan:
     """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
     creates = [r for d in decisions for r in d.create]
-    manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt) for r in dict.fromkeys(creates)]
+    image = status.default_image or ctx.settings.default_trainer_image
+    manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt, image) for r in dict.fromkeys(creates)]
     if manifests:
         settings = ctx.settings
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)

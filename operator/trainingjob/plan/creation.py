@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from trainingjob.conditions import set_condition
+from trainingjob.manifests import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
 from trainingjob.observe import PodState
 from trainingjob.plan import finished, tracking
@@ -115,6 +116,8 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
         if created is None or created.status != ConditionStatus.FALSE:
             message = f"Creating {len(ready)} pods of attempt {status.attempt}."
             status = with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
+    if ready and status.default_image is None and uses_default_image(ctx.job):
+        status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
     return replace(decision, status=status, create=ready, requeue_after=STALE_POLL_SECONDS if blocked else None)
 
 

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from trainingjob.model import CleanPodPolicy, Phase, RunPolicy, TrainingJobStatus
 from trainingjob.observe import Observed, PodState
+from trainingjob.plan import estimate
 from trainingjob.plan.transitions import moved
 from trainingjob.plan.types import Context, Decision
 
@@ -42,5 +43,5 @@ def cleanup(observed: Observed, now: datetime, status: TrainingJobStatus, policy
 
 def finish(ctx: Context, status: TrainingJobStatus, phase: Phase, reason: str, message: str) -> Decision:
     """End the job in a terminal phase, announce it, and clean up as a finished job does."""
-    status, events = moved(ctx, status, phase, reason, message)
+    status, events = moved(ctx, estimate.stopped(status), phase, reason, message)
     return replace(cleanup(ctx.observed, ctx.now, status, ctx.job.spec.run_policy), events=events)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from trainingjob.conditions import set_condition
 from trainingjob.model import ConditionType, Phase, RunPolicy, TrainingJobStatus
 from trainingjob.observe import Observed
-from trainingjob.plan import finished
+from trainingjob.plan import estimate, finished
 from trainingjob.plan.types import Event, Plan
 
 REASON = "InvalidSpec"
@@ -53,7 +53,7 @@ def plan_invalid(manifest: Mapping[str, Any], error: ValidationError, observed: 
         conditions = set_condition(
             status.conditions, ConditionType.FAILED, True, REASON, message, now=now, generation=generation
         )
-        status = status.model_copy(
+        status = estimate.stopped(status).model_copy(
             update={"phase": Phase.FAILED, "conditions": conditions, "completion_time": status.completion_time or now}
         )
         events = (Event("Warning", REASON, message),)

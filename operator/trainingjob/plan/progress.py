@@ -8,24 +8,28 @@ from trainingjob.contract import ROLE_WORKER
 from trainingjob.model import FailureClass, Phase, Progress, TrainingJobStatus
 from trainingjob.naming import Replica
 from trainingjob.observe import PodPhase, PodState
-from trainingjob.plan import classify, finished
+from trainingjob.plan import classify, estimate, finished
 from trainingjob.plan.failure import restart
 from trainingjob.plan.transitions import seconds_until
 from trainingjob.plan.types import Context, Decision
 
 
 def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
-    """The status with the newest report and checkpoint; a new attempt's first report may lag behind."""
+    """The status with the newest report and checkpoint; a new attempt's first reports may lag behind (they
+    bring their heartbeat and estimate, not their step)."""
     reported, last = ctx.observed.progress, status.progress
     update: dict[str, object] = {}
     if reported is not None:
-        if reported.last_heartbeat_time is not None and reported.last_heartbeat_time > ctx.now:
-            reported = reported.model_copy(update={"last_heartbeat_time": ctx.now})  # a clock ahead of ours
+        reported = estimate.on_our_clock(reported, ctx.now)
         if last is not None and reported.step < last.step:
             reported = last.model_copy(
-                update={"last_heartbeat_time": reported.last_heartbeat_time, "attempt": reported.attempt}
+                update={
+                    "last_heartbeat_time": reported.last_heartbeat_time,
+                    "attempt": reported.attempt,
+                    "estimated_completion_time": reported.estimated_completion_time,
+                }
             )
-        update["progress"] = reported
+        update["progress"] = estimate.for_people(reported)
     if ctx.observed.checkpoint is not None:
         update["last_checkpoint"] = ctx.observed.checkpoint
     return status.model_copy(update=update) if update else status

@@ -1,9 +1,11 @@
 """Success: every worker's pod of the current attempt succeeded (seen now, or recorded before its pod went).
-Parameter servers do not need to; cleanPodPolicy then stops them."""
+Parameter servers do not need to; cleanPodPolicy then stops them. The job's result is recorded as it succeeds."""
+
+from dataclasses import replace
 
 from trainingjob.contract import ROLE_WORKER
 from trainingjob.model import Phase, TrainingJobStatus
-from trainingjob.plan import finished
+from trainingjob.plan import finished, result
 from trainingjob.plan.slots import slots
 from trainingjob.plan.types import Context, Decision
 
@@ -13,4 +15,5 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if not workers or not all(s.done for s in workers):
         return None
     message = f"All {len(workers)} workers finished successfully."
-    return finished.finish(ctx, status, Phase.SUCCEEDED, "JobSucceeded", message)
+    decision = finished.finish(ctx, status, Phase.SUCCEEDED, "JobSucceeded", message)
+    return replace(decision, status=result.with_result(decision.status))

@@ -3,6 +3,7 @@ checkpoint), and the activeDeadlineSeconds clock stops. Resumed: a new attempt i
 pods, the same one if it never got any (suspended while queued or during a backoff)."""
 
 from trainingjob.model import ConditionType, Phase, TrainingJobStatus
+from trainingjob.plan import estimate
 from trainingjob.plan.transitions import condition_of, holds, moved, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
@@ -21,7 +22,7 @@ def _suspended(ctx: Context, status: TrainingJobStatus) -> Decision:
     if status.phase != Phase.SUSPENDED:
         message = "The job is suspended; its pods were stopped." if delete else "The job is suspended."
         status, events = moved(ctx, status, Phase.SUSPENDED, "JobSuspended", message)
-    return Decision(status, delete=delete, events=events, final=True)
+    return Decision(estimate.stopped(status), delete=delete, events=events, final=True)
 
 
 def _resumed(ctx: Context, status: TrainingJobStatus) -> Decision:

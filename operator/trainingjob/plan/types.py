@@ -8,6 +8,7 @@ from trainingjob.manifests import replicas
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.naming import Replica
 from trainingjob.observe import Observed, PodState
+from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 
 Manifest = dict[str, Any]
 
@@ -31,6 +32,7 @@ class Settings:
     read_progress: bool = True  # whether the operator reads rank 0's progress at all
     network_policy: bool = True  # give each job a NetworkPolicy that admits only its own pods (and the operator)
     operator_namespace: str = ""  # where the operator runs, when in a pod: its progress reads are admitted
+    default_trainer_image: str = DEFAULT_TRAINER_IMAGE  # what a role without an image runs (status.defaultImage)
 
 
 @dataclass(frozen=True)

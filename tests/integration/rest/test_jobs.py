@@ -144,6 +144,34 @@ def test_a_finished_job_cannot_be_suspended_or_resumed(world: World, admin: clie
     assert stored["spec"]["runPolicy"]["suspend"] is False  # refused, not patched and then reported
 
 
+def test_a_job_shows_its_progress_and_result(world: World, admin: client.ApiClient) -> None:
+    create(world, "reported")
+    progress = {
+        "step": 168,
+        "totalSteps": 168,
+        "percent": 100,
+        "loss": 0.05,
+        "metricsStep": 168,
+        "metrics": {"accuracy": 0.97, "val/loss": 0.11},
+        "estimatedCompletionTime": "2026-01-01T01:00:00Z",
+    }
+    result = {"step": 168, "totalSteps": 168, "metrics": {"accuracy": 0.97}, "durationSeconds": 52,
+              "checkpoint": {"step": 160, "path": "/checkpoints/step-160", "time": "2026-01-01T00:59:00Z"}}  # fmt: skip
+    status = {"phase": "Succeeded", "progress": progress, "result": result}
+    client.CustomObjectsApi(admin).patch_namespaced_custom_object_status(
+        GROUP, VERSION, world.home, PLURAL, "reported", {"status": status}
+    )
+
+    def shown() -> dict[str, Any] | None:  # the API reads from its cache, which follows the status shortly
+        response = world.reader.get(jobs_path(world.home, "reported"))
+        assert response.status_code == 200, response.text
+        found: dict[str, Any] = response.json().get("status") or {}
+        return found if "result" in found else None
+
+    found = poll_until(shown, timeout=TIMEOUT, what="the status through the API")
+    assert (found["progress"], found["result"]) == (progress, result)
+
+
 def sse_events(lines: Iterator[str]) -> Iterator[tuple[str, dict[str, Any]]]:
     """(event, data) pairs of a server-sent-events stream; comments (keepalives) skipped."""
     event = ""

@@ -1,0 +1,69 @@
+"""Local mode's stand-ins for a pod's volumes, so a job runs as written: a ConfigMap volume becomes a folder of the
+files a ConfigMap manifest beside the job's defines, an emptyDir a fresh folder, and the paths the trainer's
+container names (command, args, workingDir, env values) under their mount paths are moved to those folders."""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ConfigMaps = dict[str, dict[str, str]]
+_SYSTEM_MOUNTS = ("/dev/shm", "/var/run/")  # the runtime's shared memory, the job key: local mode has its own
+
+
+def configmaps_in(folder: Path) -> ConfigMaps:
+    """name -> data of every ConfigMap the YAML files in `folder` define (files that are not YAML are skipped)."""
+    found: ConfigMaps = {}
+    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+        try:
+            documents = list(yaml.safe_load_all(path.read_text()))
+        except (yaml.YAMLError, OSError, UnicodeDecodeError):
+            continue
+        for document in documents:
+            if isinstance(document, dict) and document.get("kind") == "ConfigMap":
+                name = str(document.get("metadata", {}).get("name", ""))
+                found[name] = {str(key): str(value) for key, value in (document.get("data") or {}).items()}
+    return found
+
+
+def _configmap_folder(source: Mapping[str, Any], configmaps: ConfigMaps, root: Path) -> Path:
+    name = str(source.get("name", ""))
+    if name not in configmaps:
+        raise ValueError(
+            f"local mode needs ConfigMap {name!r} as a manifest beside the job's "
+            f"(kubectl create configmap {name} --from-file=... --dry-run=client -o yaml > {name}.yaml)"
+        )
+    folder = root / "configmaps" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    items = source.get("items") or [{"key": key, "path": key} for key in configmaps[name]]
+    for item in items:
+        target = folder / str(item["path"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(configmaps[name][str(item["key"])])
+    return folder
+
+
+def mount_folders(pod_spec: Mapping[str, Any], configmaps: ConfigMaps, root: Path) -> dict[str, Path]:
+    """mount path -> local folder, for the trainer container's ConfigMap and emptyDir mounts."""
+    volumes = {volume["name"]: volume for volume in pod_spec.get("volumes", [])}
+    folders: dict[str, Path] = {}
+    for mount in pod_spec["containers"][0].get("volumeMounts", []):
+        path, volume = str(mount["mountPath"]), volumes.get(mount["name"], {})
+        if path.startswith(_SYSTEM_MOUNTS):
+            continue
+        if "configMap" in volume:
+            folders[path] = _configmap_folder(volume["configMap"], configmaps, root)
+        elif "emptyDir" in volume:
+            folders[path] = root / "volumes" / str(mount["name"])
+            folders[path].mkdir(parents=True, exist_ok=True)
+    return folders
+
+
+def relocate(value: str, folders: Mapping[str, Path]) -> str:
+    """`value` with a leading mount path (the longest that matches) replaced by its local folder."""
+    for path in sorted(folders, key=len, reverse=True):
+        stem = path.rstrip("/")
+        if value == stem or value.startswith(f"{stem}/"):
+            return str(folders[path]) + value[len(stem) :]
+    return value

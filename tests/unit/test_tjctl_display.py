@@ -1,0 +1,78 @@
+"""What tjctl shows of a job's progress: the percent done, the time left from the estimated completion time (as
+the API gives it, or garbage), and a Succeeded job's result in one line."""
+
+from datetime import timedelta
+
+import pytest
+from rich.console import Console
+from tests.builders import T0, at, job_manifest
+
+from tjctl import display
+from trainingjob.model import CheckpointStatus, TrainingResult
+
+
+@pytest.mark.parametrize(
+    ("estimate", "expected"),
+    [
+        pytest.param(at(42), "42s", id="seconds"),
+        pytest.param(at(250), "4m10s", id="minutes"),
+        pytest.param(at(3 * 3600 + 5 * 60 + 59), "3h05m", id="hours"),
+        pytest.param(at(2 * 86400 + 3 * 3600), "2d03h", id="days"),
+        pytest.param(at(-30), "0s", id="overdue"),
+        pytest.param((T0 + timedelta(seconds=90)).isoformat().replace("+00:00", "Z"), "1m30s", id="rfc3339-text"),
+        pytest.param("soon", "", id="not-a-time"),
+        pytest.param("2026-01-01T00:10:00", "", id="no-zone"),
+        pytest.param(None, "", id="none"),
+        pytest.param(7, "", id="a-number"),
+    ],
+)
+def test_time_left(estimate: object, expected: str) -> None:
+    assert display.time_left(estimate, T0) == expected
+
+
+def test_a_result_in_one_line() -> None:
+    outcome = TrainingResult(
+        step=1000,
+        metrics={"loss": 0.11, "accuracy": 0.97},
+        metrics_step=1000,
+        duration_seconds=52,
+        checkpoint=CheckpointStatus(step=1000, path="/c/step-1000", time=T0),
+    )
+    assert (
+        display.result(outcome)
+        == "accuracy 0.9700, loss 0.1100 (step 1000) | 1000 steps in 52 s | checkpoint /c/step-1000"
+    )
+    assert display.result(TrainingResult(duration_seconds=7)) == "7 s"
+
+
+def _job(status: object) -> dict[str, object]:
+    return {**job_manifest("run"), "status": status}
+
+
+def test_the_table_shows_percent_and_time_left_and_get_the_result() -> None:
+    status = {
+        "phase": "Running",
+        "progress": {"step": 300, "percent": 30, "estimatedCompletionTime": "2026-01-01T00:04:10Z"},
+        "result": {"metrics": {"accuracy": 0.97}, "durationSeconds": 5},
+    }
+    console = Console(width=200, record=True)
+    console.print(display.table([_job(status)], T0))
+    header, row = console.export_text().splitlines()
+    cells = dict(zip(header.split(), row.split(), strict=True))
+    assert (cells["STEP"], cells["PROGRESS"], cells["ETA"]) == ("300", "30%", "4m10s")
+    assert display.result_of(_job(status)) == "accuracy 0.9700 | 5 s"
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param({"progress": {"percent": "30", "estimatedCompletionTime": 7}}, id="wrong-types"),
+        pytest.param({"result": {"metrics": {"a b": "x"}}}, id="unreadable-result"),
+        pytest.param(None, id="no-status"),
+    ],
+)
+def test_an_odd_status_shows_blanks(status: object) -> None:
+    console = Console(width=200, record=True)
+    console.print(display.table([_job(status)], T0))
+    assert "%" not in console.export_text()
+    assert display.result_of(_job(status)) == ""
