@@ -7,6 +7,17 @@ from tests.support.controlplane import ControlPlane, running
 from tests.support.namespaces import fresh_namespace
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """GPU tests run only when asked for (`pytest -m gpu`, on a machine with CUDA); elsewhere they are not
+    collected at all, rather than skipped."""
+    if "gpu" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("gpu") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
+
+
 def _control_plane(cluster: bool) -> Iterator[ControlPlane]:
     with running(cluster=cluster, prefix="tj-cluster-" if cluster else "tj-envtest-") as plane:
         yield plane

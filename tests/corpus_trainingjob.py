@@ -173,6 +173,22 @@ VALID = [
     ),
     Case("sgd-momentum", job(trainer={"epochs": 3, "optimizer": "sgd", "momentum": 0.9, "learningRate": 1})),
     Case(
+        "recipe",
+        job(
+            trainer={
+                "entrypoint": "shapes.py:build",
+                "config": {"width": 8, "layers": [16, 32], "augment": {"flip": True}},
+                "steps": 300,
+                "gradientAccumulationSteps": 4,
+                "clipGradNorm": 1.0,
+                "precision": "bf16",
+                "dataLoaderWorkers": 2,
+                "evalEverySteps": 100,
+            }
+        ),
+    ),
+    Case("recipe-module", ps_job(trainer={"entrypoint": "my_team.models.cnn:build", "epochs": 2})),
+    Case(
         "hostpath-checkpoint",
         job(checkpoint={"volume": {"hostPath": {"path": "/mnt/ckpt"}}, "everySeconds": 30}),
     ),
@@ -321,6 +337,15 @@ INVALID = [
         "spec.checkpoint.volume.persistentVolumeClaim",
     ),
     Case("steps-and-epochs", _bad_trainer(epochs=2), "spec.trainer.steps"),
+    Case("entrypoint-and-workload", _bad_trainer(entrypoint="m:f", workload="synthetic"), "spec.trainer.workload"),
+    Case("entrypoint-and-lr", _bad_trainer(entrypoint="m:f", learningRate=0.1), "spec.trainer.learningRate"),
+    Case("entrypoint-and-optimizer", _bad_trainer(entrypoint="m:f", optimizer="adam"), "spec.trainer.optimizer"),
+    Case("config-without-entrypoint", _bad_trainer(config={"a": 1}), "spec.trainer.config"),
+    Case("entrypoint-without-function", _bad_trainer(entrypoint="train.py"), "spec.trainer.entrypoint"),
+    Case("entrypoint-with-spaces", _bad_trainer(entrypoint="my module:f"), "spec.trainer.entrypoint"),
+    Case("precision-fp8", _bad_trainer(precision="fp8"), "spec.trainer.precision"),
+    Case("accumulation-zero", _bad_trainer(gradientAccumulationSteps=0), "spec.trainer.gradientAccumulationSteps"),
+    Case("clip-negative", _bad_trainer(clipGradNorm=-1.0), "spec.trainer.clipGradNorm"),
     Case("momentum-with-adam", _bad_trainer(optimizer="adam", momentum=0.9), "spec.trainer.momentum"),
     Case("workload-unknown", _bad_trainer(workload="imagenet"), "spec.trainer.workload"),
     Case("learning-rate-zero", _bad_trainer(learningRate=0), "spec.trainer.learningRate"),

@@ -38,7 +38,7 @@ def test_logs_and_the_rest_api_answer_from_the_real_cluster(node_tier: NodeTier,
         capture_output=True, text=True, check=False, env={**os.environ},
     )  # fmt: skip
     assert tjctl.returncode == 0, tjctl.stderr
-    assert "test accuracy" in tjctl.stdout
+    assert "evaluation at step" in tjctl.stdout and "accuracy" in tjctl.stdout
 
     with node_tier.api_client() as api:
         core = client.CoreV1Api(api)

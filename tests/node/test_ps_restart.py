@@ -6,7 +6,7 @@ import signal
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
 from tests.support.node_cluster import signal_container
-from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, reported_accuracy
+from tests.support.node_jobs import claim_on_local_volume, example, pod_of, result_accuracy
 
 
 def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> None:
@@ -32,4 +32,4 @@ def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> 
     assert {pod: uid for pod, uid in after.items() if pod != killed} == {
         pod: uid for pod, uid in before.items() if pod != killed and pod in after
     }, "a pod other than the killed worker was replaced"
-    assert reported_accuracy(log_of(nh, pod_of(nh, name, "worker", 0, attempt=1))) >= 0.93
+    assert result_accuracy(done) >= 0.93

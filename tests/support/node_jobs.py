@@ -19,9 +19,7 @@ from tests.support.processes import poll_until
 from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 
-# DDP's rank 0 says "test accuracy 0.97"; parameter-server worker 0 logs its summary {'accuracy': 0.95, ...}.
 _RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
-_ACCURACY = re.compile(r"(?:test accuracy |'accuracy': )(\d+\.\d+)")
 
 
 def example(name: str) -> list[dict[str, Any]]:
@@ -112,9 +110,9 @@ def resumed_steps(log: str) -> list[int]:
     return [int(step) for step in _RESUMED.findall(log)]
 
 
-def reported_accuracy(log: str) -> float:
-    """The test accuracy rank 0 reports when training ends."""
-    found = _ACCURACY.findall(log)
-    if not found:
-        raise AssertionError(f"rank 0 reported no test accuracy; its log ends:\n{log[-2000:]}")
-    return float(found[-1])
+def result_accuracy(status: dict[str, Any]) -> float:
+    """The accuracy of the final evaluation, from the status of a job that succeeded (status.result.metrics)."""
+    metrics = (status.get("result") or {}).get("metrics") or {}
+    if "accuracy" not in metrics:
+        raise AssertionError(f"status.result has no accuracy: {status.get('result')}")
+    return float(metrics["accuracy"])

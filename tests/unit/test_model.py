@@ -218,3 +218,9 @@ def test_the_trainer_accepts_every_valid_trainer_spec(case: Case) -> None:
     assert trainer is not None
     assert set(TrainerConfig.model_fields) == set(TrainerSpec.model_fields)
     TrainerConfig.model_validate(trainer.model_dump(mode="json", exclude_none=True))
+
+
+def test_a_config_larger_than_the_limit_is_refused_naming_it() -> None:
+    trainer = {"entrypoint": "m:f", "steps": 1, "config": {"blob": "x" * 40000}}
+    with pytest.raises(ValidationError, match=r"trainer\.config[\s\S]*at most 32768 bytes"):
+        TrainingJob.model_validate(job(trainer=trainer))

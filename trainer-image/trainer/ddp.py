@@ -53,6 +53,7 @@ def init_process_group(env: TrainerEnv) -> torch.device:
         world_size=env.world_size,
         timeout=timedelta(seconds=max(120.0, env.master_wait_seconds)),
     )
+    log.info("rank %d of %d on %s (%s)", env.rank, env.world_size, device, dist.get_backend())
     return device
 
 
