@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from typing import Any
 from trainingjob import contract
 from trainingjob.access import KEY_BYTES
 from trainingjob.local_files import ConfigMaps, mount_folders, relocate
+from trainingjob.local_pod import LocalPod, Manifest, now_stamp
 from trainingjob.manifests import TRAINER_COMMAND
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
@@ -34,13 +34,8 @@ from trainingjob.report import Report, parse_report
 
 BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchrun)
 
-Manifest = dict[str, Any]
 TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
 GRACE_SECONDS = 30.0
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
 
 
 def merge_patched(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,47 +59,6 @@ def _free_port() -> int:
 
 
 @dataclass
-class LocalPod:
-    """A pod as a local process: its manifest, the process and where its log and progress go."""
-
-    manifest: Manifest
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    progress_path: Path
-    deleted_at: float | None = None
-    finished_at: str | None = None
-
-    def __post_init__(self) -> None:
-        threading.Thread(target=self._stamp_exit, name=f"wait {self.name}", daemon=True).start()
-
-    def _stamp_exit(self) -> None:
-        """Note when the process ended, as the kubelet does, so the first rank to die is known."""
-        self.process.wait()
-        self.finished_at = _now()
-
-    @property
-    def name(self) -> str:
-        return str(self.manifest["metadata"]["name"])
-
-    def as_manifest(self) -> Manifest:
-        """The pod as the API would show it, with a status read off the process."""
-        pod = copy.deepcopy(self.manifest)
-        code = self.process.poll()
-        if code is None:
-            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-        else:
-            exit_code = code if code >= 0 else 128 - code
-            reason = "Completed" if code == 0 else "Error"
-            terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": self.finished_at or _now()}
-            container = {"name": self.manifest["spec"]["containers"][0]["name"], "state": {"terminated": terminated}}
-            phase = "Succeeded" if code == 0 else "Failed"
-            pod["status"] = {"phase": phase, "containerStatuses": [container]}
-        if self.deleted_at is not None:
-            pod["metadata"]["deletionTimestamp"] = _now()
-        return pod
-
-
-@dataclass
 class LocalCluster:
     """One job and its pods on this machine. `on_event` receives every Event the planner emits."""
 
@@ -121,7 +75,7 @@ class LocalCluster:
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
         metadata.setdefault("namespace", "local")
-        metadata.update(uid=str(uuid.uuid4()), resourceVersion="1", generation=1, creationTimestamp=_now())
+        metadata.update(uid=str(uuid.uuid4()), resourceVersion="1", generation=1, creationTimestamp=now_stamp())
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
 
     @property
@@ -248,7 +202,8 @@ class LocalCluster:
         """Fresh loopback ports per attempt: the rendezvous port, then one per parameter server."""
         return self.ports.setdefault(attempt, [_free_port() for _ in range(count)])
 
-    def _start(self, manifest: Manifest) -> str:
+    def _environment(self, manifest: Manifest) -> dict[str, str]:
+        """The pod's variables, pointed at this machine: loopback ports, the work folder, the local key."""
         container = manifest["spec"]["containers"][0]
         env = {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
         refs = [item["name"] for item in container.get("env", []) if "value" not in item]
@@ -267,15 +222,19 @@ class LocalCluster:
                 contract.PS_ADDRS: ",".join(f"127.0.0.1:{port}" for port in ports[1:]),
                 contract.PROGRESS_PORT: "0",
                 contract.PROGRESS_FILE: str(self.workdir / "logs" / f"{name}.progress.json"),
+                contract.JOB_KEY_FILE: str(self.key_file),
             }
         )
         if contract.CHECKPOINT_DIR in env:
             env[contract.CHECKPOINT_DIR] = str(self.checkpoint_dir)
-        env[contract.JOB_KEY_FILE] = str(self.key_file)
         if name in self.pause_at:
             env[contract.PAUSE_AT_STEP] = str(self.pause_at[name])
+        return env
+
+    def _start(self, manifest: Manifest) -> str:
+        container, name = manifest["spec"]["containers"][0], manifest["metadata"]["name"]
         folders = mount_folders(manifest["spec"], self.configmaps, self.workdir)
-        env = {key: relocate(value, folders) for key, value in env.items()}
+        env = {key: relocate(value, folders) for key, value in self._environment(manifest).items()}
         command = [relocate(part, folders) for part in [*container["command"], *container.get("args", [])]]
         if command[: len(TRAINER_COMMAND)] == list(TRAINER_COMMAND) or command[0] in ("python", "python3"):
             command[0] = sys.executable
@@ -294,7 +253,7 @@ class LocalCluster:
                 start_new_session=True,
             )
         pod = copy.deepcopy(manifest)
-        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=_now(), namespace="local")
+        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
         self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]))
         return str(pod["metadata"]["uid"])
 

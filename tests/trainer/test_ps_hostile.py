@@ -21,7 +21,7 @@ from trainer.checkpoint_store import load_newest
 from trainer.config import parse_trainer_config
 from trainer.entrypoint import build_recipe
 from trainer.ps_auth import HEADER, NONCE_BYTES
-from trainer.ps_server import shard_params
+from trainer.ps_shard import shard_params
 from trainer.ps_wire import Connection, Message, encode
 from trainer.rendezvous import wait_for_port
 

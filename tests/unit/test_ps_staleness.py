@@ -16,9 +16,9 @@ import torch
 
 from trainer.config import parse_trainer_config
 from trainer.env import TrainerEnv
-from trainer.ps_server import ParameterServer, Peer
+from trainer.ps_server import ParameterServer
 from trainer.ps_shard import ShardState
-from trainer.ps_wire import Message
+from trainer.ps_wire import Message, Peer
 from trainer.signals import StopFlag
 
 LEARNING_RATE = 0.5

@@ -13,8 +13,8 @@ import torch
 
 from trainer.config import parse_trainer_config
 from trainer.env import TrainerEnv
-from trainer.ps_server import ParameterServer, Peer
-from trainer.ps_wire import Message, ProtocolError
+from trainer.ps_server import ParameterServer
+from trainer.ps_wire import Message, Peer, ProtocolError
 from trainer.signals import StopFlag
 
 WORKERS = 2

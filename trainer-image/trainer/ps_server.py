@@ -8,7 +8,6 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import torch
@@ -20,47 +19,25 @@ from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
-from trainer.ps_shard import SYNC_ROUND_SECONDS, ShardState, assign_shards
-from trainer.ps_wire import Message, ProtocolError, accept_session, frame_limit, read_message, write_message
-from trainer.recipe import Recipe, length
+from trainer.ps_shard import SYNC_ROUND_SECONDS, new_shard
+from trainer.ps_wire import (
+    Message,
+    Peer,
+    ProtocolError,
+    accept_session,
+    frame_limit,
+    integer_field,
+    peer_address,
+    read_message,
+    write_message,
+)
 from trainer.signals import StopFlag
-from trainer.training import build_optimizer, build_scheduler, configure_determinism, data_order, total_steps
+from trainer.training import configure_determinism
 
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.1
 FIRST_MESSAGE_SECONDS = 30.0
-
-
-def shard_params(recipe: Recipe, index: int, shards: int) -> dict[str, torch.Tensor]:
-    """The initial values of the parameters shard `index` owns (shards balanced by size, see assign_shards)."""
-    named = dict(recipe.model.named_parameters())
-    assignment = assign_shards([(name, p.numel()) for name, p in named.items()], shards)
-    return {name: p.detach() for name, p in named.items() if assignment[name] == index}
-
-
-def new_shard(env: TrainerEnv, config: TrainerConfig, recipe: Recipe) -> ShardState:
-    """This server's shard, with the recipe's optimizer and LR schedule over it.
-
-    The schedule runs over the updates the shard will apply: one per worker step when asynchronous, one per
-    synchronous round otherwise.
-    """
-    order = data_order(config, length(recipe.train_data), env.num_workers, 0)
-    updates = total_steps(config, order.steps_per_epoch) * (1 if config.staleness_bound == 0 else env.num_workers)
-    return ShardState(
-        shard_params(recipe, env.replica_index, len(env.ps_addrs)),
-        partial(build_optimizer, recipe),
-        config.staleness_bound,
-        partial(build_scheduler, recipe, updates=updates),
-    )
-
-
-@dataclass
-class Peer:
-    """One connection: who is at the other end, and which worker its authenticated hello said it speaks for."""
-
-    address: str
-    worker: int | None = None
 
 
 @dataclass
@@ -69,20 +46,6 @@ class OpenRound:
 
     closed: asyncio.Event
     deadline: float  # time.monotonic() past which it closes without the workers still missing
-
-
-def _address(writer: asyncio.StreamWriter) -> str:
-    peer = writer.get_extra_info("peername")
-    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-
-
-def _integer(message: Message, name: str, low: int = 0, high: int | None = None) -> int:
-    value = message.get(name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ProtocolError(f"{name!r} must be an integer, got {type(value).__name__}")
-    if value < low or (high is not None and value > high):
-        raise ProtocolError(f"{name!r} must be in [{low}, {high}]")
-    return value
 
 
 class ParameterServer:
@@ -172,7 +135,7 @@ class ParameterServer:
         raise ProtocolError(f"op {op!r} is not one worker {worker} may send")
 
     def _hello(self, peer: Peer, message: Message) -> Message:
-        worker = _integer(message, "worker", 0, self.env.num_workers - 1)
+        worker = integer_field(message, "worker", 0, self.env.num_workers - 1)
         if peer.worker not in (None, worker):
             raise ProtocolError(f"a connection of worker {peer.worker} said hello as worker {worker}")
         if peer.worker is None:
@@ -187,7 +150,7 @@ class ParameterServer:
         if peer.worker is None:
             raise ProtocolError(f"op {message['op']!r} before hello")
         if "worker" in message:
-            _integer(message, "worker", peer.worker, peer.worker)
+            integer_field(message, "worker", peer.worker, peer.worker)
         return peer.worker
 
     def _heard_from(self, worker: int) -> None:
@@ -204,7 +167,7 @@ class ParameterServer:
             self._close_round_if_complete()
 
     async def _push(self, worker: int, message: Message) -> Message:
-        step, version = _integer(message, "step"), _integer(message, "version")
+        step, version = integer_field(message, "step"), integer_field(message, "version")
         try:
             grads = self.shard.check_push(worker, step, version, message.get("grads"))
         except ValueError as error:
@@ -283,7 +246,7 @@ class ParameterServer:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection until it closes or breaks a rule; whatever the peer does, the server carries on."""
-        peer = Peer(_address(writer))
+        peer = Peer(peer_address(writer))
         try:
             await self.converse(reader, writer, peer)
         except (ConnectionError, EOFError, TimeoutError, ValueError) as error:

@@ -14,10 +14,16 @@ contributed, see ps_server). Every applied gradient is fresh; one computed on a 
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
 from torch.optim.lr_scheduler import LRScheduler
+
+from trainer.config import TrainerConfig
+from trainer.env import TrainerEnv
+from trainer.recipe import Recipe, length
+from trainer.training import build_optimizer, build_scheduler, data_order, total_steps
 
 OptimizerBuilder = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 SchedulerBuilder = Callable[[torch.optim.Optimizer], LRScheduler | None]
@@ -199,4 +205,27 @@ def _is_like(value: object, param: torch.Tensor) -> bool:
         isinstance(value, torch.Tensor)
         and value.layout == torch.strided
         and (value.shape, value.dtype, value.device) == (param.shape, param.dtype, param.device)
+    )
+
+
+def shard_params(recipe: Recipe, index: int, shards: int) -> dict[str, torch.Tensor]:
+    """The initial values of the parameters shard `index` owns (shards balanced by size, see assign_shards)."""
+    named = dict(recipe.model.named_parameters())
+    assignment = assign_shards([(name, p.numel()) for name, p in named.items()], shards)
+    return {name: p.detach() for name, p in named.items() if assignment[name] == index}
+
+
+def new_shard(env: TrainerEnv, config: TrainerConfig, recipe: Recipe) -> ShardState:
+    """This server's shard, with the recipe's optimizer and LR schedule over it.
+
+    The schedule runs over the updates the shard will apply: one per worker step when asynchronous, one per
+    synchronous round otherwise.
+    """
+    order = data_order(config, length(recipe.train_data), env.num_workers, 0)
+    updates = total_steps(config, order.steps_per_epoch) * (1 if config.staleness_bound == 0 else env.num_workers)
+    return ShardState(
+        shard_params(recipe, env.replica_index, len(env.ps_addrs)),
+        partial(build_optimizer, recipe),
+        config.staleness_bound,
+        partial(build_scheduler, recipe, updates=updates),
     )

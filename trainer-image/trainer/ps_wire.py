@@ -4,6 +4,7 @@ import asyncio
 import io
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -129,3 +130,27 @@ class Connection:
     def close(self) -> None:
         """Close the socket."""
         self._socket.close()
+
+
+def integer_field(message: Message, name: str, low: int = 0, high: int | None = None) -> int:
+    """message[name] as an integer in [low, high]; a ProtocolError naming it otherwise."""
+    value = message.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProtocolError(f"{name!r} must be an integer, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        raise ProtocolError(f"{name!r} must be in [{low}, {high}]")
+    return value
+
+
+@dataclass
+class Peer:
+    """One connection: who is at the other end, and which worker its authenticated hello said it speaks for."""
+
+    address: str
+    worker: int | None = None
+
+
+def peer_address(writer: asyncio.StreamWriter) -> str:
+    """host:port of the other end of a connection."""
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
