@@ -1,5 +1,6 @@
 """Bad configuration is permanent: exit 78 with a message that names the field."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,47 @@ def test_bad_configuration_exits_78_naming_the_field(
     pods.append(pod)
     assert pod.wait(60) == 78, pod.text()
     assert f"field '{field}'" in pod.text()
+
+
+BUGGY_RECIPE = """
+from functools import partial
+import torch
+from torch.utils.data import Dataset
+from trainer.recipe import Recipe
+
+class Broken(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, index):
+        if {broken_data} and index == 7:
+            raise IndexError("no sample 7")
+        return torch.zeros(2), 0
+
+def loss(model, batch):
+    if {broken_loss}:
+        return model(batch["inputs"])  # a bug: the batch is a list, not a dict
+    return torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
+
+def build(config):
+    return Recipe(model=torch.nn.Linear(2, 2), optimizer=partial(torch.optim.SGD, lr=0.1), train_data=Broken(),
+                  loss=loss)
+"""
+
+
+@pytest.mark.parametrize(
+    ("broken", "says"),
+    [
+        pytest.param("loss", "the recipe's loss raised TypeError", id="bug-in-the-loss"),
+        pytest.param("data", "the recipe's train_data raised IndexError", id="bug-in-a-dataloader-worker"),
+    ],
+)
+def test_a_bug_in_the_recipe_fails_at_once_naming_it(
+    pods: list[Pod], logs: Path, tmp_path: Path, broken: str, says: str
+) -> None:
+    code = BUGGY_RECIPE.format(broken_loss=broken == "loss", broken_data=broken == "data")
+    (tmp_path / "buggy.py").write_text(code)
+    config = {"entrypoint": f"{tmp_path / 'buggy.py'}:build", "steps": 20, "batchSize": 4, "dataLoaderWorkers": 2}
+    pod = start_pod(f"buggy-{broken}", {"TJ_TRAINER_CONFIG": json.dumps(config)}, logs)
+    pods.append(pod)
+    assert pod.wait(60) == 78, pod.text()
+    assert "field 'entrypoint'" in pod.text() and says in pod.text(), pod.text()

@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
 from torch.utils.data.distributed import DistributedSampler
 
+from trainer.failures import user_code
 from trainer.recipe import Batch, length
 
 
@@ -167,7 +168,8 @@ class TrainBatches:
             self.keys.first_step = step  # a new epoch, or a jump (a resume)
             self._stream = iter(self.loader)
         self._next_step = step + 1
-        return [to_device(next(self._stream), self.device) for _ in range(self.order.accumulation)]
+        with user_code("train_data"):  # the data set's __getitem__ and the collate function
+            return [to_device(next(self._stream), self.device) for _ in range(self.order.accumulation)]
 
 
 def eval_batches(

@@ -1,6 +1,12 @@
 """The trainer's failure kinds, each mapped to the exit code the operator classifies."""
 
-from trainer.contract import ExitCode
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from trainer.contract import TRAINER_CONFIG, ExitCode
+
+log = logging.getLogger(__name__)
 
 
 class TrainerError(Exception):
@@ -37,3 +43,19 @@ def combine_exit_codes(codes: list[int], preempted: bool) -> ExitCode:
     if preempted or any(code == ExitCode.PREEMPTED for code in codes):
         return ExitCode.PREEMPTED
     return ExitCode.SUCCEEDED
+
+
+# What a bug in a recipe's function raises: the same at every retry, so the job fails at once (exit 78) rather than
+# restarting until its backoffLimit. RuntimeError (CUDA out of memory, a peer gone) stays retryable.
+_BUGS = (TypeError, ValueError, KeyError, IndexError, AttributeError, NameError, AssertionError, ZeroDivisionError)
+
+
+@contextmanager
+def user_code(function: str) -> Iterator[None]:
+    """Run a recipe function: a bug in it becomes a ConfigError naming the entrypoint and the function."""
+    try:
+        yield
+    except _BUGS as error:
+        log.exception("the recipe's %s failed", function)
+        problem = f"the recipe's {function} raised {type(error).__name__}: {error}"
+        raise ConfigError(TRAINER_CONFIG, "entrypoint", problem) from None

@@ -10,7 +10,7 @@ from torch import nn
 from trainer.config import Precision, TrainerConfig
 from trainer.contract import TRAINER_CONFIG
 from trainer.data import to_device
-from trainer.failures import ConfigError
+from trainer.failures import ConfigError, user_code
 from trainer.recipe import Batch, Recipe
 
 Sums = tuple[dict[str, float], int]
@@ -39,7 +39,7 @@ def accumulate_gradients(
     for index, batch in enumerate(batches):
         skip_sync = no_sync is not None and index < len(batches) - 1
         with no_sync() if skip_sync and no_sync is not None else nullcontext():
-            with autocast(device, config.precision):
+            with autocast(device, config.precision), user_code("loss"):
                 loss = recipe.loss(model, batch)
             (loss / len(batches)).backward()  # type: ignore[no-untyped-call]
         total += loss.detach().float()
@@ -80,7 +80,7 @@ def evaluate(
         for batch in batches:
             on_device = to_device(batch, device)
             size = batch_length(on_device)
-            with autocast(device, config.precision):
+            with autocast(device, config.precision), user_code("metrics"):
                 metrics = recipe.evaluation_metrics(module, on_device)
             for name, value in metrics.items():
                 sums[str(name)] = sums.get(str(name), 0.0) + _number(name, value) * size
