@@ -101,19 +101,18 @@ def test_cluster_commands_submit_list_suspend_resume_delete(envtest: ControlPlan
 
 
 @pytest.mark.parametrize(
-    ("example", "expected"),
-    [
-        pytest.param("image-classification/shapes-ddp.yaml", r"result: accuracy 0\.9[0-9]+", id="recipe-ddp"),
-        pytest.param("image-classification/shapes-ps.yaml", r"result: accuracy 0\.9[0-9]+", id="recipe-ps"),
-        pytest.param("torchrun-script.yaml", r"Succeeded", id="torchrun-script"),
-    ],
+    "example",
+    ["image-classification/shapes-ddp.yaml", "image-classification/shapes-ps.yaml", "torchrun-script.yaml"],
+    ids=["recipe-ddp", "recipe-ps", "torchrun-script"],
 )
-def test_the_teaching_examples_run_as_shipped(tmp_path: Path, example: str, expected: str) -> None:
+def test_the_teaching_examples_run_as_shipped(tmp_path: Path, example: str) -> None:
     """From any folder: the ConfigMap's code comes from the manifest's folder, torchrun from the environment."""
     result = tjctl("run", str(REPO / "examples" / example), "--workdir", str(tmp_path / "work"), cwd=tmp_path)
     output = result.stdout + result.stderr
-    assert result.returncode == 0, output + "".join(p.read_text() for p in (tmp_path / "work" / "logs").glob("*.log"))
-    assert re.search(expected, output), output
+    logs = "".join(path.read_text() for path in (tmp_path / "work" / "logs").glob("*.log"))
+    assert result.returncode == 0 and "Succeeded" in output, output + logs
     if example == "torchrun-script.yaml":
-        logs = "".join(path.read_text() for path in (tmp_path / "work" / "logs").glob("*.log"))
         assert set(re.findall(r"rank (\d) of 4: epoch 2 loss", logs)) == {"0", "1", "2", "3"}, logs
+    else:
+        accuracy = re.search(r"result: accuracy (\d\.\d+)", output)
+        assert accuracy and float(accuracy.group(1)) >= 0.9, output
