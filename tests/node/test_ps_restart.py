@@ -13,7 +13,7 @@ def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> 
     claim, job = example("digits-ps-checkpoints.yaml")[0], example("digits-ps.yaml")[0]
     claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
     nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
-    job["spec"]["trainer"]["steps"] = 1500  # long enough to be killed part-way on a fast machine
+    job["spec"]["trainer"]["steps"] = 5000  # worker-2 must still train when the kill comes (status polls lag)
     name = job["metadata"]["name"]
     nh.create(job)
 
