@@ -73,13 +73,18 @@ def sample_seed(seed: int, epoch: int, index: int) -> int:
     return int.from_bytes(digest, "little") & (2**63 - 1)
 
 
+def seed_everything(seed: int) -> None:
+    """Seed torch, NumPy and random (every process builds the same initial model from spec.trainer.seed)."""
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
 @contextmanager
 def seeded(seed: int) -> Iterator[None]:
     """torch, NumPy and random seeded with `seed` inside; their previous states restored after."""
     states = torch.get_rng_state(), np.random.get_state(), random.getstate()
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
+    seed_everything(seed)
     try:
         yield
     finally:

@@ -13,24 +13,23 @@ from trainer import faults
 from trainer.checkpoint import Checkpointer
 from trainer.config import TrainerConfig
 from trainer.contract import CHECKPOINT_DIR, ExitCode
-from trainer.data import DataOrder, TrainBatches, eval_batches
 from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import ConfigError, RetryableError
 from trainer.pacing import WARMUP_STEPS, AgreementSchedule, StepTimer
-from trainer.recipe import Recipe, length
+from trainer.recipe import Recipe
 from trainer.rendezvous import wait_for_port
 from trainer.reporting import RunReport
 from trainer.signals import StopFlag
-from trainer.steps import accumulate_gradients, evaluate, means
+from trainer.steps import accumulate_gradients, evaluate_share, means
 from trainer.training import (
     build_optimizer,
     build_scheduler,
     configure_determinism,
-    data_order,
     rng_state,
     set_rng_state,
     total_steps,
+    train_batches,
 )
 
 log = logging.getLogger(__name__)
@@ -90,16 +89,8 @@ class DdpTrainer:
     ) -> None:
         self.env, self.config, self.recipe, self.stop, self.device = env, config, recipe, stop, device
         self.report = report
-        self.order: DataOrder = data_order(config, length(recipe.train_data), env.world_size, env.rank)
-        self.batches = TrainBatches(
-            recipe.train_data,
-            self.order,
-            device=device,
-            seed=config.seed,
-            workers=config.data_loader_workers,
-            collate=recipe.collate,
-        )
-        self.total = total_steps(config, self.order.steps_per_epoch)
+        self.batches = train_batches(recipe, config, device, replicas=env.world_size, rank=env.rank)
+        self.total = total_steps(config, self.batches.order.steps_per_epoch)
         self.module = recipe.model.to(device)
         self.optimizer = build_optimizer(recipe, self.module.parameters())
         self.scheduler = build_scheduler(recipe, self.optimizer, self.total)
@@ -184,16 +175,9 @@ class DdpTrainer:
         if self.recipe.eval_data is None:
             return None
         world, rank = self.env.world_size, self.env.rank
-        batches = eval_batches(
-            self.recipe.eval_data,
-            self.config.batch_size,
-            world,
-            rank,
-            workers=self.config.data_loader_workers,
-            collate=self.recipe.collate,
-        )
         parts: list[Any] = [None] * world
-        dist.all_gather_object(parts, evaluate(self.module, self.recipe, batches, self.device, self.config))
+        part = evaluate_share(self.module, self.recipe, self.config, self.device, replicas=world, rank=rank)
+        dist.all_gather_object(parts, part)
         metrics = means(parts)
         self.report.evaluated(self.step, metrics)
         return metrics

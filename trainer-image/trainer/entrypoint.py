@@ -9,19 +9,17 @@ import importlib
 import importlib.util
 import logging
 import os
-import random
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
-import torch
 from torch import nn
 
 from trainer.config import TrainerConfig
 from trainer.contract import TRAINER_CONFIG
+from trainer.data import seed_everything
 from trainer.failures import ConfigError
 from trainer.recipe import Recipe, length
 
@@ -69,13 +67,6 @@ def load_function(entrypoint: str) -> RecipeFunction:
     if not callable(function):
         raise _problem(f"{module_name!r} has no function {function_name!r}")
     return function  # type: ignore[no-any-return]
-
-
-def seed_everything(seed: int) -> None:
-    """Seed torch, NumPy and random: every process builds the same initial model."""
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    random.seed(seed)
 
 
 def _checked(recipe: object, entrypoint: str) -> Recipe:

@@ -8,19 +8,18 @@ import torch
 
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
-from trainer.data import TrainBatches, eval_batches
 from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
 from trainer.ps_shard import SYNC_ROUND_SECONDS, assign_shards
 from trainer.ps_wire import Connection, Message, frame_limit
-from trainer.recipe import Recipe, length
+from trainer.recipe import Recipe
 from trainer.rendezvous import wait_for_port
 from trainer.reporting import RunReport
 from trainer.signals import StopFlag
-from trainer.steps import accumulate_gradients, evaluate, means
-from trainer.training import configure_determinism, data_order, total_steps
+from trainer.steps import accumulate_gradients, evaluate_share, means
+from trainer.training import configure_determinism, total_steps, train_batches
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +35,8 @@ class PsWorker:
         self.key = read_job_key(env.job_key_file)
         self.index = env.replica_index
         self.device = torch.device("cuda", env.local_rank) if torch.cuda.is_available() else torch.device("cpu")
-        order = data_order(config, length(recipe.train_data), env.num_workers, self.index)
-        self.batches = TrainBatches(
-            recipe.train_data,
-            order,
-            device=self.device,
-            seed=config.seed,
-            workers=config.data_loader_workers,
-            collate=recipe.collate,
-        )
-        self.total = total_steps(config, order.steps_per_epoch)
+        self.batches = train_batches(recipe, config, self.device, replicas=env.num_workers, rank=self.index)
+        self.total = total_steps(config, self.batches.order.steps_per_epoch)
         self.model = recipe.model.to(self.device)
         self.params = dict(self.model.named_parameters())
         sizes = [(name, p.numel()) for name, p in self.params.items()]
@@ -128,15 +119,7 @@ class PsWorker:
         """Worker 0 evaluates the parameters it last received on the whole evaluation set."""
         if self.recipe.eval_data is None:
             return None
-        batches = eval_batches(
-            self.recipe.eval_data,
-            self.config.batch_size,
-            1,
-            0,
-            workers=self.config.data_loader_workers,
-            collate=self.recipe.collate,
-        )
-        metrics = means([evaluate(self.model, self.recipe, batches, self.device, self.config)])
+        metrics = means([evaluate_share(self.model, self.recipe, self.config, self.device, replicas=1, rank=0)])
         report.evaluated(self.step, metrics)
         return metrics
 

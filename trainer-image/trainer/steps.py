@@ -9,7 +9,7 @@ from torch import nn
 
 from trainer.config import Precision, TrainerConfig
 from trainer.contract import TRAINER_CONFIG
-from trainer.data import to_device
+from trainer.data import eval_batches, to_device
 from trainer.failures import ConfigError, user_code
 from trainer.recipe import Batch, Recipe
 
@@ -88,6 +88,22 @@ def evaluate(
     finally:
         module.train(was_training)
     return sums, count
+
+
+def evaluate_share(
+    module: nn.Module, recipe: Recipe, config: TrainerConfig, device: torch.device, *, replicas: int, rank: int
+) -> Sums:
+    """evaluate() over this replica's share of the recipe's evaluation set (it has one: the caller checks)."""
+    assert recipe.eval_data is not None
+    batches = eval_batches(
+        recipe.eval_data,
+        config.batch_size,
+        replicas,
+        rank,
+        workers=config.data_loader_workers,
+        collate=recipe.collate,
+    )
+    return evaluate(module, recipe, batches, device, config)
 
 
 def means(parts: Iterable[Sums]) -> dict[str, float]:

@@ -11,9 +11,9 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from trainer.config import TrainerConfig
 from trainer.contract import TRAINER_CONFIG
-from trainer.data import DataOrder
+from trainer.data import DataOrder, TrainBatches
 from trainer.failures import ConfigError
-from trainer.recipe import Recipe
+from trainer.recipe import Recipe, length
 
 
 def configure_determinism(threads: int = 1) -> None:
@@ -56,6 +56,21 @@ def data_order(config: TrainerConfig, samples: int, replicas: int, rank: int) ->
         )
     except ValueError as error:
         raise ConfigError(TRAINER_CONFIG, "batchSize", str(error)) from None
+
+
+def train_batches(
+    recipe: Recipe, config: TrainerConfig, device: torch.device, *, replicas: int, rank: int
+) -> TrainBatches:
+    """This replica's training batches (and, as .order, its data order) as the config asks for them."""
+    order = data_order(config, length(recipe.train_data), replicas, rank)
+    return TrainBatches(
+        recipe.train_data,
+        order,
+        device=device,
+        seed=config.seed,
+        workers=config.data_loader_workers,
+        collate=recipe.collate,
+    )
 
 
 def total_steps(config: TrainerConfig, steps_per_epoch: int) -> int:
