@@ -2,6 +2,14 @@
 
 from trainingjob.model.base import ApiModel, parse_quantity
 from trainingjob.model.containers import Container, EnvFromSource
+from trainingjob.model.history import (
+    AttemptOutcome,
+    AttemptRecord,
+    EvaluationPoint,
+    FailureRecord,
+    History,
+    MetricPoint,
+)
 from trainingjob.model.job import (
     API_VERSION,
     CATEGORIES,
@@ -60,6 +68,8 @@ __all__ = [
     "VERSION",
     "Affinity",
     "ApiModel",
+    "AttemptOutcome",
+    "AttemptRecord",
     "CheckpointSpec",
     "CheckpointStatus",
     "CheckpointVolume",
@@ -71,8 +81,12 @@ __all__ = [
     "EnvFromSource",
     "EnvVar",
     "EnvVarSource",
+    "EvaluationPoint",
     "FailureClass",
+    "FailureRecord",
+    "History",
     "LastFailure",
+    "MetricPoint",
     "Mode",
     "ObjectMeta",
     "Optimizer",

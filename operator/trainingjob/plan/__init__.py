@@ -18,7 +18,7 @@ stops the rest:
     creation      create missing pods after earlier attempts are gone and the backoff is over
     phase         Running, or why not yet
 
-The replica counts are recomputed last, whatever decided.
+The replica counts are recomputed last, whatever decided, and status.history notes what changed (history.py).
 """
 
 from collections.abc import Callable
@@ -27,7 +27,18 @@ from datetime import datetime
 from trainingjob.manifests import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.observe import Observed
-from trainingjob.plan import creation, deadlines, failure, finished, phase, progress, success, suspend, tracking
+from trainingjob.plan import (
+    creation,
+    deadlines,
+    failure,
+    finished,
+    history,
+    phase,
+    progress,
+    success,
+    suspend,
+    tracking,
+)
 from trainingjob.plan.types import Context, Decision, Event, Plan, Settings
 
 Policy = Callable[[Context, TrainingJobStatus], Decision | None]
@@ -63,7 +74,8 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
         status = decision.status
         if decision.final:
             break
-    return _fold(ctx, phase.counts(ctx, status), [d for _, d in taken], [n for n, d in taken if _acts(d)])
+    status = history.record(job.status or TrainingJobStatus(), phase.counts(ctx, status), now)
+    return _fold(ctx, status, [d for _, d in taken], [n for n, d in taken if _acts(d)])
 
 
 def _acts(decision: Decision) -> bool:

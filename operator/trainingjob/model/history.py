@@ -1,0 +1,108 @@
+"""status.history: what happened to the job, kept small. Every attempt and how it ended, the pod failures, the
+checkpoints, and the loss and evaluation curves thinned to a fixed number of points spread over the whole run.
+The dashboard and `tjctl timeline` draw it; the operator writes it from status transitions (plan/history.py)."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field
+
+from trainingjob.model.base import ApiModel, Float, Int, Str
+from trainingjob.model.values import CheckpointStatus, Count, FailureClass, Metrics, PodReason, Reason
+
+MAX_ATTEMPTS = 32
+MAX_FAILURES = 32
+MAX_CHECKPOINTS = 32
+MAX_POINTS = 128
+MAX_EVALUATIONS = 64
+PodName = Annotated[Str, Field(max_length=253)]
+
+
+class AttemptOutcome(StrEnum):
+    SUCCEEDED = "Succeeded"  # every worker finished
+    FAILED = "Failed"  # a pod failure or a deadline ended it: the job restarted or failed
+    SUSPENDED = "Suspended"  # the job was suspended; resuming starts the next attempt
+    REPLACED = "Replaced"  # a new attempt began for another reason (the job's spec changed, pods vanished)
+
+
+class AttemptRecord(ApiModel):
+    """One attempt: a gang of pods started together, from when it began to how it ended."""
+
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt's number (status.attempt while it ran)."""
+    start_time: datetime
+    """When the attempt began: the job started, restarted or was resumed (backoff included after it)."""
+    pods_time: datetime | None = None
+    """When its pods were first seen (after the backoff)."""
+    running_time: datetime | None = None
+    """When all its ranks first ran (the job's phase became Running)."""
+    end_time: datetime | None = None
+    """When it ended; unset while it runs."""
+    outcome: AttemptOutcome | None = None
+    """Succeeded, Failed, Suspended or Replaced; unset while it runs."""
+    reason: Reason | None = None
+    """Why it ended: the failure class, or the reason of the Failed condition."""
+    resumed_from_step: Count | None = None
+    """The step of the newest checkpoint when it began: where it resumed from."""
+
+
+class FailureRecord(ApiModel):
+    """A pod failure the operator counted (the whole of status.lastFailure but the log tail)."""
+
+    time: datetime
+    """When the failure was observed."""
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt the pod belonged to."""
+    pod: PodName
+    """The failed pod's name."""
+    failure_class: FailureClass
+    """Retryable, Permanent, OOMKilled, Disruption, Stalled or DeadlineExceeded."""
+    exit_code: Annotated[Int, Field(ge=-1, le=255)] | None = None
+    """The trainer container's exit code, when it exited."""
+    reason: PodReason = ""
+    """The reason Kubernetes or the operator gave, e.g. OOMKilled, Evicted."""
+
+
+class MetricPoint(ApiModel):
+    """Rank 0's progress at a step: the training curve."""
+
+    step: Count
+    """The training step."""
+    time: datetime
+    """When the operator read it."""
+    loss: Float | None = None
+    """The training loss rank 0 reported."""
+    samples_per_second: Annotated[Float, Field(ge=0)] | None = None
+    """The job's throughput then."""
+
+
+class EvaluationPoint(ApiModel):
+    """An evaluation's metrics at a step."""
+
+    step: Count
+    """The step the evaluation was made at."""
+    time: datetime
+    """When the operator read it."""
+    metrics: Metrics
+    """The evaluation's metrics, e.g. {"accuracy": 0.97}."""
+
+
+class History(ApiModel):
+    """The job's history. Lists keep their newest entries; curves keep at most MAX_POINTS points at least
+    `pointEverySteps` apart, doubling that spacing whenever they fill, so they always span the whole run."""
+
+    attempts: Annotated[list[AttemptRecord], Field(max_length=MAX_ATTEMPTS)] = Field(default_factory=list)
+    """The newest attempts, oldest first; the last one is the current attempt."""
+    failures: Annotated[list[FailureRecord], Field(max_length=MAX_FAILURES)] = Field(default_factory=list)
+    """The newest pod failures, oldest first."""
+    checkpoints: Annotated[list[CheckpointStatus], Field(max_length=MAX_CHECKPOINTS)] = Field(default_factory=list)
+    """The newest checkpoints the trainer reported, oldest first."""
+    points: Annotated[list[MetricPoint], Field(max_length=MAX_POINTS)] = Field(default_factory=list)
+    """Loss and throughput by step, oldest first."""
+    point_every_steps: Annotated[Int, Field(ge=1)] = 1
+    """The least number of steps between two points."""
+    evaluations: Annotated[list[EvaluationPoint], Field(max_length=MAX_EVALUATIONS)] = Field(default_factory=list)
+    """Evaluation metrics by step, oldest first."""
+    evaluation_every_steps: Annotated[Int, Field(ge=1)] = 1
+    """The least number of steps between two evaluations kept."""

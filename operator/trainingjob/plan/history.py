@@ -1,0 +1,132 @@
+"""status.history follows the status: record(before, after, now) notes what changed between a reconcile's first
+and last status: an attempt that began, got its pods, ran or ended; a pod failure; a checkpoint; a point of the
+loss curve or an evaluation. Nothing new, nothing written: the history is unchanged when the status is."""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from trainingjob.model import (
+    AttemptOutcome,
+    AttemptRecord,
+    ConditionType,
+    EvaluationPoint,
+    FailureRecord,
+    History,
+    MetricPoint,
+    Phase,
+    TrainingJobStatus,
+)
+from trainingjob.model.history import MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EVALUATIONS, MAX_FAILURES, MAX_POINTS
+from trainingjob.plan.transitions import condition_of
+
+P = TypeVar("P", MetricPoint, EvaluationPoint)
+
+
+def record(before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -> TrainingJobStatus:
+    """`after` with its history brought up to date; `after` itself when nothing happened worth keeping."""
+    old = before.history or History()
+    history = _attempts(old, before, after, now)
+    history = _failures(history, before, after)
+    history = _checkpoints(history, after)
+    history = _curves(history, after, now)
+    if history == old:
+        return after
+    return after.model_copy(update={"history": history})
+
+
+def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -> History:
+    attempts = list(history.attempts)
+    if attempts and attempts[-1].end_time is None:
+        ended = _ending(attempts[-1], before, after)
+        if ended is not None:
+            outcome, reason = ended
+            attempts[-1] = attempts[-1].model_copy(update={"end_time": now, "outcome": outcome, "reason": reason})
+    stopped = after.phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED)
+    if after.attempt > 0 and not stopped and (not attempts or attempts[-1].end_time is not None):
+        resumed = after.last_checkpoint.step if after.last_checkpoint is not None else None
+        attempts.append(AttemptRecord(attempt=after.attempt, start_time=now, resumed_from_step=resumed))
+    if attempts and attempts[-1].end_time is None:
+        current = attempts[-1]
+        update: dict[str, object] = {}
+        if current.pods_time is None and after.tracked_pods:
+            update["pods_time"] = now
+        if current.running_time is None and after.phase == Phase.RUNNING:
+            update["running_time"] = now
+        attempts[-1] = current.model_copy(update=update)
+    return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
+
+
+def _ending(
+    current: AttemptRecord, before: TrainingJobStatus, after: TrainingJobStatus
+) -> tuple[AttemptOutcome, str | None] | None:
+    """How the running attempt ended between `before` and `after`, or None while it goes on."""
+    failure = after.last_failure
+    failed_now = failure is not None and failure != before.last_failure and failure.attempt == current.attempt
+    failure_class = failure.failure_class.value if failed_now and failure is not None else None
+    if after.phase == Phase.SUCCEEDED:
+        return AttemptOutcome.SUCCEEDED, None
+    if after.phase == Phase.FAILED:
+        condition = condition_of(after, ConditionType.FAILED)
+        return AttemptOutcome.FAILED, failure_class or (condition.reason if condition else None)
+    if after.phase == Phase.SUSPENDED:
+        return AttemptOutcome.SUSPENDED, None
+    if after.attempt != current.attempt:
+        return (AttemptOutcome.FAILED, failure_class) if failure_class else (AttemptOutcome.REPLACED, None)
+    return None
+
+
+def _failures(history: History, before: TrainingJobStatus, after: TrainingJobStatus) -> History:
+    failure = after.last_failure
+    if failure is None or failure == before.last_failure:
+        return history
+    entry = FailureRecord(
+        time=failure.time,
+        attempt=failure.attempt,
+        pod=failure.pod,
+        failure_class=failure.failure_class,
+        exit_code=failure.exit_code,
+        reason=failure.reason,
+    )
+    if history.failures and history.failures[-1] == entry:
+        return history
+    return history.model_copy(update={"failures": [*history.failures, entry][-MAX_FAILURES:]})
+
+
+def _checkpoints(history: History, after: TrainingJobStatus) -> History:
+    checkpoint = after.last_checkpoint
+    if checkpoint is None or checkpoint in history.checkpoints:
+        return history
+    return history.model_copy(update={"checkpoints": [*history.checkpoints, checkpoint][-MAX_CHECKPOINTS:]})
+
+
+def _curves(history: History, after: TrainingJobStatus, now: datetime) -> History:
+    progress = after.progress
+    if progress is None:
+        return history
+    if progress.step > 0 and (progress.loss is not None or progress.samples_per_second is not None):
+        point = MetricPoint(
+            step=progress.step, time=now, loss=progress.loss, samples_per_second=progress.samples_per_second
+        )
+        points, every = added(history.points, history.point_every_steps, point, MAX_POINTS)
+        history = history.model_copy(update={"points": points, "point_every_steps": every})
+    if progress.metrics and progress.metrics_step is not None:
+        evaluation = EvaluationPoint(step=progress.metrics_step, time=now, metrics=progress.metrics)
+        evaluations, every = added(history.evaluations, history.evaluation_every_steps, evaluation, MAX_EVALUATIONS)
+        history = history.model_copy(update={"evaluations": evaluations, "evaluation_every_steps": every})
+    return history
+
+
+def added(series: Sequence[P], every: int, point: P, limit: int) -> tuple[list[P], int]:
+    """`series` with `point`: a point at or before the last step replaces the points from its step on (a resume
+    from a checkpoint redoes those steps); one closer than `every` steps to the last is left out; past `limit`
+    points every other one goes and the spacing doubles, so the series keeps spanning the whole run."""
+    if series and series[-1].step == point.step:
+        return list(series), every
+    kept = [p for p in series if p.step < point.step]
+    if len(kept) == len(series) and kept and point.step - kept[-1].step < every:
+        return kept, every
+    kept.append(point)
+    while len(kept) > limit:
+        kept, every = kept[::2], every * 2
+    return kept, every
