@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.model import ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
 from trainingjob.naming import CONTAINER_NAME
 from trainingjob.observe import PodPhase, controller_uid, pod_state
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED
@@ -89,6 +89,7 @@ def check_after_reconcile(
     if a.phase.is_terminal and not b.phase.is_terminal:
         _check_not_premature(b, a, before, owned, now)
     _check_progress(b, a)
+    _check_history(b, a)
     if not crashed:
         _check_settled(b, a, after, owned, now)
         _check_cleared(a, [p for p in cluster.pods.values() if controller_uid(p) == uid])
@@ -109,6 +110,30 @@ def _check_progress(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
     elif a.result is not None:
         reported = a.progress.step if a.progress else None
         assert a.result.step == reported, "the result's step is not the last reported one"
+
+
+def _check_history(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
+    """The history tells the attempts as they went: in order, each with ordered times, only the current one
+    open, a gang restart's attempt ended Failed with its class, and the last failure on record."""
+    attempts = a.history.attempts if a.history else []
+    numbers = [r.attempt for r in attempts]
+    assert numbers == sorted(numbers), f"attempts out of order: {numbers}"
+    assert all(r.end_time is not None for r in attempts[:-1]), "an attempt left open before the current one"
+    for r in attempts:
+        times = [t for t in (r.start_time, r.pods_time, r.running_time, r.end_time) if t is not None]
+        assert times == sorted(times), f"attempt {r.attempt}'s times out of order: {r}"
+        assert (r.outcome is None) == (r.end_time is None), f"attempt {r.attempt} ended without an outcome"
+    stopped = a.phase.is_terminal or a.phase == Phase.SUSPENDED
+    if a.attempt > 0 and not stopped:
+        assert attempts and attempts[-1].attempt == a.attempt and attempts[-1].end_time is None, (a.attempt, numbers)
+    if stopped and attempts:
+        assert attempts[-1].end_time is not None, f"attempt {attempts[-1].attempt} open in phase {a.phase}"
+    if a.attempt == b.attempt + 1 and _total(a) > _total(b) and a.last_failure is not None:
+        ended = next(r for r in attempts if r.attempt == b.attempt)
+        assert (ended.outcome, ended.reason) == (AttemptOutcome.FAILED, a.last_failure.failure_class.value), ended
+    if a.last_failure is not None:
+        last = a.history.failures[-1] if a.history and a.history.failures else None
+        assert last is not None and (last.pod, last.time) == (a.last_failure.pod, a.last_failure.time), last
 
 
 def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest) -> None:

@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     submit = commands.add_parser("submit", help="create a job on the cluster")
     submit.add_argument("file", type=Path)
     commands.add_parser("list", help="list jobs")
+    timeline = commands.add_parser("timeline", help="where a job's time went: attempts, pods, failures, checkpoints")
+    timeline.add_argument("name")
+    timeline.add_argument(
+        "--chrome", type=Path, metavar="FILE", help="write a Chrome trace (chrome://tracing, Perfetto)"
+    )
     for name in ("get", "watch", "delete", "suspend", "resume", "logs"):
         sub = commands.add_parser(name, help=f"{name} a job")
         sub.add_argument("name")
@@ -112,6 +117,19 @@ def _watch(kube: Kube | Rest, name: str, console: Console) -> int:
     return 0 if status.phase == Phase.SUCCEEDED else 1
 
 
+def _timeline(kube: Kube | Rest, args: argparse.Namespace, console: Console) -> int:
+    if args.chrome:
+        args.chrome.write_text(json.dumps(kube.timeline(args.name, chrome=True)))
+        console.print(f"wrote {args.chrome}: open it in chrome://tracing or ui.perfetto.dev", highlight=False)
+        return 0
+    found = kube.timeline(args.name, chrome=False)
+    if args.output == "table":
+        console.print(display.timeline(found), highlight=False)
+    else:
+        _print(found, args.output, console)
+    return 0
+
+
 def _cluster(args: argparse.Namespace, console: Console) -> int:
     if args.server and not args.token:
         raise ManifestError("--server needs --token (or $TJCTL_TOKEN)")
@@ -122,6 +140,8 @@ def _cluster(args: argparse.Namespace, console: Console) -> int:
     )
     if args.command == "watch":
         return _watch(kube, args.name, console)
+    if args.command == "timeline":
+        return _timeline(kube, args, console)
     actions: dict[str, Callable[[], Any]] = {
         "submit": lambda: kube.submit(load(args.file)[0]),
         "list": kube.list,

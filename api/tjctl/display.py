@@ -21,7 +21,12 @@ def time_left(estimate: Any, now: datetime) -> str:
             return ""
     if not isinstance(estimate, datetime) or estimate.tzinfo is None:
         return ""
-    seconds = max(int((estimate - now).total_seconds()), 0)
+    return duration((estimate - now).total_seconds())
+
+
+def duration(seconds: float) -> str:
+    """'42s', '4m10s', '3h05m' or '2d03h'; '0s' for none or less."""
+    seconds = max(int(seconds), 0)
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 60:
         return f"{seconds}s"
@@ -79,3 +84,21 @@ def table(jobs: list[Manifest], now: datetime) -> Table:
             time_left(progress.get("estimatedCompletionTime"), now),
         )
     return rows
+
+
+def timeline(found: Manifest) -> Table:
+    """A job's timeline (the JSON of GET .../timeline) as a table: each row's spans and marks in time order, at
+    their offset from the job's creation."""
+    start = datetime.fromisoformat(found["start"])
+    labels = {row["id"]: row["label"] for row in found["rows"]}
+    order = {row["id"]: number for number, row in enumerate(found["rows"])}
+    lines = [(s["row"], s["start"], s["end"], s["label"]) for s in found["spans"]]
+    lines += [(m["row"], m["time"], None, m["label"]) for m in found["marks"]]
+    table = Table(box=None, title=f"{found['namespace']}/{found['name']}", title_justify="left")
+    for column in ("ROW", "AT", "FOR", "WHAT"):
+        table.add_column(column)
+    for row, begin, end, label in sorted(lines, key=lambda line: (order.get(line[0], 0), line[1])):
+        at = datetime.fromisoformat(begin)
+        lasted = duration((datetime.fromisoformat(end) - at).total_seconds()) if end else ""
+        table.add_row(labels.get(row, row), "+" + duration((at - start).total_seconds()), lasted, label)
+    return table

@@ -1,10 +1,12 @@
 """tjctl's cluster commands, straight to the Kubernetes API with a kubeconfig."""
 
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, config
 
-from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob import timeline
+from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
 from trainingjob.naming import INDEX_LABEL, ROLE_LABEL, job_selector
 
 Manifest = dict[str, Any]
@@ -56,3 +58,11 @@ class Kube:
         newest = max(pods, key=lambda p: int(p.metadata.labels["trainingjob.io/attempt"]))
         text: str = self.core.read_namespaced_pod_log(newest.metadata.name, self.namespace, tail_lines=tail)
         return text
+
+    def timeline(self, name: str, chrome: bool) -> Manifest:
+        """The job's timeline as JSON, or as a Chrome trace."""
+        job = TrainingJob.from_manifest(self.get(name))
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=job_selector(name)).items
+        manifests = [self.core.api_client.sanitize_for_serialization(pod) for pod in pods]
+        found = timeline.build(job, [t for t in map(timeline.pod_times, manifests) if t], datetime.now(UTC))
+        return timeline.chrome_trace(found) if chrome else found.to_json()

@@ -66,3 +66,10 @@ class Rest:
     def logs(self, name: str, replica: str, tail: int | None) -> str:
         params: dict[str, Any] = {"replica": replica} | ({"tailLines": tail} if tail else {})
         return str(self._call("GET", f"{self._job(name)}/logs", params=params))
+
+    def timeline(self, name: str, chrome: bool) -> Manifest:
+        """The job's timeline as JSON, or as a Chrome trace."""
+        found: Manifest = self._call(
+            "GET", f"{self._job(name)}/timeline", params={"format": "chrome" if chrome else "json"}
+        )
+        return found

@@ -88,6 +88,7 @@ CanDelete = Annotated[Caller, Depends(Permission("delete"))]
 CanPatch = Annotated[Caller, Depends(Permission("patch"))]
 CanWatch = Annotated[Caller, Depends(Permission("watch"))]
 CanListEvents = Annotated[Caller, Depends(Permission("list", resource="events", group=""))]
+CanListPods = Annotated[Caller, Depends(Permission("list", resource="pods", group=""))]
 CanGetLogs = Annotated[Caller, Depends(Permission("get", resource="pods", group="", subresource="log"))]
 
 

@@ -46,4 +46,9 @@ def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: N
     resumed = resumed_steps(rank0)
     assert resumed and resumed[0] >= checkpointed, f"attempt 2 did not resume from step >= {checkpointed}:\n{rank0}"
     assert result_accuracy(done) >= 0.95
+    first, second = done["history"]["attempts"]  # what the dashboard and `tjctl timeline` draw
+    assert (first["outcome"], first["reason"], second["outcome"]) == ("Failed", "Retryable", "Succeeded"), done
+    assert second["resumedFromStep"] >= checkpointed and second["runningTime"] <= second["endTime"], second
+    points = done["history"]["points"]
+    assert points and points[-1]["step"] <= 3000 and len(points) <= 128, points[-3:]
     print(f"gang running again {restarted_in:.1f} s after the kill; resumed from step {resumed[0]}")

@@ -1,18 +1,22 @@
 """What happens to a job: its Kubernetes events, the logs of its pods, a server-sent-events stream of its status."""
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import httpx
 from fastapi import APIRouter, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 
+from trainingjob import timeline
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import GROUP, KIND
-from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
+from trainingjob.model import GROUP, KIND, TrainingJob
+from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL, job_selector
+from trainingjob_api.auth import Access
 from trainingjob_api.deps import (
     AppState,
     CanGet,
@@ -70,6 +74,39 @@ def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State)
 )
 def job_failure(namespace: Namespace, name: Name, _: CanGet, __: CanGetLogs, state: State) -> dict[str, Any]:
     return {"lastFailure": (read_job(state, namespace, name).get("status") or {}).get("lastFailure")}
+
+
+TimelineFormat = Annotated[
+    str, Query(pattern="^(json|chrome)$", description="json, or chrome: a Chrome trace (chrome://tracing, Perfetto)")
+]
+
+
+@router.get(
+    "/namespaces/{namespace}/trainingjobs/{name}/timeline",
+    responses={**ERRORS, 200: {"description": "The timeline as JSON, or a Chrome trace with format=chrome"}},
+    summary="Where the job's time went: attempts, pods, failures, checkpoints on a time axis (or a Chrome trace)",
+)
+def job_timeline(
+    namespace: Namespace, name: Name, caller: CanGet, state: State, format: TimelineFormat = "json"
+) -> Response:
+    """Pods get rows of their own only for a caller who may list pods in the namespace."""
+    job = TrainingJob.from_manifest(read_job(state, namespace, name))
+    pods: list[timeline.PodTimes] = []
+    if state.authorizer.allows(caller, Access("list", "", "pods", namespace)):
+        try:
+            found = state.kube.core.list_namespaced_pod(
+                namespace, label_selector=job_selector(name), _request_timeout=state.kube.timeout
+            )
+        except ApiException as error:
+            raise from_kubernetes(error, f"the pods of {describe_job(namespace, name)}") from None
+        manifests = [state.kube.api.sanitize_for_serialization(pod) for pod in found.items]
+        pods = [times for times in map(timeline.pod_times, manifests) if times is not None]
+    built = timeline.build(job, pods, datetime.now(UTC))
+    if format == "chrome":
+        disposition = f'attachment; filename="{name}-timeline.json"'
+        body = json.dumps(timeline.chrome_trace(built))
+        return Response(body, media_type="application/json", headers={"Content-Disposition": disposition})
+    return Response(json.dumps(built.to_json()), media_type="application/json")
 
 
 def _event(event: Any) -> JobEvent:

@@ -36,25 +36,32 @@ def record(before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -
 
 
 def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -> History:
+    """Close the running attempt if it ended, open the next one, note its pods and its running. A record's times
+    never go backwards, even when the operator's clock does."""
     attempts = list(history.attempts)
     if attempts and attempts[-1].end_time is None:
         ended = _ending(attempts[-1], before, after)
         if ended is not None:
             outcome, reason = ended
-            attempts[-1] = attempts[-1].model_copy(update={"end_time": now, "outcome": outcome, "reason": reason})
+            end = max(now, _latest(attempts[-1]))
+            attempts[-1] = attempts[-1].model_copy(update={"end_time": end, "outcome": outcome, "reason": reason})
     stopped = after.phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED)
     if after.attempt > 0 and not stopped and (not attempts or attempts[-1].end_time is not None):
         resumed = after.last_checkpoint.step if after.last_checkpoint is not None else None
-        attempts.append(AttemptRecord(attempt=after.attempt, start_time=now, resumed_from_step=resumed))
+        start = max(now, _latest(attempts[-1])) if attempts else now
+        attempts.append(AttemptRecord(attempt=after.attempt, start_time=start, resumed_from_step=resumed))
     if attempts and attempts[-1].end_time is None:
         current = attempts[-1]
-        update: dict[str, object] = {}
         if current.pods_time is None and after.tracked_pods:
-            update["pods_time"] = now
+            current = current.model_copy(update={"pods_time": max(now, _latest(current))})
         if current.running_time is None and after.phase == Phase.RUNNING:
-            update["running_time"] = now
-        attempts[-1] = current.model_copy(update=update)
+            current = current.model_copy(update={"running_time": max(now, _latest(current))})
+        attempts[-1] = current
     return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
+
+
+def _latest(record: AttemptRecord) -> datetime:
+    return max(t for t in (record.start_time, record.pods_time, record.running_time, record.end_time) if t)
 
 
 def _ending(
@@ -128,5 +135,5 @@ def added(series: Sequence[P], every: int, point: P, limit: int) -> tuple[list[P
         return kept, every
     kept.append(point)
     while len(kept) > limit:
-        kept, every = kept[::2], every * 2
+        kept, every = kept[::-2][::-1], every * 2  # the newest point stays (and the first, for an even limit)
     return kept, every

@@ -1,0 +1,255 @@
+"""Where a job's time went: build(job, pods, now) lays its history on a time axis (rows of spans and marks) and
+chrome_trace() writes that as a Chrome trace (chrome://tracing, ui.perfetto.dev). Pure: the caller reads the job
+and its pods. Rows: the job (created, suspensions, how it ended), one per attempt (backoff, starting, running;
+failures by class, checkpoints, evaluations) and one per pod still there (pending, running, terminating)."""
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJob, TrainingJobStatus
+from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL
+
+JOB_ROW = "job"
+
+
+@dataclass(frozen=True)
+class PodTimes:
+    """What the timeline needs of a pod."""
+
+    name: str
+    replica: str  # worker-0, ps-1
+    attempt: int
+    created: datetime
+    started: datetime | None = None  # its trainer container started
+    finished: datetime | None = None  # its trainer container ended
+    deleting: datetime | None = None  # deletionTimestamp: it is terminating
+    phase: str = "Pending"
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+
+
+def pod_times(pod: dict[str, Any]) -> PodTimes | None:
+    """A pod manifest's times (None for a pod that is not one of a job's): when it was created, when its trainer
+    container started and ended, since when it is terminating."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    created = _time(meta.get("creationTimestamp"))
+    if created is None or not str(labels.get(ATTEMPT_LABEL, "")).isdigit():
+        return None
+    states = [s for s in status.get("containerStatuses") or [] if s.get("name") == CONTAINER_NAME]
+    state = (states[0].get("state") or {}) if states else {}
+    started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
+    return PodTimes(
+        name=str(meta.get("name")),
+        replica=f"{labels.get(ROLE_LABEL, '?')}-{labels.get(INDEX_LABEL, '?')}",
+        attempt=int(labels[ATTEMPT_LABEL]),
+        created=created,
+        started=_time(started),
+        finished=_time((state.get("terminated") or {}).get("finishedAt")),
+        deleting=_time(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase") or "Pending"),
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Span:
+    row: str
+    kind: str  # backoff, starting, running, suspended, pending, terminating
+    start: datetime
+    end: datetime
+    label: str
+
+
+@dataclass(frozen=True)
+class Mark:
+    row: str
+    kind: str  # created, failure, checkpoint, evaluation, succeeded, failed
+    time: datetime
+    label: str
+    failure_class: str | None = None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    namespace: str
+    name: str
+    start: datetime
+    end: datetime
+    rows: list[Row] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON, times as ISO 8601."""
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "rows": [asdict(r) for r in self.rows],
+            "spans": [_iso(asdict(s)) for s in self.spans],
+            "marks": [
+                {
+                    "row": m.row,
+                    "kind": m.kind,
+                    "time": m.time.isoformat(),
+                    "label": m.label,
+                    "failureClass": m.failure_class,
+                }
+                for m in self.marks
+            ],
+        }
+
+
+def _iso(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
+
+
+def build(job: TrainingJob, pods: Iterable[PodTimes], now: datetime) -> Timeline:
+    status = job.status or TrainingJobStatus()
+    history = status.history or History()
+    created = _created(job) or status.start_time or now
+    created = min([created, *(record.start_time for record in history.attempts[:1])])  # clocks disagree a little
+    end = status.completion_time or now
+    timeline = Timeline(str(job.metadata.namespace or ""), str(job.metadata.name), created, max(end, created))
+    timeline.rows.append(Row(JOB_ROW, "job"))
+    timeline.marks.append(Mark(JOB_ROW, "created", created, "created"))
+    _job_row(timeline, status, history.attempts, end)
+    attempts = history.attempts
+    for number, record in enumerate(attempts):
+        previous = attempts[number - 1] if number > 0 else None
+        following = attempts[number + 1] if number + 1 < len(attempts) else None
+        _attempt_row(timeline, record, (previous, following), end)
+    _marks(timeline, history)
+    for pod in sorted(pods, key=lambda p: (-p.attempt, p.replica)):
+        _pod_row(timeline, pod, end)
+    return timeline
+
+
+def _created(job: TrainingJob) -> datetime | None:
+    return _time((job.metadata.model_extra or {}).get("creationTimestamp"))
+
+
+def _job_row(timeline: Timeline, status: TrainingJobStatus, attempts: list[AttemptRecord], end: datetime) -> None:
+    if attempts and attempts[0].start_time > timeline.start:
+        timeline.spans.append(Span(JOB_ROW, "pending", timeline.start, attempts[0].start_time, "waiting to start"))
+    for number, record in enumerate(attempts):
+        if record.outcome != AttemptOutcome.SUSPENDED or record.end_time is None:
+            continue
+        resumed = attempts[number + 1].start_time if number + 1 < len(attempts) else end
+        timeline.spans.append(Span(JOB_ROW, "suspended", record.end_time, resumed, "suspended"))
+    if status.phase.is_terminal and status.completion_time is not None:
+        kind = "succeeded" if status.phase == Phase.SUCCEEDED else "failed"
+        timeline.marks.append(Mark(JOB_ROW, kind, status.completion_time, status.phase.value))
+
+
+def attempt_row(attempt: int) -> str:
+    return f"attempt-{attempt}"
+
+
+def _attempt_row(
+    timeline: Timeline,
+    record: AttemptRecord,
+    neighbours: tuple[AttemptRecord | None, AttemptRecord | None],
+    end: datetime,
+) -> None:
+    """Waiting (a backoff after a failure), starting (pods created, not all running), running; how it ended."""
+    previous, following = neighbours
+    row = attempt_row(record.attempt)
+    resumed = f", from step {record.resumed_from_step}" if record.resumed_from_step else ""
+    timeline.rows.append(Row(row, f"attempt {record.attempt}{resumed}"))
+    stop = record.end_time or (following.start_time if following else end)
+    ended = f" ({record.outcome.value}{': ' + record.reason if record.reason else ''})" if record.outcome else ""
+    after_failure = previous is not None and previous.outcome == AttemptOutcome.FAILED
+    phases = [
+        ("backoff" if after_failure else "pending", record.start_time, record.pods_time or record.running_time or stop),
+        ("starting", record.pods_time, record.running_time or stop),
+        ("running", record.running_time, stop),
+    ]
+    spans = [(kind, start, finish) for kind, start, finish in phases if start is not None and finish > start]
+    for number, (kind, start, finish) in enumerate(spans):
+        label = kind + (ended if number == len(spans) - 1 else "")
+        timeline.spans.append(Span(row, kind, start, finish, label))
+
+
+def _marks(timeline: Timeline, history: History) -> None:
+    attempts = {record.attempt for record in history.attempts}
+    for failure in history.failures:
+        row = attempt_row(failure.attempt) if failure.attempt in attempts else JOB_ROW
+        exit_code = f" exit {failure.exit_code}" if failure.exit_code is not None else ""
+        label = f"{failure.pod}: {failure.failure_class.value}{exit_code} {failure.reason}".strip()
+        timeline.marks.append(Mark(row, "failure", failure.time, label, failure.failure_class.value))
+    for checkpoint in history.checkpoints:
+        row = _attempt_at(history.attempts, checkpoint.time)
+        timeline.marks.append(Mark(row, "checkpoint", checkpoint.time, f"checkpoint at step {checkpoint.step}"))
+    for evaluation in history.evaluations:
+        values = ", ".join(f"{k} {v:.4g}" for k, v in sorted(evaluation.metrics.items()))
+        row = _attempt_at(history.attempts, evaluation.time)
+        timeline.marks.append(Mark(row, "evaluation", evaluation.time, f"step {evaluation.step}: {values}"))
+
+
+def _attempt_at(attempts: list[AttemptRecord], time: datetime) -> str:
+    """The row of the attempt that was running at `time` (the job's row if none was)."""
+    for record in reversed(attempts):
+        if record.start_time <= time and (record.end_time is None or time <= record.end_time):
+            return attempt_row(record.attempt)
+    return JOB_ROW
+
+
+def _pod_row(timeline: Timeline, pod: PodTimes, end: datetime) -> None:
+    row = f"pod:{pod.name}"
+    timeline.rows.append(Row(row, f"{pod.replica} (attempt {pod.attempt})"))
+    stop = min(t for t in (pod.finished, pod.deleting, end) if t is not None)
+    pending_end = pod.started or stop
+    if pending_end > pod.created:
+        timeline.spans.append(Span(row, "pending", pod.created, pending_end, "pending"))
+    if pod.started is not None and stop > pod.started:
+        timeline.spans.append(Span(row, "running", pod.started, stop, f"running ({pod.phase})"))
+    if pod.deleting is not None and end > pod.deleting:
+        timeline.spans.append(Span(row, "terminating", pod.deleting, end, "terminating"))
+
+
+def chrome_trace(timeline: Timeline) -> dict[str, Any]:
+    """The Trace Event Format: one process (the job), one thread per row, spans as complete events ("X") and
+    marks as instant events ("i"); times in microseconds since the job was created."""
+
+    def micros(time: datetime) -> int:
+        return int((time - timeline.start).total_seconds() * 1_000_000)
+
+    threads = {row.id: number + 1 for number, row in enumerate(timeline.rows)}
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": f"{timeline.namespace}/{timeline.name}"}}
+    ]
+    for row in timeline.rows:
+        tid = threads[row.id]
+        events.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": row.label}})
+        events.append({"ph": "M", "pid": 1, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
+    for span in timeline.spans:
+        duration = max(micros(span.end) - micros(span.start), 0)
+        events.append(
+            {"ph": "X", "pid": 1, "tid": threads[span.row], "name": span.label, "cat": span.kind,
+             "ts": micros(span.start), "dur": duration}
+        )  # fmt: skip
+    for mark in timeline.marks:
+        args = {"failureClass": mark.failure_class} if mark.failure_class else {}
+        events.append(
+            {"ph": "i", "s": "t", "pid": 1, "tid": threads[mark.row], "name": mark.label, "cat": mark.kind,
+             "ts": micros(mark.time), "args": args}
+        )  # fmt: skip
+    return {
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {"job": f"{timeline.namespace}/{timeline.name}"},
+    }

@@ -1,0 +1,109 @@
+"""status.history, written by the planner: attempts and how they ended, failures, checkpoints, and curves that keep
+a fixed size while spanning the whole run."""
+
+import itertools
+from datetime import datetime
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.builders import T0, at, pods_of, running, step, with_policy
+
+from trainingjob.model import AttemptOutcome, CheckpointStatus, MetricPoint, Phase, Progress
+from trainingjob.plan.history import added
+
+
+def test_a_run_that_fails_once_and_succeeds_is_told_attempt_by_attempt() -> None:
+    job = running()
+    job, _ = step(job, pods_of(job, 1), at(5))  # all ranks running
+    failed = pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 137, "reason": "OOMKilled"}})
+    job, _ = step(job, failed, at(10))
+    job, _ = step(job, [], at(20))  # the backoff: no pods yet
+    job, _ = step(job, pods_of(job, 2, phase="Pending"), at(30))
+    job, _ = step(job, pods_of(job, 2), at(40))
+    done = pods_of(job, 2, {n: {"phase": "Succeeded", "exit_code": 0} for n in ("job-worker-0-2", "job-worker-1-2")})
+    job, _ = step(job, done, at(50))
+    assert job.status and job.status.phase == Phase.SUCCEEDED and job.status.history
+    first, second = job.status.history.attempts
+    assert (first.attempt, first.outcome, first.reason, first.end_time) == (
+        1,
+        AttemptOutcome.FAILED,
+        "OOMKilled",
+        at(10),
+    )
+    assert first.start_time == T0 and first.running_time is not None and first.running_time <= at(5)
+    assert (second.attempt, second.start_time, second.pods_time, second.running_time) == (2, at(10), at(30), at(40))
+    assert (second.outcome, second.end_time) == (AttemptOutcome.SUCCEEDED, at(50))
+    (failure,) = job.status.history.failures
+    assert (failure.pod, failure.attempt, failure.failure_class.value, failure.exit_code) == (
+        "job-worker-1-1", 1, "OOMKilled", 137,
+    )  # fmt: skip
+
+
+def test_suspending_ends_the_attempt_and_resuming_begins_the_next() -> None:
+    job = running()
+    job, _ = step(with_policy(job, suspend=True), pods_of(job, 1), at(10))
+    assert job.status and job.status.history
+    assert [(r.attempt, r.outcome) for r in job.status.history.attempts] == [(1, AttemptOutcome.SUSPENDED)]
+    job, _ = step(with_policy(job, suspend=False), [], at(100))
+    attempts = job.status.history.attempts if job.status and job.status.history else []
+    assert [(r.attempt, r.outcome, r.start_time) for r in attempts] == [
+        (1, AttemptOutcome.SUSPENDED, T0), (2, None, at(100)),
+    ]  # fmt: skip
+
+
+def test_nothing_new_writes_nothing_new() -> None:
+    job = running()
+    again, _ = step(job, pods_of(job, 1), at(5))
+    once_more, _ = step(again, pods_of(job, 1), at(9))
+    assert once_more.status and again.status and once_more.status.history == again.status.history
+
+
+def test_checkpoints_and_progress_become_history_once_each() -> None:
+    job = running()
+    checkpoint = CheckpointStatus(step=100, path="/checkpoints/step-100", time=at(4))
+    report = Progress(step=100, loss=0.5, samples_per_second=800.0, last_heartbeat_time=at(4), attempt=1,
+                      metrics={"accuracy": 0.9}, metrics_step=100)  # fmt: skip
+    for now in (5, 6):
+        job, _ = step(job, pods_of(job, 1), at(now), progress=report, checkpoint=checkpoint)
+    history = job.status.history if job.status else None
+    assert history is not None and history.checkpoints == [checkpoint]
+    assert [(p.step, p.loss, p.samples_per_second) for p in history.points] == [(100, 0.5, 800.0)]
+    assert [(e.step, e.metrics) for e in history.evaluations] == [(100, {"accuracy": 0.9})]
+
+
+def _point(step: int) -> MetricPoint:
+    return MetricPoint(step=step, time=datetime(2026, 1, 1), loss=1.0 / (step + 1))
+
+
+@pytest.mark.parametrize(
+    ("steps", "every", "expected", "expected_every"),
+    [
+        ([1, 2, 3], 1, [1, 2, 3], 1),
+        ([1, 2, 2], 1, [1, 2], 1),  # the same step twice: kept once
+        ([10, 11, 20], 5, [10, 20], 5),  # closer than `every`: left out
+        ([10, 20, 30, 15], 1, [10, 15], 1),  # a resume from step 15 redoes the steps after it
+        ([1, 2, 3, 4, 5], 1, [1, 3, 5], 2),  # past the limit (4): every other point goes, the spacing doubles
+    ],
+    ids=["appends", "same-step", "too-close", "resume-truncates", "thins"],
+)
+def test_added(steps: list[int], every: int, expected: list[int], expected_every: int) -> None:
+    series: list[MetricPoint] = []
+    for number in steps:
+        series, every = added(series, every, _point(number), limit=4)
+    assert ([p.step for p in series], every) == (expected, expected_every)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=2000), st.integers(1, 32))
+def test_a_curve_stays_small_ordered_and_spans_the_run(gaps: list[int], half: int) -> None:
+    limit = 2 * half  # the history's limits are even: the first point and the newest both stay
+    series: list[MetricPoint] = []
+    every, step_now = 1, 0
+    for gap in gaps:
+        step_now += gap
+        series, every = added(series, every, _point(step_now), limit)
+    steps = [p.step for p in series]
+    assert len(steps) <= limit and steps == sorted(set(steps))
+    assert steps[0] == gaps[0]  # the first point is always kept
+    assert step_now - steps[-1] < every  # the newest point is never further back than the spacing
+    assert all(b - a >= every for a, b in itertools.pairwise(steps))  # evenly spread
