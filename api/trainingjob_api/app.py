@@ -11,7 +11,7 @@ from trainingjob_api.deps import AppState
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
-from trainingjob_api.routers import health, jobs, observe
+from trainingjob_api.routers import dashboard, health, jobs, observe
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
 
@@ -65,6 +65,7 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.include_router(jobs.router)
     app.include_router(observe.router)
+    app.include_router(dashboard.router)
     app.include_router(health.router)
     docs.install(app)
     return app

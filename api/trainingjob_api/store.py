@@ -8,6 +8,7 @@ import threading
 from bisect import bisect_right, insort
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from kubernetes.client import ApiException
@@ -19,6 +20,7 @@ from trainingjob_api.kube import Kube
 from trainingjob_api.schemas import public_manifest
 from trainingjob_api.selectors import Operator, Selector
 from trainingjob_api.settings import ApiSettings
+from trainingjob_api.summaries import Summary, summarize
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, name)
@@ -27,7 +29,8 @@ Listener = Callable[[str, "CachedJob"], None]
 
 @dataclass(frozen=True)
 class CachedJob:
-    """One job as last seen: its labels, status and the JSON the API returns for it, serialized once."""
+    """One job as last seen: its labels, status and the JSON the API returns for it, serialized once, and its
+    dashboard summary, computed once (from_raw does it, in the cache's thread)."""
 
     namespace: str
     name: str
@@ -40,7 +43,20 @@ class CachedJob:
         manifest = public_manifest(raw)
         meta = manifest["metadata"]
         body = json.dumps(manifest, separators=(",", ":")).encode()
-        return cls(meta["namespace"], meta["name"], dict(meta.get("labels") or {}), manifest.get("status"), body)
+        job = cls(meta["namespace"], meta["name"], dict(meta.get("labels") or {}), manifest.get("status"), body)
+        job.__dict__["summary"] = summarize(manifest)  # what the cached property would compute, from the dict at hand
+        return job
+
+    @cached_property
+    def summary(self) -> Summary:
+        return summarize(json.loads(self.body))
+
+
+def _summary_event(previous: CachedJob | None, kind: str, job: CachedJob) -> bool:
+    """Whether the listeners to every job hear of a change: a job added or deleted, or its summary changed."""
+    if previous is None:
+        return kind != "DELETED"
+    return kind == "DELETED" or previous.summary.body != job.summary.body
 
 
 class GoneError(Exception):
@@ -77,7 +93,7 @@ class JobCache:
         self._names: dict[str, list[str]] = {}  # sorted names per namespace, for pages
         self._by_label: dict[tuple[str, str], set[Key]] = {}  # (label key, value) -> jobs, for selectors
         self._lock = threading.Lock()
-        self._listeners: dict[Key, set[Listener]] = {}
+        self._listeners: dict[Key | None, set[Listener]] = {}  # None: listens to every job
         self._stopping = threading.Event()
         self.served = tuple(settings.namespaces)
         self._scopes = [Scope(ns) for ns in self.served] or [Scope(None)]
@@ -127,6 +143,19 @@ class JobCache:
                         return found
         return found
 
+    def summaries(self, namespaces: list[str], selector: Selector) -> list[Summary]:
+        """The summaries of every matching job of `namespaces`, by namespace and name."""
+        candidates = self._candidates(selector)
+        found: list[Summary] = []
+        with self._lock:
+            for namespace in sorted(namespaces):
+                jobs, names = self._jobs.get(namespace, {}), self._names.get(namespace, [])
+                if candidates is not None:
+                    names = sorted(name for ns, name in candidates if ns == namespace)
+                matching = [jobs[name] for name in names if name in jobs]  # a candidate may have gone since
+                found += [job.summary for job in matching if not selector.requirements or selector.matches(job.labels)]
+        return found
+
     def _candidates(self, selector: Selector) -> set[Key] | None:
         """The jobs an `in` (or `=`) requirement allows, from the label index; None when no term narrows."""
         narrowing = next((r for r in selector.requirements if r.operator == Operator.IN), None)
@@ -145,8 +174,9 @@ class JobCache:
             batch = [jobs[name] for name in names[start:] if name in jobs]
         yield from batch
 
-    def listen(self, key: Key, listener: Listener) -> Callable[[], None]:
-        """Call `listener(event_type, job)` on every change of one job (from the cache thread); returns undo."""
+    def listen(self, key: Key | None, listener: Listener) -> Callable[[], None]:
+        """Call `listener(event_type, job)` on every change of one job, or (key None) on every change of any job's
+        summary and every deletion (from the cache thread); returns undo."""
         with self._lock:
             self._listeners.setdefault(key, set()).add(listener)
 
@@ -251,8 +281,9 @@ class JobCache:
         with self._lock:
             jobs = self._jobs.setdefault(job.namespace, {})
             names = self._names.setdefault(job.namespace, [])
-            if job.name in jobs:
-                self._index(jobs[job.name], add=False)
+            previous = jobs.get(job.name)
+            if previous is not None:
+                self._index(previous, add=False)
             if kind != "DELETED":
                 self._index(job, add=True)
             if kind == "DELETED":
@@ -264,6 +295,8 @@ class JobCache:
             else:
                 jobs[job.name] = job
             listeners = list(self._listeners.get((job.namespace, job.name), ()))
+            if _summary_event(previous, kind, job):
+                listeners += self._listeners.get(None, ())
         for listener in listeners:
             listener(kind, job)
         self._on_change()

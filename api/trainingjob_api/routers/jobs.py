@@ -49,11 +49,11 @@ def _job_response(job: dict[str, Any], status_code: int = 200) -> Response:
     return Response(json.dumps(public_manifest(job)), status_code=status_code, media_type=JSON)
 
 
-def _encode(key: Key) -> str:
+def encode_continue(key: Key) -> str:
     return base64.urlsafe_b64encode(json.dumps(list(key)).encode()).decode()
 
 
-def _decode(token: str | None) -> Key | None:
+def decode_continue(token: str | None) -> Key | None:
     if not token:
         return None
     try:
@@ -69,13 +69,13 @@ def _page(
     if limit is not None and limit > state.settings.max_page_size:
         raise ApiError(422, "Invalid", f"limit: at most {state.settings.max_page_size}")
     try:
-        matches = state.cache.page(namespaces, parse(selector), _decode(token), limit)
+        matches = state.cache.page(namespaces, parse(selector), decode_continue(token), limit)
     except SelectorError as error:
         raise ApiError(422, "Invalid", f"labelSelector: {error}") from None
     following = None
     if limit is not None and len(matches) > limit:
         matches = matches[:limit]
-        following = _encode((matches[-1].namespace, matches[-1].name))
+        following = encode_continue((matches[-1].namespace, matches[-1].name))
     return _list_response(matches, following, state.cache.resource_version)
 
 
