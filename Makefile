@@ -14,8 +14,8 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane node lint fmt test crds run-operator bench \
-	dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool node lint fmt test crds run-operator \
+	bench dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ venv: $(VENV)/.complete ## create or reuse the virtual environment
 controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, scheduler, kwok and helm
 	@bash scripts/build-controlplane.sh >/dev/null
 
+promtool: ## build or reuse promtool (the alert rules' checker and unit-test runner)
+	@bash scripts/build-promtool.sh >/dev/null
+
 node: controlplane ## install the node tier's Debian packages (root), build kubelet/kube-proxy/CoreDNS and our images
 	bash scripts/install-node-packages.sh
 	bash scripts/build-node.sh >/dev/null
@@ -55,9 +58,10 @@ fmt: venv ## format and auto-fix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv controlplane node lint ## set everything up, then lint, type-check and run every test (node tier included)
+test: venv controlplane promtool node lint ## set everything up, then lint, type-check and run every test (node tier included)
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
+	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
 	  $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 run-operator: venv ## run the operator in the foreground against the dev cluster (.dev/kubeconfig), CRDs applied first

@@ -7,17 +7,18 @@ import socket
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import kopf
 import urllib3
 from kubernetes import client, config
-from prometheus_client import start_http_server
 
 from trainingjob.cluster import KubernetesCluster
 from trainingjob.leader import LeaderElector, existing_lease_namespace
 from trainingjob.metrics import Metrics
+from trainingjob.metrics_server import MetricsServer
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import JOB_LABEL
 from trainingjob.plan import Settings
@@ -77,8 +78,9 @@ def _plan_settings(options: OperatorSettings) -> Settings:
     )
 
 
-async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float) -> None:
-    """Keep trying to lead; open the gate while leading, close it as soon as leadership may be lost."""
+async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float, metrics: Metrics) -> None:
+    """Keep trying to lead; open the gate while leading, close it as soon as leadership may be lost (and stop
+    reporting on jobs: the new leader does)."""
     while True:
         try:
             leading = await asyncio.to_thread(elector.try_once)
@@ -90,7 +92,19 @@ async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float) -> No
         elif not leading and gate.is_set():
             log.warning("not leading any more: reconciles stop until the Lease is held again")
             gate.clear()
+            metrics.forget_all()
         await asyncio.sleep(every)
+
+
+def _health_problem(memo: kopf.Memo) -> str:
+    """Why the operator is not healthy ("" when it is): /healthz answers from the event loop, so a wedged loop
+    fails it too."""
+    if getattr(memo, "queue", None) is None:
+        return "the reconcile queue has not started"
+    leading = getattr(memo, "leading", None)
+    if leading is not None and leading.done():
+        return "leader election stopped"
+    return ""
 
 
 @kopf.on.startup()
@@ -102,8 +116,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.networking.error_backoffs = WATCH_ERROR_BACKOFFS
     settings.scanning.disabled = bool(options.namespace)  # one namespace: no cluster-wide CRD/namespace scans
     metrics = Metrics()
+    memo.metrics_server = None
     if options.metrics_port:
-        start_http_server(options.metrics_port, registry=metrics.registry)
+        memo.metrics_server = MetricsServer(metrics.registry, partial(_health_problem, memo))
+        await memo.metrics_server.start(options.metrics_port)
     api = _api_client()
     cluster = KubernetesCluster(api, read_progress=options.read_progress)
     gate = asyncio.Event()
@@ -118,7 +134,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             identity,
             lease_seconds=options.lease_duration_seconds,
         )
-        memo.leading = asyncio.create_task(_lead(elector, gate, options.lease_renew_seconds), name="leader election")
+        memo.leading = asyncio.create_task(
+            _lead(elector, gate, options.lease_renew_seconds, metrics), name="leader election"
+        )
     else:
         gate.set()
     memo.elector = elector
@@ -140,7 +158,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
                 )
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
-        metrics.record(key, outcome.before, outcome.after)
+        metrics.record(key, outcome.before, outcome.after, outcome.job)
         if outcome.after is None:
             return None
         return outcome.requeue_after or options.resync_seconds
@@ -171,6 +189,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     await memo.queue.stop()
     if memo.elector is not None:
         await asyncio.to_thread(memo.elector.release)
+    if memo.metrics_server is not None:
+        await memo.metrics_server.stop()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

@@ -1,8 +1,20 @@
-"""Prometheus metrics of the operator, derived from status transitions that reconcile reports."""
+"""Prometheus metrics of the operator, derived from what each reconcile reports: aggregates over every job, and a
+small set of gauges per job (labels `namespace` and `trainingjob`) that are removed when the job goes.
+
+The job's name is the `trainingjob` label, not `job`: `job` is the scrape target's own label in every Prometheus,
+and an exported one would be renamed `exported_job` (or, with honor_labels, hide the target's)."""
+
+import collections
+import threading
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from trainingjob.model import Phase, TrainingJobStatus
+from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
+from trainingjob.queue import Key
+
+JOB_LABELS = ("namespace", "trainingjob")
+Series = tuple[Gauge, tuple[str, ...]]  # a per-job gauge and its label values
 
 
 class Metrics:
@@ -30,20 +42,130 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
         self.queue_depth = Gauge("trainingjob_queue_depth", "Jobs waiting to be reconciled.", registry=self.registry)
-        self._phases: dict[tuple[str, str], Phase] = {}
+        self.job_phase = self._gauge("phase", "1 for the job's current phase (one series per job).", "phase")
+        self.job_attempt = self._gauge("attempt", "The job's current attempt (status.attempt).")
+        self.job_restarts = self._gauge("restarts", "The job's restarts so far by failure class.", "failure_class")
+        self.job_backoff_limit = self._gauge(
+            "backoff_limit", "spec.runPolicy.backoffLimit: restarts allowed for retryable, oom and stalled failures."
+        )
+        self.job_step = self._gauge("step", "The last step rank 0 reported.")
+        self.job_total_steps = self._gauge("total_steps", "The steps the whole run takes, as the trainer reported.")
+        self.job_loss = self._gauge("loss", "The training loss at the last reported step.")
+        self.job_samples_per_second = self._gauge("samples_per_second", "The job's throughput at the last report.")
+        self.job_heartbeat = self._gauge(
+            "last_heartbeat_timestamp_seconds",
+            "When rank 0 of the current attempt last reported (seconds since the epoch); absent before it has.",
+        )
+        self.job_time_to_running = self._gauge(
+            "time_to_running_seconds", "From the job's creation until all its ranks first ran."
+        )
+        self.job_attempt_time_to_running = self._gauge(
+            "attempt_time_to_running_seconds", "From the current attempt's start until all its ranks ran."
+        )
+        for phase in Phase:
+            self.jobs.labels(phase.value).set(0)
+        self._phases: dict[Key, Phase] = {}
+        self._counts: collections.Counter[Phase] = collections.Counter()
+        self._series: dict[Key, set[Series]] = {}
+        self._lock = threading.Lock()
 
-    def record(self, key: tuple[str, str], before: TrainingJobStatus | None, after: TrainingJobStatus | None) -> None:
-        """Count a reconcile's phase change and new restarts; `after` None means the job is gone."""
-        if after is None:
-            self._phases.pop(key, None)
-        else:
-            self._phases[key] = after.phase
-            if before is not None and before.phase != after.phase:
-                self.transitions.labels(before.phase.value, after.phase.value).inc()
-            if before is not None:
+    def _gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
+        return Gauge(f"trainingjob_job_{name}", documentation, [*JOB_LABELS, *labels], registry=self.registry)
+
+    def record(
+        self,
+        key: Key,
+        before: TrainingJobStatus | None,
+        after: TrainingJobStatus | None,
+        job: TrainingJob | None = None,
+    ) -> None:
+        """Count a reconcile's phase change and new restarts, and set the job's gauges; `after` None means the
+        job is gone (its series are removed). `job` (None when its spec is invalid) gives the creation time and
+        the backoff limit. Reconciles of different jobs call this from several threads at once."""
+        with self._lock:
+            self._set_phase(key, after.phase if after is not None else None)
+            if before is not None and after is not None:
+                if before.phase != after.phase:
+                    self.transitions.labels(before.phase.value, after.phase.value).inc()
                 for name, value in after.restarts.model_dump().items():
                     grown = value - getattr(before.restarts, name)
                     if grown > 0:
                         self.restarts.labels(name).inc(grown)
-        for phase in Phase:
-            self.jobs.labels(phase.value).set(sum(1 for p in self._phases.values() if p == phase))
+            self._set_job_series(key, {} if after is None else self._job_values(key, after, job))
+
+    def forget_all(self) -> None:
+        """This operator no longer reports on any job (it stopped leading): drop every job from the gauges."""
+        with self._lock:
+            for key in list(self._phases.keys() | self._series.keys()):
+                self._set_phase(key, None)
+                self._set_job_series(key, {})
+
+    def _set_phase(self, key: Key, phase: Phase | None) -> None:
+        old = self._phases.pop(key, None)
+        if phase is not None:
+            self._phases[key] = phase
+        if old == phase:
+            return
+        for changed, by in ((old, -1), (phase, 1)):
+            if changed is not None:
+                self._counts[changed] += by
+                self.jobs.labels(changed.value).set(self._counts[changed])
+
+    def _set_job_series(self, key: Key, values: dict[Series, float]) -> None:
+        for gauge, labels in self._series.pop(key, set()) - values.keys():
+            gauge.remove(*labels)
+        for (gauge, labels), value in values.items():
+            gauge.labels(*labels).set(value)
+        if values:
+            self._series[key] = set(values)
+
+    def _job_values(self, key: Key, status: TrainingJobStatus, job: TrainingJob | None) -> dict[Series, float]:
+        values: dict[Series, float] = {
+            (self.job_phase, (*key, status.phase.value)): 1.0,
+            (self.job_attempt, key): status.attempt,
+        }
+        for name, count in status.restarts.model_dump().items():
+            values[(self.job_restarts, (*key, name))] = count
+        if job is not None:
+            values[(self.job_backoff_limit, key)] = job.spec.run_policy.backoff_limit
+        job_seconds, attempt_seconds = _times_to_running(status, _created(job))
+        optional: dict[Gauge, float | None] = {
+            self.job_time_to_running: job_seconds,
+            self.job_attempt_time_to_running: attempt_seconds,
+        }
+        progress = status.progress
+        if progress is not None:
+            optional[self.job_step] = progress.step
+            optional[self.job_total_steps] = progress.total_steps
+            optional[self.job_loss] = progress.loss
+            optional[self.job_samples_per_second] = progress.samples_per_second
+            if progress.attempt == status.attempt and progress.last_heartbeat_time is not None:
+                optional[self.job_heartbeat] = progress.last_heartbeat_time.timestamp()
+        values.update({(gauge, key): value for gauge, value in optional.items() if value is not None})
+        return values
+
+
+def _created(job: TrainingJob | None) -> datetime | None:
+    """metadata.creationTimestamp (kept as an extra field of the model's ObjectMeta), when it parses."""
+    stamp = getattr(job.metadata, "creationTimestamp", None) if job is not None else None
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
+def _times_to_running(status: TrainingJobStatus, created: datetime | None) -> tuple[float | None, float | None]:
+    """Seconds until all ranks ran: of the whole job (creation to the first attempt that ran; known while
+    status.history still holds attempt 1) and of the current attempt (its start to its running)."""
+    attempts = status.history.attempts if status.history is not None else []
+    first_ran = next((a.running_time for a in attempts if a.running_time is not None), None)
+    whole = None
+    if created is not None and first_ran is not None and attempts[0].attempt == 1:
+        whole = (first_ran - created).total_seconds()
+    current = next((a for a in attempts if a.attempt == status.attempt), None)
+    this = None
+    if current is not None and current.running_time is not None:
+        this = (current.running_time - current.start_time).total_seconds()
+    return whole, this

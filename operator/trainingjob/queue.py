@@ -55,6 +55,10 @@ class ReconcileQueue:
         event.set()
         if key not in self._tasks:
             self._tasks[key] = asyncio.create_task(self._loop(key), name=f"reconcile {key[0]}/{key[1]}")
+        self._report_depth()
+
+    def _report_depth(self) -> None:
+        """Tell on_depth how many jobs wait for a reconcile (woken, and not yet taken up by a worker)."""
         self._on_depth(sum(e.is_set() for e in self._wakeups.values()))
 
     async def _loop(self, key: Key) -> None:
@@ -63,19 +67,24 @@ class ReconcileQueue:
             while True:
                 await event.wait()
                 await self.gate.wait()
-                event.clear()
                 async with self._slots:
+                    event.clear()  # wake-ups from here on ask for one more reconcile
+                    self._report_depth()
                     delay = await self._run_once(key)
                 if delay is None:
+                    if event.is_set():  # woken while it ran: the job may be back (re-created under its name)
+                        continue
                     return
                 try:
                     await asyncio.wait_for(event.wait(), timeout=min(delay, self._resync))
                 except TimeoutError:
                     event.set()
+                    self._report_depth()
         finally:
             self._tasks.pop(key, None)
             self._wakeups.pop(key, None)
             self._failures.pop(key, None)
+            self._report_depth()
 
     async def _run_once(self, key: Key) -> float | None:
         try:

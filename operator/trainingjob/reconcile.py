@@ -56,11 +56,13 @@ class Cluster(Protocol):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a reconcile did, for the caller's scheduling and metrics; `after` is None when the job is gone."""
+    """What a reconcile did, for the caller's scheduling and metrics; `after` is None when the job is gone, `job`
+    when it is gone or its spec is invalid."""
 
     before: TrainingJobStatus | None = None
     after: TrainingJobStatus | None = None
     requeue_after: float | None = None
+    job: TrainingJob | None = None
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -104,6 +106,7 @@ def reconcile(
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         return Outcome()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
+    job: TrainingJob | None = None
     try:
         job = TrainingJob.from_manifest(manifest)
     except ValidationError as error:
@@ -116,7 +119,7 @@ def reconcile(
         after = _act(cluster, manifest, result, now)
     except Gone:
         return Outcome(before)
-    return Outcome(before, after, result.requeue_after)
+    return Outcome(before, after, result.requeue_after, job)
 
 
 def _dump(status: TrainingJobStatus) -> Manifest:

@@ -106,3 +106,34 @@ def test_an_unreachable_apiserver_is_retried_within_a_second() -> None:
 
     gaps = asyncio.run(scenario())
     assert len(gaps) == 5 and all(gap < 1.2 for gap in gaps) and gaps[-1] > gaps[0]
+
+
+def test_a_wakeup_during_the_reconcile_that_found_the_job_gone_is_not_lost() -> None:
+    """The job is deleted and re-created under its name while a reconcile runs: that reconcile saw it gone, the
+    wake-up for the new one must still reconcile it."""
+
+    async def scenario() -> list[bool]:
+        seen: list[bool] = []
+        running, recreated = asyncio.Event(), asyncio.Event()
+
+        async def reconcile(key: Key) -> float | None:
+            seen.append(recreated.is_set())
+            if len(seen) == 1:
+                running.set()
+                await recreated.wait()
+                return None  # it read the job before the re-creation: gone
+            return 60.0
+
+        queue = ReconcileQueue(reconcile, workers=1, resync_seconds=60)
+        queue.wake(("ns", "a"))
+        await asyncio.wait_for(running.wait(), 5)
+        queue.wake(("ns", "a"))  # the new job's event arrives while the old reconcile runs
+        recreated.set()
+        for _ in range(500):  # poll for the second reconcile, at most 5 s
+            if len(seen) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await queue.stop()
+        return seen
+
+    assert asyncio.run(scenario()) == [False, True]

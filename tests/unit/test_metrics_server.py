@@ -1,0 +1,146 @@
+"""The metrics port, served for real on a loopback port by an event loop of its own (as the operator's loop serves
+it): /metrics, /healthz that fails while the operator is unhealthy or its loop is wedged, and 404 for the rest."""
+
+import asyncio
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
+
+import kopf
+import pytest
+
+from trainingjob.handlers import _health_problem, _lead
+from trainingjob.leader import LeaderElector
+from trainingjob.metrics import Metrics
+from trainingjob.metrics_server import MetricsServer
+from trainingjob.model import Phase, TrainingJobStatus
+
+TIMEOUT = 10.0
+
+
+@dataclass
+class Served:
+    url: str
+    loop: asyncio.AbstractEventLoop
+    problem: list[str]  # what the health check reports: [""] while healthy
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="metrics loop", daemon=True)
+    thread.start()
+    metrics, problem = Metrics(), [""]
+    metrics.queue_depth.set(3)
+    server = MetricsServer(metrics.registry, lambda: problem[0])
+    port = asyncio.run_coroutine_threadsafe(server.start(0, "127.0.0.1"), loop).result(TIMEOUT)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", loop, problem)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), loop).result(TIMEOUT)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(TIMEOUT)
+        loop.close()
+
+
+def get(url: str, method: str = "GET", timeout: float = TIMEOUT) -> tuple[int, str, str]:
+    """(status, content type, body), for error statuses too."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=timeout) as response:
+            return response.status, response.headers["Content-Type"], response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers["Content-Type"], error.read().decode()
+
+
+def test_metrics_are_served_in_the_prometheus_text_format(served: Served) -> None:
+    status, content_type, body = get(served.url + "/metrics")
+    assert status == 200 and content_type.startswith("text/plain")
+    assert "trainingjob_queue_depth 3.0" in body.splitlines()
+    assert "# TYPE trainingjob_job_phase gauge" in body
+
+
+def test_healthz_says_what_is_wrong(served: Served) -> None:
+    assert get(served.url + "/healthz")[::2] == (200, "ok\n")
+    served.problem[0] = "the reconcile queue has not started"
+    assert get(served.url + "/healthz")[::2] == (503, "the reconcile queue has not started\n")
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics/", "/metricsz", "/healthz/x", "/favicon.ico", "/debug/pprof"])
+def test_every_other_path_is_not_found(served: Served, path: str) -> None:
+    assert get(served.url + path)[0] == 404
+
+
+def test_only_get_and_head(served: Served) -> None:
+    assert get(served.url + "/metrics", method="HEAD")[0] == 200
+    assert get(served.url + "/metrics", method="POST")[0] == 405
+
+
+def test_a_wedged_event_loop_fails_healthz(served: Served) -> None:
+    """A blocking call on the operator's loop stops every handler, /healthz included: the probe times out."""
+    wedged, unwedge = threading.Event(), threading.Event()
+
+    def block() -> None:
+        wedged.set()
+        unwedge.wait(TIMEOUT)
+
+    served.loop.call_soon_threadsafe(block)
+    assert wedged.wait(TIMEOUT)
+    try:
+        with pytest.raises(TimeoutError):
+            get(served.url + "/healthz", timeout=1.0)
+    finally:
+        unwedge.set()
+    assert get(served.url + "/healthz")[0] == 200
+
+
+def test_the_operators_health_needs_its_queue_and_a_live_leader_election() -> None:
+    async def scenario() -> list[str]:
+        memo = kopf.Memo()
+        found = [_health_problem(memo)]
+        memo.queue = object()
+        memo.leading = asyncio.get_running_loop().create_future()
+        found.append(_health_problem(memo))
+        memo.leading.set_result(None)
+        found.append(_health_problem(memo))
+        return found
+
+    assert asyncio.run(scenario()) == ["the reconcile queue has not started", "", "leader election stopped"]
+
+
+class Elector:
+    """Leads at the first try, loses the Lease at the second."""
+
+    def __init__(self) -> None:
+        self.answers = [True, False]
+
+    def try_once(self) -> bool:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def is_leader(self) -> bool:  # asked only when try_once raises
+        return False
+
+
+def test_an_operator_that_loses_the_lease_drops_every_jobs_series() -> None:
+    """The new leader reports the jobs now: the old one's gauges must not linger (and alert twice)."""
+
+    async def scenario() -> tuple[float | None, float | None]:
+        metrics, gate = Metrics(), asyncio.Event()
+        metrics.record(("ns", "a"), None, TrainingJobStatus(phase=Phase.RUNNING))
+        leading = asyncio.create_task(_lead(cast(LeaderElector, Elector()), gate, 0.01, metrics))
+        await asyncio.wait_for(gate.wait(), TIMEOUT)
+        before = value(metrics)
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while gate.is_set():
+            assert asyncio.get_running_loop().time() < deadline, "the gate never closed"
+            await asyncio.sleep(0.01)
+        leading.cancel()
+        return before, value(metrics)
+
+    def value(metrics: Metrics) -> float | None:
+        labels = {"namespace": "ns", "trainingjob": "a", "phase": "Running"}
+        return metrics.registry.get_sample_value("trainingjob_job_phase", labels)
+
+    assert asyncio.run(scenario()) == (1, None)
