@@ -7,21 +7,15 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
-import uvicorn
+from bench.api_world import prepare, serve
 from kubernetes import client
-from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane, running
-from tests.support.processes import free_port, poll_until
 
 from trainingjob.model import GROUP, PLURAL, VERSION
-from trainingjob_api.app import create_app
-from trainingjob_api.settings import ApiSettings
 
 JOBS = 5000
 NAMESPACES = 10
@@ -70,40 +64,6 @@ def create_jobs(plane: ControlPlane) -> None:
 
     with ThreadPoolExecutor(THREADS) as pool:
         list(pool.map(create, range(JOBS)))
-
-
-def caller_token(api: client.ApiClient) -> str:
-    """A ServiceAccount allowed to read jobs everywhere, as the dashboard's user would be."""
-    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    core.create_namespaced_service_account("bench-0", client.V1ServiceAccount(metadata={"name": "bench"}))
-    rule = client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["get", "list", "watch"])
-    rbac.create_cluster_role(client.V1ClusterRole(metadata={"name": "bench"}, rules=[rule]))
-    ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="bench")
-    subject = client.RbacV1Subject(kind="ServiceAccount", name="bench", namespace="bench-0")
-    rbac.create_cluster_role_binding(
-        client.V1ClusterRoleBinding(metadata={"name": "bench"}, role_ref=ref, subjects=[subject])
-    )
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=["trainingjob-api"]))
-    return str(core.create_namespaced_service_account_token("bench", "bench-0", request).status.token)
-
-
-@contextmanager
-def serve(plane: ControlPlane) -> Iterator[str]:
-    """The REST API on a loopback port, its cache holding every job and its summary."""
-    config = uvicorn.Config(create_app(ApiSettings(kubeconfig=plane.kubeconfig)), host="127.0.0.1", port=free_port(),
-                            log_level="warning")  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{config.port}"
-    start = time.perf_counter()
-    poll_until(lambda: httpx.get(f"{url}/readyz").json().get("jobs") == JOBS, timeout=300, what="the cache full")
-    print(f"the API's cache listed {JOBS} jobs (each summarized once) in {time.perf_counter() - start:.1f} s")
-    try:
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def timed(http: httpx.Client, path: str, params: dict[str, str | int]) -> tuple[float, dict[str, Any]]:
@@ -169,16 +129,12 @@ def measure(api_url: str, token: str) -> None:
 
 def main() -> None:
     with running(cluster=False, prefix="tj-bench-dashboard-") as plane:
-        with plane.api_client() as api:
-            install_crd(api)
-            for index in range(NAMESPACES):
-                client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": f"bench-{index}"}))
-            token = caller_token(api)
+        token = prepare(plane, NAMESPACES)
         start = time.perf_counter()
         create_jobs(plane)
         print(f"created {JOBS} TrainingJobs with statuses in {NAMESPACES} namespaces in "
               f"{time.perf_counter() - start:.1f} s")  # fmt: skip
-        with serve(plane) as url:
+        with serve(plane, JOBS) as url:
             measure(url, token)
 
 

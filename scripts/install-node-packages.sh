@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the node tier needs (containerd, runc, CNI plugins, iptables, conntrack) and
-# those that build our images (podman, buildah, mmdebstrap, fuse-overlayfs, uidmap). A no-op when all are there.
+# Installs the Debian packages the node tier needs (containerd, runc, CNI plugins, iptables, conntrack), those
+# that build our images (podman, buildah, mmdebstrap, fuse-overlayfs, uidmap) and the headless browser the
+# dashboard's tests and benchmark drive (chromium, chromium-driver). A no-op when all are there.
 # Needs root (or sudo) and Debian's package mirror.
 set -euo pipefail
 
 packages=(containerd runc containernetworking-plugins iptables conntrack podman buildah mmdebstrap
-  fuse-overlayfs uidmap)
+  fuse-overlayfs uidmap chromium chromium-driver)
 log() { printf '[node-packages] %s\n' "$*" >&2; }
 
 missing=()

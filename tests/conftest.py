@@ -1,10 +1,13 @@
-"""Session fixtures for the two control-plane tiers and a fresh namespace per test."""
+"""Session fixtures for the two control-plane tiers, a fresh namespace per test, and the real operator against the
+cluster tier (one per test module)."""
 
 from collections.abc import Iterator
 
 import pytest
+from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane, running
 from tests.support.namespaces import fresh_namespace
+from tests.support.operator import OperatorProcess, operator_running
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -45,3 +48,12 @@ def envtest_ns(envtest: ControlPlane, request: pytest.FixtureRequest) -> Iterato
 def cluster_ns(cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace in the cluster tier, deleted after the test."""
     yield from fresh_namespace(cluster, request)
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
+    """The operator (`python -m trainingjob`) against the cluster tier, for one test module."""
+    with cluster.api_client() as api:
+        install_crd(api)
+    with operator_running(cluster.kubeconfig) as process:
+        yield process

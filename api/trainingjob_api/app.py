@@ -11,7 +11,7 @@ from trainingjob_api.deps import AppState
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
-from trainingjob_api.routers import dashboard, health, jobs, observe
+from trainingjob_api.routers import dashboard, health, jobs, observe, ui
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
 
@@ -67,5 +67,6 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
     app.include_router(observe.router)
     app.include_router(dashboard.router)
     app.include_router(health.router)
+    app.include_router(ui.router)
     docs.install(app)
     return app

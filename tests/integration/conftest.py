@@ -1,5 +1,5 @@
-"""Integration fixtures: the generated CRD installed and established, and the real operator running against the
-cluster tier (one per test module), with a Harness per test."""
+"""Integration fixtures: the generated CRD installed and established, and a Harness per test (the real operator's
+fixture is in tests/conftest.py, shared with the browser tier)."""
 
 from collections.abc import Iterator
 
@@ -7,7 +7,7 @@ import pytest
 from kubernetes import client
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness
-from tests.support.operator import OperatorProcess, operator_running
+from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
 from trainingjob import crd
@@ -42,15 +42,6 @@ def trainingjob_crd(envtest: ControlPlane) -> ControlPlane:
     with envtest.api_client() as api:
         install_crd(api)
     return envtest
-
-
-@pytest.fixture(scope="module")
-def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
-    """The operator (`python -m trainingjob`) against the cluster tier, for one test module."""
-    with cluster.api_client() as api:
-        install_crd(api)
-    with operator_running(cluster.kubeconfig) as process:
-        yield process
 
 
 @pytest.fixture

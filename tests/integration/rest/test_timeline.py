@@ -58,7 +58,7 @@ def test_the_timeline_shows_attempts_failures_and_pods(world: World, admin: clie
           verbs=["list"])], namespace=world.home)  # fmt: skip
 
     def pod_row() -> bool:  # once the API's cached "no" (10 s) has expired
-        return [r["id"] for r in world.writer.get(path).json()["rows"]][-1] == "pod:timed-worker-0-2"
+        return bool([r["id"] for r in world.writer.get(path).json()["rows"]][-1] == "pod:timed-worker-0-2")
 
     poll_until(pod_row, timeout=30, interval=0.5, what="the pod's row, once the caller may list pods")
 
