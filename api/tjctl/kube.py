@@ -6,7 +6,7 @@ from typing import Any
 from kubernetes import client, config
 
 from trainingjob import timeline
-from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
+from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.naming import INDEX_LABEL, ROLE_LABEL, job_selector
 
 Manifest = dict[str, Any]
@@ -61,7 +61,7 @@ class Kube:
 
     def timeline(self, name: str, chrome: bool) -> Manifest:
         """The job's timeline as JSON, or as a Chrome trace."""
-        job = TrainingJob.from_manifest(self.get(name))
+        job = self.get(name)
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=job_selector(name)).items
         manifests = [self.core.api_client.sanitize_for_serialization(pod) for pod in pods]
         found = timeline.build(job, [t for t in map(timeline.pod_times, manifests) if t], datetime.now(UTC))

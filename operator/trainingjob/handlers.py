@@ -88,6 +88,7 @@ async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float, metri
             log.exception("leader election failed; retrying")
             leading = elector.is_leader()
         if leading and not gate.is_set():
+            metrics.report_again()
             gate.set()
         elif not leading and gate.is_set():
             log.warning("not leading any more: reconciles stop until the Lease is held again")

@@ -68,6 +68,7 @@ class Metrics:
         self._counts: collections.Counter[Phase] = collections.Counter()
         self._series: dict[Key, set[Series]] = {}
         self._lock = threading.Lock()
+        self._reporting = True  # False once this operator stopped leading, until it leads again
 
     def _gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
         return Gauge(f"trainingjob_job_{name}", documentation, [*JOB_LABELS, *labels], registry=self.registry)
@@ -83,6 +84,8 @@ class Metrics:
         job is gone (its series are removed). `job` (None when its spec is invalid) gives the creation time and
         the backoff limit. Reconciles of different jobs call this from several threads at once."""
         with self._lock:
+            if not self._reporting:  # a reconcile that began before leadership was lost: the new leader reports
+                return
             self._set_phase(key, after.phase if after is not None else None)
             if before is not None and after is not None:
                 if before.phase != after.phase:
@@ -94,11 +97,18 @@ class Metrics:
             self._set_job_series(key, {} if after is None else self._job_values(key, after, job))
 
     def forget_all(self) -> None:
-        """This operator no longer reports on any job (it stopped leading): drop every job from the gauges."""
+        """This operator no longer reports on any job (it stopped leading): drop every job from the gauges, and
+        ignore records until report_again() (reconciles still running may finish after this)."""
         with self._lock:
+            self._reporting = False
             for key in list(self._phases.keys() | self._series.keys()):
                 self._set_phase(key, None)
                 self._set_job_series(key, {})
+
+    def report_again(self) -> None:
+        """This operator leads again: its reconciles report on jobs again."""
+        with self._lock:
+            self._reporting = True
 
     def _set_phase(self, key: Key, phase: Phase | None) -> None:
         old = self._phases.pop(key, None)
@@ -164,7 +174,7 @@ def _times_to_running(status: TrainingJobStatus, created: datetime | None) -> tu
     whole = None
     if created is not None and first_ran is not None and attempts[0].attempt == 1:
         whole = (first_ran - created).total_seconds()
-    current = next((a for a in attempts if a.attempt == status.attempt), None)
+    current = attempts[-1] if attempts and attempts[-1].attempt == status.attempt else None
     this = None
     if current is not None and current.running_time is not None:
         this = (current.running_time - current.start_time).total_seconds()

@@ -3,13 +3,14 @@ chrome_trace() writes that as a Chrome trace (chrome://tracing, ui.perfetto.dev)
 and its pods. Rows: the job (created, suspensions, how it ended), one per attempt (backoff, starting, running;
 failures by class, checkpoints, evaluations) and one per pod still there (pending, running, terminating)."""
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJob, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJobStatus
 from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL
+from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"
 
@@ -117,29 +118,28 @@ def _iso(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in values.items()}
 
 
-def build(job: TrainingJob, pods: Iterable[PodTimes], now: datetime) -> Timeline:
-    status = job.status or TrainingJobStatus()
+def build(job: Mapping[str, Any], pods: Iterable[PodTimes], now: datetime) -> Timeline:
+    """The timeline of a job manifest as stored: only its metadata and the still-valid part of its status are read,
+    so a job the model refuses (written before a CRD upgrade, or by a newer operator) has one too."""
+    meta = job.get("metadata") or {}
+    status = salvaged_status(job.get("status"))
     history = status.history or History()
-    created = _created(job) or status.start_time or now
+    created = _time(meta.get("creationTimestamp")) or status.start_time or now
     created = min([created, *(record.start_time for record in history.attempts[:1])])  # clocks disagree a little
     end = status.completion_time or now
-    timeline = Timeline(str(job.metadata.namespace or ""), str(job.metadata.name), created, max(end, created))
+    timeline = Timeline(str(meta.get("namespace") or ""), str(meta.get("name") or ""), created, max(end, created))
     timeline.rows.append(Row(JOB_ROW, "job"))
     timeline.marks.append(Mark(JOB_ROW, "created", created, "created"))
     _job_row(timeline, status, history.attempts, end)
-    attempts = history.attempts
-    for number, record in enumerate(attempts):
+    attempts, rows = history.attempts, attempt_rows(history.attempts)
+    for number, (record, row) in enumerate(zip(attempts, rows, strict=True)):
         previous = attempts[number - 1] if number > 0 else None
         following = attempts[number + 1] if number + 1 < len(attempts) else None
-        _attempt_row(timeline, record, (previous, following), end)
-    _marks(timeline, history)
+        _attempt_row(timeline, row, record, (previous, following), end)
+    _marks(timeline, history, rows)
     for pod in sorted(pods, key=lambda p: (-p.attempt, p.replica)):
         _pod_row(timeline, pod, end)
     return timeline
-
-
-def _created(job: TrainingJob) -> datetime | None:
-    return _time((job.metadata.model_extra or {}).get("creationTimestamp"))
 
 
 def _job_row(timeline: Timeline, status: TrainingJobStatus, attempts: list[AttemptRecord], end: datetime) -> None:
@@ -155,21 +155,30 @@ def _job_row(timeline: Timeline, status: TrainingJobStatus, attempts: list[Attem
         timeline.marks.append(Mark(JOB_ROW, kind, status.completion_time, status.phase.value))
 
 
-def attempt_row(attempt: int) -> str:
-    return f"attempt-{attempt}"
+def attempt_rows(attempts: list[AttemptRecord]) -> list[str]:
+    """Each record's row: attempt-N, and attempt-N-2, -3 ... for an attempt resumed under the same number (one
+    suspended before it had pods)."""
+    seen: dict[int, int] = {}
+    rows = []
+    for record in attempts:
+        seen[record.attempt] = seen.get(record.attempt, 0) + 1
+        count = seen[record.attempt]
+        rows.append(f"attempt-{record.attempt}" + (f"-{count}" if count > 1 else ""))
+    return rows
 
 
 def _attempt_row(
     timeline: Timeline,
+    row: str,
     record: AttemptRecord,
     neighbours: tuple[AttemptRecord | None, AttemptRecord | None],
     end: datetime,
 ) -> None:
     """Waiting (a backoff after a failure), starting (pods created, not all running), running; how it ended."""
     previous, following = neighbours
-    row = attempt_row(record.attempt)
     resumed = f", from step {record.resumed_from_step}" if record.resumed_from_step else ""
-    timeline.rows.append(Row(row, f"attempt {record.attempt}{resumed}"))
+    again = " (resumed)" if row.count("-") > 1 else ""
+    timeline.rows.append(Row(row, f"attempt {record.attempt}{again}{resumed}"))
     stop = record.end_time or (following.start_time if following else end)
     ended = f" ({record.outcome.value}{': ' + record.reason if record.reason else ''})" if record.outcome else ""
     after_failure = previous is not None and previous.outcome == AttemptOutcome.FAILED
@@ -184,28 +193,29 @@ def _attempt_row(
         timeline.spans.append(Span(row, kind, start, finish, label))
 
 
-def _marks(timeline: Timeline, history: History) -> None:
-    attempts = {record.attempt for record in history.attempts}
+def _marks(timeline: Timeline, history: History, rows: list[str]) -> None:
     for failure in history.failures:
-        row = attempt_row(failure.attempt) if failure.attempt in attempts else JOB_ROW
+        row = _attempt_at(history.attempts, rows, failure.time, failure.attempt)
         exit_code = f" exit {failure.exit_code}" if failure.exit_code is not None else ""
         label = f"{failure.pod}: {failure.failure_class.value}{exit_code} {failure.reason}".strip()
         timeline.marks.append(Mark(row, "failure", failure.time, label, failure.failure_class.value))
     for checkpoint in history.checkpoints:
-        row = _attempt_at(history.attempts, checkpoint.time)
+        row = _attempt_at(history.attempts, rows, checkpoint.time)
         timeline.marks.append(Mark(row, "checkpoint", checkpoint.time, f"checkpoint at step {checkpoint.step}"))
     for evaluation in history.evaluations:
         values = ", ".join(f"{k} {v:.4g}" for k, v in sorted(evaluation.metrics.items()))
-        row = _attempt_at(history.attempts, evaluation.time)
+        row = _attempt_at(history.attempts, rows, evaluation.time)
         timeline.marks.append(Mark(row, "evaluation", evaluation.time, f"step {evaluation.step}: {values}"))
 
 
-def _attempt_at(attempts: list[AttemptRecord], time: datetime) -> str:
-    """The row of the attempt that was running at `time` (the job's row if none was)."""
-    for record in reversed(attempts):
+def _attempt_at(attempts: list[AttemptRecord], rows: list[str], time: datetime, number: int | None = None) -> str:
+    """The row of the attempt (numbered `number`, when given) that ran at `time`; else the last record with that
+    number; else the job's row."""
+    candidates = [(r, row) for r, row in zip(attempts, rows, strict=True) if number is None or r.attempt == number]
+    for record, row in reversed(candidates):
         if record.start_time <= time and (record.end_time is None or time <= record.end_time):
-            return attempt_row(record.attempt)
-    return JOB_ROW
+            return row
+    return candidates[-1][1] if candidates and number is not None else JOB_ROW
 
 
 def _pod_row(timeline: Timeline, pod: PodTimes, end: datetime) -> None:

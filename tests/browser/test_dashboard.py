@@ -165,6 +165,8 @@ def test_a_caller_without_rights_in_a_namespace_sees_none_of_its_jobs(
     assert not ui.all("#job-facts")
     ui.open("/cluster")
     ui.wait(lambda _: ui.find('#cluster-phases [data-label="Running"]'), "the cluster view")
+    counted = [int(str(bar.get_attribute("data-count"))) for bar in ui.all("#cluster-phases [data-count]")]
+    assert sum(counted) == 1, counted  # "visible" alone: the hidden job is in no count either
     assert "hidden" not in ui.text("#cluster")
 
 

@@ -33,7 +33,7 @@ def _spans(found: timeline.Timeline, row: str) -> list[tuple[str, Any, Any]]:
 
 def test_attempts_backoffs_suspensions_failures_and_checkpoints_are_laid_out() -> None:
     job = _lived(make_job())
-    found = timeline.build(job, [], at(100))
+    found = timeline.build(job.to_manifest(), [], at(100))
     assert [r.id for r in found.rows] == ["job", "attempt-1", "attempt-2", "attempt-3"]
     assert (found.start, found.end) == (at(-5), at(100))
     assert _spans(found, "job") == [("pending", at(-5), T0), ("suspended", at(50), at(80))]
@@ -60,7 +60,7 @@ def test_pods_get_rows_of_their_own() -> None:
     manifest["metadata"]["deletionTimestamp"] = at(9).isoformat()
     times = timeline.pod_times(manifest)
     assert times is not None and (times.replica, times.attempt, times.started) == ("worker-0", 1, at(4))
-    found = timeline.build(job, [times], at(12))
+    found = timeline.build(job.to_manifest(), [times], at(12))
     row = f"pod:{times.name}"
     assert _spans(found, row) == [("pending", at(1), at(4)), ("running", at(4), at(9)), ("terminating", at(9), at(12))]
     assert timeline.pod_times({"metadata": {"name": "other", "labels": {}}}) is None
@@ -69,7 +69,7 @@ def test_pods_get_rows_of_their_own() -> None:
 def test_a_chrome_trace_names_every_row_and_holds_every_span_and_mark() -> None:
     job = _lived(make_job())
     job, _ = step(job, pods_of(job, 3), at(95), progress=Progress(step=5, metrics={"accuracy": 0.5}, metrics_step=5))
-    found = timeline.build(job, [], at(100))
+    found = timeline.build(job.to_manifest(), [], at(100))
     trace = json.loads(json.dumps(timeline.chrome_trace(found)))  # plain JSON
     events = trace["traceEvents"]
     names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
@@ -84,3 +84,29 @@ def test_a_chrome_trace_names_every_row_and_holds_every_span_and_mark() -> None:
     assert found.to_json()["marks"][0] == {
         "row": "job", "kind": "created", "time": at(-5).isoformat(), "label": "created", "failureClass": None,
     }  # fmt: skip
+
+
+def test_an_attempt_suspended_in_its_backoff_and_resumed_gets_a_row_per_record() -> None:
+    """Attempt 2 is suspended before it had pods: resuming keeps its number, so history holds two records of it."""
+    job = running()
+    job, _ = step(job, pods_of(job, 1, {"job-worker-0-1": {"phase": "Failed", "exit_code": 75}}), at(10))
+    job, _ = step(with_policy(job, suspend=True), [], at(12))
+    job, _ = step(with_policy(job, suspend=False), [], at(30))
+    assert job.status and job.status.history
+    assert [(r.attempt, r.outcome) for r in job.status.history.attempts][1:] == [(2, "Suspended"), (2, None)]
+    found = timeline.build(job.to_manifest(), [], at(40))
+    assert [r.id for r in found.rows] == ["job", "attempt-1", "attempt-2", "attempt-2-2"]
+    assert found.rows[-1].label == "attempt 2 (resumed)"
+    assert _spans(found, "attempt-2") == [("backoff", at(10), at(12))]
+    assert _spans(found, "attempt-2-2") == [("pending", at(30), at(40))]
+    tids = [e["tid"] for e in timeline.chrome_trace(found)["traceEvents"] if e["name"] == "thread_name"]
+    assert len(tids) == len(set(tids)) == 4
+
+
+def test_a_job_the_model_refuses_still_has_its_timeline() -> None:
+    """Written before a CRD upgrade (an unknown spec field) with a status field a newer operator added."""
+    manifest = _lived(make_job()).to_manifest()
+    manifest["spec"]["retired"] = True
+    manifest["status"]["fromTheFuture"] = {"x": 1}
+    found = timeline.build(manifest, [], at(100))
+    assert [r.id for r in found.rows] == ["job", "attempt-1", "attempt-2", "attempt-3"]

@@ -59,7 +59,7 @@ def decode_continue(token: str | None) -> Key | None:
     try:
         namespace, name = json.loads(base64.urlsafe_b64decode(token.encode()))
         return str(namespace), str(name)
-    except (ValueError, TypeError, binascii.Error):
+    except (ValueError, TypeError, RecursionError, binascii.Error):
         raise ApiError(422, "Invalid", "continue: not a token this API returned") from None
 
 

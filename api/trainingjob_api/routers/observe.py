@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainingjob import timeline
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import GROUP, KIND, TrainingJob
+from trainingjob.model import GROUP, KIND
 from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL, job_selector
 from trainingjob_api.auth import Access
 from trainingjob_api.deps import (
@@ -90,7 +90,7 @@ def job_timeline(
     namespace: Namespace, name: Name, caller: CanGet, state: State, format: TimelineFormat = "json"
 ) -> Response:
     """Pods get rows of their own only for a caller who may list pods in the namespace."""
-    job = TrainingJob.from_manifest(read_job(state, namespace, name))
+    job = read_job(state, namespace, name)
     pods: list[timeline.PodTimes] = []
     if state.authorizer.allows(caller, Access("list", "", "pods", namespace)):
         try:

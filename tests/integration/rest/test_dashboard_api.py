@@ -2,6 +2,7 @@
 summaries (pages, filters, counts, the change stream), the cluster view, a job's access and pods. A caller sees
 nothing of a namespace where they may not list jobs."""
 
+import base64
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -116,11 +117,13 @@ def test_pages_filters_and_counts(world: World, admin: client.ApiClient) -> None
         {"phase": ""}, {"namespace": "Not_A_Namespace"}, {"namespace": "a" * 64}, {"namespace": "../kube-system"},
         {"labelSelector": "!!"}, {"labelSelector": "team in (nlp"}, {"labelSelector": "a=" + "b" * 64},
         {"continue": "garbage"}, {"continue": "bnVsbA=="}, {"continue": "%%%"}, {"search": "x" * 254},
+        {"continue": base64.urlsafe_b64encode(b"[" * 1500).decode()},
     ],
     ids=[
         "limit-0", "limit-negative", "limit-text", "limit-over-max", "limit-huge", "phase-unknown", "phase-empty",
         "namespace-invalid", "namespace-too-long", "namespace-path", "selector-garbage", "selector-unclosed",
         "selector-value-too-long", "continue-garbage", "continue-null", "continue-not-base64", "search-too-long",
+        "continue-nested-too-deep",
     ],
 )  # fmt: skip
 def test_hostile_query_values_are_422(world: World, params: dict[str, Any]) -> None:
@@ -142,6 +145,21 @@ def test_access_follows_the_callers_rights(world: World, admin: client.ApiClient
                              "pods": False}  # fmt: skip
     assert world.anonymous.get(path).status_code == 401
     assert world.reader.get(jobs_path("Bad_NS", "guarded") + "/access").status_code == 422
+
+
+def test_rights_on_one_job_by_name_enable_its_buttons_and_its_endpoints(world: World, admin: client.ApiClient) -> None:
+    """RBAC with resourceNames: patch on one job only. The access endpoint and suspend ask the same question."""
+    for name in ("mine", "theirs"):
+        create_in(admin, world.home, name)
+    rule = client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["get", "patch"], resource_names=["mine"])
+    grant(admin, "one-job", (world.home, "one-job"), [rule], namespace=world.home)
+    headers = {"Authorization": f"Bearer {service_account(admin, world.home, 'one-job')}"}
+    with httpx.Client(base_url=str(world.writer.base_url), timeout=TIMEOUT, headers=headers) as caller:
+        for name, allowed in (("mine", True), ("theirs", False)):
+            access = caller.get(jobs_path(world.home, name) + "/access").json()
+            assert (access["get"], access["patch"]) == (allowed, allowed), (name, access)
+            suspended = caller.post(jobs_path(world.home, name) + "/suspend")
+            assert suspended.status_code == (200 if allowed else 403), (name, suspended.text)
 
 
 def test_pods_of_a_job_newest_attempt_first(world: World, admin: client.ApiClient) -> None:

@@ -64,7 +64,6 @@ class JobsPage {
     this.stop = new AbortController();
     this.pages = [null];
     this.rows = new Map();
-    this.connections = 0;
     this.summary = h("p", { class: "summary", id: "jobs-summary" });
     this.body = h("tbody", { id: "jobs-rows" });
     this.status = h("div", { id: "jobs-status" });
@@ -141,7 +140,7 @@ class JobsPage {
         this.live.textContent = state;
         this.live.className = `live ${state}`;
         if (error instanceof ApiError) this.live.title = error.message;
-        if (state === "live" && this.connections++ > 0) this.reloadSoon(); // changes missed while away
+        if (state === "live") this.reloadSoon(); // what changed before the stream was up (or while it was down)
       },
     });
   }
