@@ -43,6 +43,7 @@ class ReconcileQueue:
         self._wakeups: dict[Key, asyncio.Event] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._failures: dict[Key, int] = {}
+        self._waiting: set[Key] = set()  # woken and not yet taken up by a worker: the depth, kept as it changes
         self._on_depth = on_depth
         self._is_transient = is_transient
         self.gate = gate or asyncio.Event()
@@ -51,15 +52,22 @@ class ReconcileQueue:
 
     def wake(self, key: Key) -> None:
         """Reconcile this job soon; wake-ups that arrive while it is being reconciled are merged into one more."""
-        event = self._wakeups.setdefault(key, asyncio.Event())
-        event.set()
+        self._wakeups.setdefault(key, asyncio.Event())
+        self._set_waiting(key, True)
         if key not in self._tasks:
             self._tasks[key] = asyncio.create_task(self._loop(key), name=f"reconcile {key[0]}/{key[1]}")
-        self._report_depth()
 
-    def _report_depth(self) -> None:
-        """Tell on_depth how many jobs wait for a reconcile (woken, and not yet taken up by a worker)."""
-        self._on_depth(sum(e.is_set() for e in self._wakeups.values()))
+    def _set_waiting(self, key: Key, waiting: bool) -> None:
+        """Set or clear the job's wake-up, and tell on_depth how many jobs wait for a reconcile."""
+        event = self._wakeups.get(key)
+        if waiting and event is not None:
+            event.set()
+            self._waiting.add(key)
+        else:
+            if event is not None:
+                event.clear()
+            self._waiting.discard(key)
+        self._on_depth(len(self._waiting))
 
     async def _loop(self, key: Key) -> None:
         event = self._wakeups[key]
@@ -68,8 +76,7 @@ class ReconcileQueue:
                 await event.wait()
                 await self.gate.wait()
                 async with self._slots:
-                    event.clear()  # wake-ups from here on ask for one more reconcile
-                    self._report_depth()
+                    self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile
                     delay = await self._run_once(key)
                 if delay is None:
                     if event.is_set():  # woken while it ran: the job may be back (re-created under its name)
@@ -78,13 +85,12 @@ class ReconcileQueue:
                 try:
                     await asyncio.wait_for(event.wait(), timeout=min(delay, self._resync))
                 except TimeoutError:
-                    event.set()
-                    self._report_depth()
+                    self._set_waiting(key, True)
         finally:
+            self._set_waiting(key, False)
             self._tasks.pop(key, None)
             self._wakeups.pop(key, None)
             self._failures.pop(key, None)
-            self._report_depth()
 
     async def _run_once(self, key: Key) -> float | None:
         try:
