@@ -26,6 +26,7 @@ def main() -> None:
             loss.backward()
             optimizer.step()
         print(f"rank {rank} of {world}: epoch {epoch} loss {loss.item():.5f}", flush=True)
+    dist.barrier()  # every rank's last all-reduce is done before any rank tears gloo down (else: terminate, -6)
     dist.destroy_process_group()
 
 
