@@ -239,4 +239,7 @@ class KubernetesCluster:
             try:
                 self.core.create_namespaced_event(metadata["namespace"], body, _request_timeout=TIMEOUT)
             except client.ApiException as error:  # events are best effort
-                log.warning("could not record event %s: %s", event.reason, error.reason)
+                if error.status == 403 and "being terminated" in str(error.body or ""):
+                    log.debug("event %s not recorded: its namespace is being deleted", event.reason)
+                else:
+                    log.warning("could not record event %s: %s", event.reason, error.reason)
