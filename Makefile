@@ -92,6 +92,7 @@ dev-cluster-down: venv ## stop the dev cluster
 clean-cache: ## remove the cached virtual environments, control planes, node binaries and images
 	rm -rf $(CACHE)
 
-crds: venv ## regenerate crds/ (and the chart's copy) from the pydantic model
+crds: venv ## regenerate crds/ (and the chart's copy) and the chart's operator settings from the pydantic models
 	$(PY) -m trainingjob.crd --out crds
 	cp crds/*.yaml charts/trainingjob-operator/crds/
+	$(PY) -m trainingjob.chart_settings

@@ -17,8 +17,10 @@ from trainingjob.plan import Event, Plan, Settings, creation, logs, plan, tracki
 from trainingjob.plan.creation import Refusal
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
 from trainingjob.report import Report
+from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
+TAIL_LINES: int = OperatorSettings.model_fields["log_tail_lines"].default
 Manifest = dict[str, Any]
 
 
@@ -99,7 +101,7 @@ def _observe(
 
 
 def reconcile(
-    cluster: Cluster, namespace: str, name: str, *, now: datetime, settings: Settings, log_tail_lines: int = 20
+    cluster: Cluster, namespace: str, name: str, *, now: datetime, settings: Settings, log_tail_lines: int = TAIL_LINES
 ) -> Outcome:
     """Bring one job's children and status in line with its spec; safe to run again at any point."""
     manifest = cluster.read_job(namespace, name)

@@ -11,7 +11,7 @@ DEFAULT_TRAINER_IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"
 class OperatorSettings(BaseSettings):
     """How the operator runs; every field can be set as TJ_OPERATOR_<FIELD>."""
 
-    model_config = SettingsConfigDict(env_prefix="TJ_OPERATOR_")
+    model_config = SettingsConfigDict(env_prefix="TJ_OPERATOR_", use_attribute_docstrings=True)
 
     namespace: str = ""
     """Watch only this namespace; every namespace when empty."""

@@ -8,7 +8,7 @@ from trainingjob.manifests import replicas
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.naming import Replica
 from trainingjob.observe import Observed, PodState
-from trainingjob.settings import DEFAULT_TRAINER_IMAGE
+from trainingjob.settings import OperatorSettings
 
 Manifest = dict[str, Any]
 
@@ -22,17 +22,22 @@ class Event:
     message: str
 
 
+def _default(name: str) -> Any:
+    """The operator's own default for a setting (OperatorSettings is the one place defaults are written)."""
+    return OperatorSettings.model_fields[name].default
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Operator-wide knobs the planner needs."""
+    """Operator-wide knobs the planner needs (meanings in trainingjob.settings.OperatorSettings)."""
 
-    backoff_base_seconds: float = 10.0
-    backoff_max_seconds: float = 300.0
-    terminating_timeout_seconds: float = 300.0  # a pod still terminating this long after its grace is force-deleted
-    read_progress: bool = True  # whether the operator reads rank 0's progress at all
-    network_policy: bool = True  # give each job a NetworkPolicy that admits only its own pods (and the operator)
+    backoff_base_seconds: float = _default("backoff_base_seconds")
+    backoff_max_seconds: float = _default("backoff_max_seconds")
+    terminating_timeout_seconds: float = _default("terminating_timeout_seconds")
+    read_progress: bool = _default("read_progress")
+    network_policy: bool = _default("network_policy")
     operator_namespace: str = ""  # where the operator runs, when in a pod: its progress reads are admitted
-    default_trainer_image: str = DEFAULT_TRAINER_IMAGE  # what a role without an image runs (status.defaultImage)
+    default_trainer_image: str = _default("default_trainer_image")
 
 
 @dataclass(frozen=True)
