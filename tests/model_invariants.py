@@ -129,7 +129,7 @@ def _check_history(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
     if stopped and attempts:
         assert attempts[-1].end_time is not None, f"attempt {attempts[-1].attempt} open in phase {a.phase}"
     if a.attempt == b.attempt + 1 and _total(a) > _total(b) and a.last_failure is not None:
-        ended = next(r for r in attempts if r.attempt == b.attempt)
+        ended = [r for r in attempts if r.attempt == b.attempt][-1]  # resumed before it had pods: two records
         assert (ended.outcome, ended.reason) == (AttemptOutcome.FAILED, a.last_failure.failure_class.value), ended
     if a.last_failure is not None:
         last = a.history.failures[-1] if a.history and a.history.failures else None
