@@ -63,6 +63,7 @@ class PodState:
     disrupted: bool = False  # evicted under node pressure, preempted, drained, its node lost
     over_own_limit: bool = False  # evicted for exceeding its own ephemeral-storage or emptyDir limit
     exit_code: int | None = None
+    started_at: datetime | None = None  # when its trainer container started (the timeline draws it)
     finished_at: datetime | None = None
     reason: str = ""
     message: str = ""
@@ -197,6 +198,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         disrupted=not over_own_limit and (disruption.get("status") == "True" or reason in DISRUPTION_REASONS),
         over_own_limit=over_own_limit,
         exit_code=_exit_code(terminated.get("exitCode")),
+        started_at=_parse_time((_state(ours, "running") or _state(ours, "terminated")).get("startedAt")),
         finished_at=_parse_time(terminated.get("finishedAt")),
         reason=reason,
         message=message,

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJobStatus
-from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL
+from trainingjob.naming import CONTAINER_NAME
+from trainingjob.observe import pod_state
 from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"
@@ -36,25 +37,20 @@ def _time(value: Any) -> datetime | None:
 
 
 def pod_times(pod: dict[str, Any]) -> PodTimes | None:
-    """A pod manifest's times (None for a pod that is not one of a job's): when it was created, when its trainer
-    container started and ended, since when it is terminating."""
-    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-    labels = meta.get("labels") or {}
-    created = _time(meta.get("creationTimestamp"))
-    if created is None or not str(labels.get(ATTEMPT_LABEL, "")).isdigit():
+    """A pod manifest's times, read by the operator's own pod_state (None for a pod that is not one of a job's):
+    when it was created, when its trainer container started and ended, since when it is terminating."""
+    state = pod_state(pod, CONTAINER_NAME)
+    if state is None or state.created is None:
         return None
-    states = [s for s in status.get("containerStatuses") or [] if s.get("name") == CONTAINER_NAME]
-    state = (states[0].get("state") or {}) if states else {}
-    started = (state.get("running") or state.get("terminated") or {}).get("startedAt")
     return PodTimes(
-        name=str(meta.get("name")),
-        replica=f"{labels.get(ROLE_LABEL, '?')}-{labels.get(INDEX_LABEL, '?')}",
-        attempt=int(labels[ATTEMPT_LABEL]),
-        created=created,
-        started=_time(started),
-        finished=_time((state.get("terminated") or {}).get("finishedAt")),
-        deleting=_time(meta.get("deletionTimestamp")),
-        phase=str(status.get("phase") or "Pending"),
+        name=state.name,
+        replica=f"{state.replica.role}-{state.replica.index}",
+        attempt=state.attempt,
+        created=state.created,
+        started=state.started_at,
+        finished=state.finished_at,
+        deleting=state.deleting_since,
+        phase=state.phase.value,
     )
 
 
