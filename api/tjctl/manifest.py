@@ -7,7 +7,7 @@ import yaml
 from pydantic import ValidationError
 
 from trainingjob.model import TrainingJob
-from trainingjob_api.documents import DocumentError, decode, parse_yaml
+from trainingjob_sdk.documents import DocumentError, decode, parse_yaml
 
 
 class ManifestError(Exception):

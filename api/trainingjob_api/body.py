@@ -1,5 +1,5 @@
 """Reading a job manifest from a request body: JSON or YAML, size-limited while it streams in, parsed by
-trainingjob_api.documents (off the event loop) and validated with the one TrainingJob model."""
+trainingjob_sdk.documents (off the event loop) and validated with the one TrainingJob model."""
 
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import TrainingJob
-from trainingjob_api.documents import DocumentError, decode, parse_json, parse_yaml
+from trainingjob_sdk.documents import DocumentError, decode, parse_json, parse_yaml
 from trainingjob_api.errors import ApiError, invalid
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")

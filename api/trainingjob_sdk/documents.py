@@ -1,7 +1,7 @@
 """Untrusted request bodies to plain documents (dicts, lists, strings, numbers), refusing what could exhaust the
 server or mean two things: nesting deeper than MAX_DEPTH, YAML anchors and aliases (an alias bomb expands a few
 hundred bytes into gigabytes), duplicate keys, NaN and infinities, integers outside 64 bits, invalid UTF-8. YAML
-is read as kubectl reads it: dates and times stay text. tjctl reads its files through here too."""
+is read as kubectl reads it: dates and times stay text. The SDK and tjctl read files through here too."""
 
 import json
 import math
@@ -42,6 +42,19 @@ def parse_yaml(text: str) -> Any:
     loader = _Loader(text)
     try:
         return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def parse_yaml_documents(text: str) -> list[Any]:
+    """Every document of a YAML stream (documents separated by ---), empty ones left out; checked as parse_yaml."""
+    _check_events(text)
+    loader = _Loader(text)
+    try:
+        found = []
+        while loader.check_data():  # type: ignore[no-untyped-call]
+            found.append(loader.get_data())
+        return [document for document in found if document is not None]
     finally:
         loader.dispose()
 

@@ -1,0 +1,214 @@
+"""The SDK's client: TrainingJobs as typed models, through the Kubernetes API or the project's REST API."""
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from trainingjob.model import ConditionStatus, Phase, TrainingJob
+from trainingjob_sdk.errors import Invalid, NotConfigured, TrainingJobError, WaitTimeout
+from trainingjob_sdk.jobs import JobEvent, Manifest, Manifests
+from trainingjob_sdk.kube import KubeJobs
+from trainingjob_sdk.manifests import Source, as_job, create_body, documents, to_create
+from trainingjob_sdk.rest import RestJobs
+
+Jobs = list[TrainingJob]
+Events = list[JobEvent]
+Until = Phase | str | Iterable[Phase | str] | Callable[[TrainingJob], bool] | None
+
+
+class Transport(Protocol):
+    """What KubeJobs and RestJobs both do, on JSON manifests."""
+
+    namespace: str
+
+    def create(self, body: Manifest, namespace: str | None = None) -> Manifest: ...
+    def get(self, name: str, namespace: str | None = None) -> Manifest: ...
+    def list(
+        self, namespace: str | None = None, selector: str | None = None, *, all_namespaces: bool = False
+    ) -> Manifests: ...
+    def delete(self, name: str, namespace: str | None = None) -> None: ...
+    def set_suspend(self, name: str, suspend: bool, namespace: str | None = None) -> Manifest: ...
+    def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]: ...
+    def events(self, name: str, namespace: str | None = None) -> Manifests: ...
+    def logs(
+        self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
+        tail: int | None = None, attempt: int | None = None,
+    ) -> Iterator[str]: ...  # fmt: skip
+    def timeline(self, name: str, namespace: str | None = None, *, chrome: bool = False) -> Manifest: ...
+    def close(self) -> None: ...
+
+
+class JobFailed(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
+    """The job waited for ended Failed; `job` is the failed job (its status says why)."""
+
+    default_reason = "JobFailed"
+
+    def __init__(self, job: TrainingJob) -> None:
+        failure = job.status.last_failure if job.status else None
+        why = f": {failure.pod} {failure.reason} {failure.message}".rstrip() if failure else ""
+        super().__init__(f"trainingjob {job.metadata.name!r} failed{why}")
+        self.job = job
+
+
+def reached(until: Until) -> Callable[[TrainingJob], bool]:
+    """Whether a job is where `until` says: a phase, or a condition type that is True, or any of several, or a
+    predicate; None means finished (Succeeded or Failed)."""
+    if until is None:
+        return lambda job: job.status is not None and job.status.phase.is_terminal
+    if callable(until):
+        return until
+    wanted = {str(each) for each in ([until] if isinstance(until, str) else until)}
+
+    def check(job: TrainingJob) -> bool:
+        status = job.status
+        if status is None:
+            return False
+        true = {c.type.value for c in status.conditions if c.status == ConditionStatus.TRUE}
+        return status.phase.value in wanted or bool(true & wanted)
+
+    return check
+
+
+def lines(chunks: Iterable[str]) -> Iterator[str]:
+    """Text as it comes, in whole lines (each with its newline; the last one as it ends)."""
+    pending = ""
+    for text in chunks:
+        *whole, pending = (pending + text).split("\n")
+        yield from (line + "\n" for line in whole)
+    if pending:
+        yield pending
+
+
+class Client:
+    """TrainingJobs of one cluster, in `namespace` unless a call names another."""
+
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+
+    @classmethod
+    def kube(
+        cls, kubeconfig: str | Path | None = None, *, context: str | None = None, namespace: str | None = None
+    ) -> "Client":
+        """Through the Kubernetes API: the kubeconfig named, $KUBECONFIG, ~/.kube/config, or the pod's account."""
+        return cls(KubeJobs.connect(kubeconfig, context=context, namespace=namespace))
+
+    @classmethod
+    def rest(
+        cls, server: str, token: str, *, namespace: str | None = None, cacert: str | Path | None = None
+    ) -> "Client":
+        """Through the REST API at `server` with a Kubernetes bearer token (kubectl create token ...)."""
+        return cls(RestJobs(server, token, namespace, cacert=cacert))
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.transport.close()
+
+    @property
+    def namespace(self) -> str:
+        return self.transport.namespace
+
+    def create(self, source: Source, namespace: str | None = None) -> TrainingJob:
+        """Create one job from a TrainingJob, a dict, YAML/JSON text or a file; generateName is honoured."""
+        found = documents(source)
+        if len(found) != 1:
+            raise Invalid(f"expected one TrainingJob, found {len(found)} documents: use create_all", status=None)
+        return self.create_all(found, namespace)[0]
+
+    def create_all(self, source: Source | list[Manifest], namespace: str | None = None) -> Jobs:
+        """Create every job of a multi-document file or text, each checked before any is created."""
+        found = source if isinstance(source, list) else documents(source)
+        several = len(found) > 1
+        jobs = [to_create(each, f"document {n}" if several else "the TrainingJob") for n, each in enumerate(found, 1)]
+        bodies = [create_body(job, namespace or job.metadata.namespace or self.namespace) for job in jobs]
+        return [as_job(self.transport.create(body, body["metadata"]["namespace"])) for body in bodies]
+
+    def get(self, name: str, namespace: str | None = None) -> TrainingJob:
+        return as_job(self.transport.get(name, namespace))
+
+    def list(self, namespace: str | None = None, *, selector: str | None = None, all_namespaces: bool = False) -> Jobs:
+        """The jobs of the namespace (or of every namespace), optionally only those whose labels match
+        `selector` (as kubectl -l: "team=vision,tier in (a,b)")."""
+        return [as_job(raw) for raw in self.transport.list(namespace, selector, all_namespaces=all_namespaces)]
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        """Delete the job; its pods go after it."""
+        self.transport.delete(name, namespace)
+
+    def suspend(self, name: str, namespace: str | None = None) -> TrainingJob:
+        """Suspend the job: its pods checkpoint and stop; it keeps its place and its checkpoints."""
+        return as_job(self.transport.set_suspend(name, True, namespace))
+
+    def resume(self, name: str, namespace: str | None = None) -> TrainingJob:
+        """Resume a suspended job from its newest checkpoint."""
+        return as_job(self.transport.set_suspend(name, False, namespace))
+
+    def watch(self, name: str, namespace: str | None = None, *, timeout: float | None = None) -> Iterator[TrainingJob]:
+        """The job now and after every change of its status, until it is finished or `timeout` seconds pass."""
+        last: Any = ()
+        for raw in self.transport.watch(name, namespace, timeout):
+            job = as_job(raw)
+            if job.status != last:
+                last = job.status
+                yield job
+            if job.status is not None and job.status.phase.is_terminal:
+                return
+
+    def wait(
+        self, name: str, until: Until = None, *, namespace: str | None = None, timeout: float | None = None,
+        fail_on_failed: bool = True,
+    ) -> TrainingJob:  # fmt: skip
+        """Wait until the job reaches `until` (see `reached`; default: finished) and return it. JobFailed if it
+        fails first (or, with the default `until`, fails at all) unless `fail_on_failed` is False; WaitTimeout
+        after `timeout` seconds."""
+        check, started, job = reached(until), time.monotonic(), None
+        for job in self.watch(name, namespace, timeout=timeout):
+            failed = job.status is not None and job.status.phase == Phase.FAILED
+            if failed and fail_on_failed and (until is None or not check(job)):
+                raise JobFailed(job)
+            if check(job):
+                return job
+            if failed:
+                break
+        waited = time.monotonic() - started
+        phase = job.status.phase.value if job is not None and job.status is not None else "unknown"
+        raise WaitTimeout(
+            f"trainingjob {name!r} did not reach {until or 'the end'} in {waited:.0f} s (phase {phase})", job
+        )
+
+    def logs(
+        self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
+        tail: int | None = None, attempt: int | None = None,
+    ) -> Iterator[str]:  # fmt: skip
+        """One replica's log line by line (with their newlines): of the current attempt, or of `attempt` while
+        its pod is still there; with `follow`, until the container ends."""
+        return lines(self.transport.logs(name, namespace, replica=replica, follow=follow, tail=tail, attempt=attempt))
+
+    def events(self, name: str, namespace: str | None = None) -> Events:
+        """The Kubernetes events about the job, oldest first."""
+        return [JobEvent.model_validate(raw) for raw in self.transport.events(name, namespace)]
+
+    def timeline(self, name: str, namespace: str | None = None, *, chrome: bool = False) -> Manifest:
+        """Where the job's time went (attempts, pods, failures, checkpoints), or a Chrome trace of it."""
+        return self.transport.timeline(name, namespace, chrome=chrome)
+
+
+def connect(
+    *, server: str | None = None, token: str | None = None, kubeconfig: str | Path | None = None,
+    namespace: str | None = None, context: str | None = None, cacert: str | Path | None = None,
+) -> Client:  # fmt: skip
+    """A client for the REST API when `server` (or $TJCTL_SERVER) is set, with `token` ($TJCTL_TOKEN); otherwise
+    for the Kubernetes API of the kubeconfig (or of the pod it runs in)."""
+    server = server or os.environ.get("TJCTL_SERVER")
+    if server:
+        token = token or os.environ.get("TJCTL_TOKEN")
+        if not token:
+            raise NotConfigured(f"the REST API at {server} needs a token (--token or $TJCTL_TOKEN)")
+        return Client.rest(server, token, namespace=namespace, cacert=cacert or os.environ.get("TJCTL_CACERT"))
+    return Client.kube(kubeconfig, context=context, namespace=namespace)

@@ -1,0 +1,303 @@
+"""TrainingJobs through the Kubernetes API, as whoever the credentials name: a person's kubeconfig (the SDK,
+tjctl) or the REST API's own ServiceAccount. Kubernetes' errors come out as the SDK's typed errors."""
+
+import codecs
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client import ApiException
+from kubernetes.config import ConfigException
+from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError
+
+from trainingjob import timeline
+from trainingjob.model import GROUP, KIND, PLURAL, VERSION
+from trainingjob.naming import CONTAINER_NAME, job_selector
+from trainingjob_sdk import pods
+from trainingjob_sdk.errors import (
+    Conflict,
+    FieldError,
+    Invalid,
+    NotConfigured,
+    NotFound,
+    TrainingJobError,
+    Unavailable,
+    for_status,
+    unreachable_reason,
+)
+from trainingjob_sdk.jobs import FINISHED, Manifest, Manifests, describe_job, event_row
+
+PAGE = 500
+SUSPEND_ATTEMPTS = 3
+FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
+WATCH_SECONDS = 300  # one WATCH request at most; the watch goes on with the next
+
+
+def kubernetes_message(error: ApiException) -> tuple[str, dict[str, Any]]:
+    """The apiserver's own message in an error, and its whole Status body."""
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    body = body if isinstance(body, dict) else {}
+    return str(body.get("message") or f"HTTP {error.status}"), body
+
+
+def typed(error: ApiException, what: str) -> TrainingJobError:
+    """The SDK's error for a Kubernetes answer about `what`."""
+    message, body = kubernetes_message(error)
+    status, reason = int(error.status or 0), body.get("reason")
+    if status == 404:
+        return NotFound(f"{what} not found", status=404, reason=reason)
+    if status in (400, 422):
+        causes = (body.get("details") or {}).get("causes") or []
+        fields = [FieldError(str(c.get("field", "")), str(c.get("message", ""))) for c in causes]
+        return Invalid(message, fields, status=status, reason=reason)
+    return for_status(status, message, reason)
+
+
+@contextmanager
+def answering(what: str) -> Iterator[None]:
+    """Kubernetes' errors about `what`, and no answer at all, as the SDK's errors."""
+    try:
+        yield
+    except ApiException as error:
+        raise typed(error, what) from None
+    except HTTPError as error:
+        raise Unavailable(f"the Kubernetes API server is unreachable: {unreachable_reason(error)}") from None
+
+
+def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[Any, str]:
+    """A client and the context's namespace: the kubeconfig named, $KUBECONFIG, ~/.kube/config, or the pod's."""
+    path = str(kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
+    try:
+        if kubeconfig or Path(path.split(os.pathsep, maxsplit=1)[0]).exists():
+            contexts, current = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c["name"] == context), None) if context else current
+            if chosen is None:
+                raise NotConfigured(f"the kubeconfig {path} has no context {context!r}")
+            api = config.new_client_from_config(config_file=path, context=context)
+            return api, (chosen.get("context") or {}).get("namespace") or "default"
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+    except (ConfigException, OSError) as error:
+        raise NotConfigured(f"no cluster to talk to: {error}") from None
+    namespace_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    return client.ApiClient(configuration), namespace_file.read_text().strip() or "default"
+
+
+class KubeJobs:
+    """The jobs of a cluster, with a default namespace; every request bounded by `timeout` seconds."""
+
+    def __init__(self, api: Any, namespace: str = "default", timeout: float | None = None) -> None:
+        self.api, self.namespace, self.timeout = api, namespace, timeout
+        self.custom, self.core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+
+    @classmethod
+    def connect(
+        cls, kubeconfig: str | Path | None = None, *, context: str | None = None, namespace: str | None = None,
+        timeout: float | None = 30.0,
+    ) -> "KubeJobs":  # fmt: skip
+        api, default = _connect(kubeconfig, context)
+        return cls(api, namespace or default, timeout)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace or self.namespace
+
+    def create(self, body: Manifest, namespace: str | None = None) -> Manifest:
+        ns, name = self._ns(namespace), body["metadata"].get("name") or body["metadata"].get("generateName", "")
+        with answering(describe_job(ns, name)):
+            created: Manifest = self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, body, field_validation="Strict", _request_timeout=self.timeout
+            )
+        return created
+
+    def get(self, name: str, namespace: str | None = None) -> Manifest:
+        ns = self._ns(namespace)
+        with answering(describe_job(ns, name)):
+            found: Manifest = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, _request_timeout=self.timeout
+            )
+        return found
+
+    def list(
+        self, namespace: str | None = None, selector: str | None = None, *, all_namespaces: bool = False
+    ) -> Manifests:
+        """Every matching job of the namespace (or of all), by namespace and name, read in pages."""
+        items: Manifests = []
+        token = None
+        where = "trainingjobs" + ("" if all_namespaces else f' in namespace "{self._ns(namespace)}"')
+        while True:
+            options = {
+                "label_selector": selector or "",
+                "limit": PAGE,
+                "_continue": token,
+                "_request_timeout": self.timeout,
+            }
+            with answering(where):
+                if all_namespaces:
+                    page = self.custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **options)
+                else:
+                    page = self.custom.list_namespaced_custom_object(
+                        GROUP, VERSION, self._ns(namespace), PLURAL, **options
+                    )
+            items += page.get("items", [])
+            token = page["metadata"].get("continue")
+            if not token:
+                return sorted(items, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"]))
+
+    def delete(self, name: str, namespace: str | None = None) -> None:
+        ns = self._ns(namespace)
+        with answering(describe_job(ns, name)):
+            self.custom.delete_namespaced_custom_object(
+                GROUP, VERSION, ns, PLURAL, name, propagation_policy="Background", _request_timeout=self.timeout
+            )
+
+    def set_suspend(self, name: str, suspend: bool, namespace: str | None = None) -> Manifest:
+        """Patch spec.runPolicy.suspend unless the job is finished (Conflict JobFinished), on the version whose
+        phase was read; read again when the operator updated it in between."""
+        ns = self._ns(namespace)
+        what = describe_job(ns, name)
+        for _ in range(SUSPEND_ATTEMPTS):
+            current = self.get(name, ns)
+            phase = (current.get("status") or {}).get("phase")
+            if phase in FINISHED:
+                verb = "suspended" if suspend else "resumed"
+                raise Conflict(
+                    f"{what} is finished (phase {phase}): it cannot be {verb}", status=409, reason="JobFinished"
+                )
+            patch = {
+                "metadata": {"resourceVersion": current["metadata"]["resourceVersion"]},
+                "spec": {"runPolicy": {"suspend": suspend}},
+            }
+            try:
+                with answering(what):
+                    patched: Manifest = self.custom.patch_namespaced_custom_object(
+                        GROUP,
+                        VERSION,
+                        ns,
+                        PLURAL,
+                        name,
+                        patch,
+                        field_validation="Strict",
+                        _request_timeout=self.timeout,
+                    )
+            except Conflict:
+                continue
+            return patched
+        raise Conflict(f"{what} kept changing while it was patched; try again", status=409)
+
+    def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]:
+        """The job now, then every new version of it, until `timeout` seconds have passed (forever when None);
+        NotFound once it is deleted."""
+        ns = self._ns(namespace)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        current = self.get(name, ns)
+        yield current
+        version = current["metadata"]["resourceVersion"]
+        while deadline is None or time.monotonic() < deadline:
+            left = (
+                WATCH_SECONDS if deadline is None else max(1, min(WATCH_SECONDS, int(deadline - time.monotonic()) + 1))
+            )
+            with answering(describe_job(ns, name)):
+                response = self.custom.list_namespaced_custom_object(
+                    GROUP, VERSION, ns, PLURAL, field_selector=f"metadata.name={name}", watch=True,
+                    resource_version=version, allow_watch_bookmarks=True, timeout_seconds=left,
+                    _preload_content=False, _request_timeout=(self.timeout, left + 30),
+                )  # fmt: skip
+                try:
+                    for line in iter_resp_lines(response):
+                        event = json.loads(line)
+                        kind, found = event.get("type"), event.get("object") or {}
+                        if kind == "ERROR":  # 410 Gone: the version is too old; start again from now
+                            current = self.get(name, ns)
+                            version = current["metadata"]["resourceVersion"]
+                            yield current
+                            break
+                        if kind == "DELETED":
+                            raise NotFound(f"{describe_job(ns, name)} was deleted", status=404)
+                        version = found.get("metadata", {}).get("resourceVersion", version)
+                        if kind in ("ADDED", "MODIFIED"):
+                            yield found
+                finally:
+                    response.close()
+                    response.release_conn()
+
+    def events(self, name: str, namespace: str | None = None) -> Manifests:
+        """The Kubernetes events about the job, oldest first."""
+        ns = self._ns(namespace)
+        with answering(f"the events of {describe_job(ns, name)}"):
+            found = self.core.list_namespaced_event(
+                ns, field_selector=f"involvedObject.kind={KIND},involvedObject.name={name}",
+                _request_timeout=self.timeout,
+            )  # fmt: skip
+        raw = [self.api.sanitize_for_serialization(e) for e in found.items]
+        rows = [
+            event_row(e) for e in raw if str((e.get("involvedObject") or {}).get("apiVersion", "")).startswith(GROUP)
+        ]
+        return sorted(rows, key=lambda e: e.get("lastTimestamp") or e.get("firstTimestamp") or "")
+
+    def pods(self, name: str, namespace: str | None = None, selector: str = "") -> Manifests:
+        """The job's pods still present (as JSON), narrowed by `selector` when given."""
+        ns = self._ns(namespace)
+        with answering(f"the pods of {describe_job(ns, name)}"):
+            found = self.core.list_namespaced_pod(
+                ns, label_selector=",".join(filter(None, [job_selector(name), selector])), _request_timeout=self.timeout
+            )
+        return [self.api.sanitize_for_serialization(pod) for pod in found.items]
+
+    def replica_pod(
+        self, name: str, replica: str, namespace: str | None = None, attempt: int | None = None
+    ) -> Manifest:
+        """The pod of one replica ("worker-0", "ps-1"): of the newest attempt present, or of `attempt`."""
+        ns = self._ns(namespace)
+        slot = pods.parse_replica(replica)
+        return pods.pick(self.pods(name, ns, pods.replica_selector(slot)), describe_job(ns, name), replica, attempt)
+
+    def logs(
+        self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
+        tail: int | None = None, attempt: int | None = None,
+    ) -> Iterator[str]:  # fmt: skip
+        """The log of one replica's pod, as text as it comes."""
+        pod = self.replica_pod(name, replica, namespace, attempt)
+        pods.check_has_logs(pod)
+        pod_name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        read = FOLLOW_READ_SECONDS if follow else self.timeout  # a followed log may be quiet for long
+        bound = {"_request_timeout": (self.timeout, read)} if self.timeout else {}
+        with answering(f'the logs of pod "{pod_name}"'):
+            response = self.core.read_namespaced_pod_log(
+                pod_name, ns, container=CONTAINER_NAME, follow=follow, tail_lines=tail, _preload_content=False, **bound
+            )
+        return _text(response)
+
+    def timeline(
+        self, name: str, namespace: str | None = None, *, chrome: bool = False, with_pods: bool = True
+    ) -> Manifest:
+        """The job's timeline as JSON, or as a Chrome trace; pod rows only `with_pods`."""
+        job = self.get(name, namespace)
+        found = [t for t in map(timeline.pod_times, self.pods(name, namespace)) if t] if with_pods else []
+        built = timeline.build(job, found, datetime.now(UTC))
+        return timeline.chrome_trace(built) if chrome else built.to_json()
+
+
+def _text(response: Any) -> Iterator[str]:
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        for chunk in response.stream(4096, decode_content=True):
+            yield decoder.decode(chunk)
+        yield decoder.decode(b"", final=True)
+    except HTTPError as error:
+        raise Unavailable(f"the log stream broke off: {unreachable_reason(error)}") from None
+    finally:
+        response.close()  # a log left unread must not go back to the pool
+        response.release_conn()
