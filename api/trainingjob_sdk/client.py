@@ -2,7 +2,7 @@
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,7 +71,7 @@ def reached(until: Until) -> Callable[[TrainingJob], bool]:
     return check
 
 
-def lines(chunks: Iterable[str]) -> Iterator[str]:
+def lines(chunks: Iterable[str]) -> Generator[str, None, None]:
     """Text as it comes, in whole lines (each with its newline; the last one as it ends)."""
     pending = ""
     for text in chunks:
@@ -185,7 +185,7 @@ class Client:
     def logs(
         self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
         tail: int | None = None, attempt: int | None = None,
-    ) -> Iterator[str]:  # fmt: skip
+    ) -> Generator[str, None, None]:  # fmt: skip
         """One replica's log line by line (with their newlines): of the current attempt, or of `attempt` while
         its pod is still there; with `follow`, until the container ends."""
         return lines(self.transport.logs(name, namespace, replica=replica, follow=follow, tail=tail, attempt=attempt))
