@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
 Source = TrainingJob | Mapping[str, Any] | str | bytes | Path
 GENERATED_SUFFIX = 5  # the apiserver appends five characters to metadata.generateName
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
 PREFIX_PATTERN = r"^[a-z][-a-z0-9]*$"
 
 
@@ -43,11 +44,13 @@ def invalid(error: ValidationError, where: str = "the TrainingJob") -> Invalid:
 
 def documents(source: Source) -> list[Manifest]:
     """The manifests in `source`: a TrainingJob, a dict, YAML or JSON text (several documents allowed), or a
-    file holding it."""
+    file holding it (a Path, or a one-line str ending in .yaml, .yml or .json)."""
     if isinstance(source, TrainingJob):
         return [source.to_manifest()]
     if isinstance(source, Mapping):
         return [dict(source)]
+    if isinstance(source, str) and "\n" not in source and source.endswith(FILE_SUFFIXES):
+        source = Path(source)  # a file name, not YAML text
     where = str(source) if isinstance(source, Path) else "the manifest"
     try:
         raw = source.read_bytes() if isinstance(source, Path) else source

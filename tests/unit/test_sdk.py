@@ -35,6 +35,7 @@ def test_documents_come_from_every_kind_of_source(source: Any, names: list[str])
 def test_documents_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "jobs.yaml").write_text(TWO)
     assert len(documents(tmp_path / "jobs.yaml")) == 2
+    assert len(documents(str(tmp_path / "jobs.yaml"))) == 2  # a file name as a str
     with pytest.raises(Invalid, match=r"missing\.yaml: cannot read it"):
         documents(tmp_path / "missing.yaml")
 
