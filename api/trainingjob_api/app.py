@@ -14,6 +14,7 @@ from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
 from trainingjob_api.routers import dashboard, health, jobs, observe, ui
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
+from trainingjob_sdk.kube import KubeJobs
 
 DESCRIPTION = """Submit, list and follow TrainingJobs. Every request carries a Kubernetes bearer token
 (`Authorization: Bearer ...`), checked with TokenReview; each request is authorized with a SubjectAccessReview
@@ -26,6 +27,7 @@ def build_state(settings: ApiSettings, kube: Kube) -> AppState:
     return AppState(
         settings=settings,
         kube=kube,
+        jobs=KubeJobs(kube.api, timeout=settings.kubernetes_timeout_seconds),  # every call names its namespace
         cache=JobCache(kube, settings),
         authenticator=Authenticator(kube, TtlCache(ttl, size), settings.token_audience),
         authorizer=Authorizer(kube, TtlCache(ttl, size)),

@@ -1,17 +1,18 @@
 """Reading a job manifest from a request body: JSON or YAML, size-limited while it streams in, parsed by
-trainingjob_sdk.documents (off the event loop) and validated with the one TrainingJob model."""
+trainingjob_sdk.documents (off the event loop) and checked for creation by trainingjob_sdk.manifests.to_create: the
+one TrainingJob model, and a metadata.name or metadata.generateName."""
 
 from collections.abc import Callable
 from typing import Any
 
 import yaml
 from fastapi import Request
-from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import TrainingJob
+from trainingjob_api.errors import ApiError
 from trainingjob_sdk.documents import DocumentError, decode, parse_json, parse_yaml
-from trainingjob_api.errors import ApiError, invalid
+from trainingjob_sdk.manifests import to_create
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 MAX_BODY_BYTES = 1 << 20
@@ -49,7 +50,7 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 
 async def manifest(request: Request) -> TrainingJob:
     """The request's job manifest; 413 when too large, 415 for other media types, 400 naming what is malformed,
-    422 naming each invalid field."""
+    422 naming each invalid field (trainingjob_sdk's Invalid), or saying it has neither name nor generateName."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     parse: Callable[[str], Any]
     if media_type in YAML_TYPES:
@@ -69,7 +70,4 @@ def _validate(raw: bytes, media_type: str, parse: Callable[[str], Any]) -> Train
         raise ApiError(400, "BadRequest", f"the body is not valid {media_type}: {error}") from None
     if not isinstance(document, dict):
         raise ApiError(422, "Invalid", "the manifest must be an object with apiVersion, kind, metadata and spec")
-    try:
-        return TrainingJob.from_manifest(document)
-    except ValidationError as error:
-        raise invalid(error) from None
+    return to_create(document)

@@ -1,20 +1,20 @@
 """FastAPI dependencies: the app's state, the caller (TokenReview) and their permission (SubjectAccessReview)."""
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from kubernetes.client import ApiException
 
-from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
-from trainingjob_api.errors import ApiError, from_kubernetes, unauthorized
+from trainingjob_api.errors import ApiError, unauthorized
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
+from trainingjob_sdk.kube import KubeJobs
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -26,6 +26,7 @@ class AppState:
 
     settings: ApiSettings
     kube: Kube
+    jobs: KubeJobs  # every Kubernetes call about jobs, their pods and events, with the API's own identity
     cache: JobCache
     authenticator: Authenticator
     authorizer: Authorizer
@@ -103,19 +104,3 @@ CanWatch = Annotated[Caller, Depends(JobPermission("watch"))]
 CanListEvents = Annotated[Caller, Depends(Permission("list", resource="events", group=""))]
 CanListPods = Annotated[Caller, Depends(Permission("list", resource="pods", group=""))]
 CanGetLogs = Annotated[Caller, Depends(Permission("get", resource="pods", group="", subresource="log"))]
-
-
-def describe_job(namespace: str, name: str) -> str:
-    """How errors name a job."""
-    return f'trainingjob "{name}" in namespace "{namespace}"'
-
-
-def read_job(state: AppState, namespace: str, name: str) -> dict[str, Any]:
-    """The job as Kubernetes has it now (not the cache); its errors put to the caller."""
-    try:
-        found: dict[str, Any] = state.kube.custom.get_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, describe_job(namespace, name)) from None
-    return found

@@ -1,17 +1,17 @@
-"""Error responses: one JSON shape for every failure, Kubernetes errors mapped without leaking the server's own."""
+"""Error responses: one JSON shape for every failure; the SDK's typed errors about Kubernetes calls (made with the
+API's own identity) mapped to what the caller may know, without leaking that identity."""
 
-import json
 import logging
-import ssl
-from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from kubernetes.client import ApiException
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from urllib3 import exceptions as urllib3_errors
+
+from trainingjob_sdk import errors as sdk
+from trainingjob_sdk.jobs import describe_job
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,6 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
-def not_found(what: str) -> ApiError:
-    return ApiError(404, "NotFound", f"{what} not found")
-
-
 def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
     """A pydantic location written like the apiserver writes field paths: spec.workers.env[0].name."""
     path = ""
@@ -56,79 +52,52 @@ def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
     return path.lstrip(".")
 
 
-def invalid(error: ValidationError) -> ApiError:
-    """A 422 naming every invalid field of a manifest."""
-    fields = [FieldError(field=field_path(tuple(e["loc"])), message=e["msg"]) for e in error.errors()]
-    listed = ", ".join(sorted({f.field or "(root)" for f in fields}))
-    return ApiError(422, "Invalid", f"invalid fields: {listed}", fields)
-
-
-def from_kubernetes(error: ApiException, what: str) -> ApiError:
-    """The caller's view of a Kubernetes error: its own message for 4xx about the request, nothing else."""
-    body = _body(error)
-    message = str(body.get("message", ""))
-    if error.status == 404:
-        return not_found(what)
-    if error.status == 409:
-        return ApiError(409, str(body.get("reason") or "Conflict"), message or f"{what} conflicts")
-    if error.status in (400, 422):
-        causes = (body.get("details") or {}).get("causes") or []
-        fields = [FieldError(field=str(c.get("field", "")), message=str(c.get("message", ""))) for c in causes]
-        return ApiError(422, "Invalid", message or f"{what} is invalid", fields)
-    # 401/403/5xx concern the API's own identity or Kubernetes itself: log them, tell the caller little.
-    log.warning("Kubernetes answered %s for %s: %s", error.status, what, message)
+def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
+    """The caller's view of an SDK error about `what`: what concerns the request (not found, invalid, conflicting)
+    as it is; no answer at all as 503; anything else (the API's own identity refused, Kubernetes failing) logged
+    and told as 502 without the apiserver's words."""
+    if isinstance(error, sdk.NotFound):
+        return ApiError(404, error.reason, error.message)
+    if isinstance(error, sdk.Invalid):
+        fields = [FieldError(field=f.field, message=f.message) for f in error.fields]
+        return ApiError(422, "Invalid", error.message, fields)
+    if isinstance(error, sdk.Conflict):
+        return ApiError(409, error.reason, error.message)
+    if isinstance(error, sdk.Unavailable) and error.status is None:
+        log.warning("%s (for %s)", error.message, what)
+        return ApiError(503, "ServiceUnavailable", error.message)
+    log.warning("Kubernetes answered %s for %s: %s", error.status, what, error.message)
     return ApiError(502, "BadGateway", f"Kubernetes could not serve the request for {what} (HTTP {error.status})")
 
 
 def unreachable(error: Exception) -> ApiError:
     """A 503 for a request Kubernetes never answered: no connection, no answer in time, the connection lost."""
     log.warning("the Kubernetes API server is unreachable: %r", error)
-    return ApiError(503, "ServiceUnavailable", f"the Kubernetes API server is unreachable: {_why(error)}")
-
-
-def _why(error: Exception) -> str:
-    if isinstance(error, urllib3_errors.MaxRetryError) and error.reason is not None:
-        error = error.reason
-    if isinstance(error, urllib3_errors.NewConnectionError | httpx.ConnectError):
-        reason = _os_reason(error)
-        return f"cannot connect ({reason})" if reason else "cannot connect"
-    if isinstance(error, urllib3_errors.TimeoutError | httpx.TimeoutException):
-        return "it did not answer in time"
-    if isinstance(error, urllib3_errors.SSLError | ssl.SSLError):
-        return "the TLS handshake failed"
-    return "the connection was lost"
-
-
-def _os_reason(error: BaseException | None) -> str:
-    """The operating system's words (e.g. "Connection refused") from the chain of causes, if it has them."""
-    for _ in range(8):
-        if error is None or (isinstance(error, OSError) and error.strerror):
-            break
-        error = error.__cause__ or error.__context__
-    return error.strerror if isinstance(error, OSError) and error.strerror else ""
-
-
-def kubernetes_message(error: ApiException) -> str:
-    """The apiserver's own message in an error, without the response's headers."""
-    return str(_body(error).get("message", "")) or f"HTTP {error.status}"
-
-
-def _body(error: ApiException) -> dict[str, Any]:
-    try:
-        parsed = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
+    why = sdk.unreachable_reason(error)
+    return ApiError(503, "ServiceUnavailable", f"the Kubernetes API server is unreachable: {why}")
 
 
 def problem_response(problem: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse(problem.model_dump(), status_code=problem.status, headers=headers)
 
 
+def _subject(request: Request) -> str:
+    """What a request was about, as a 502 names it: the job of its path, else its namespace, else the path."""
+    namespace, name = request.path_params.get("namespace"), request.path_params.get("name")
+    if namespace and name:
+        return describe_job(str(namespace), str(name))
+    return f'trainingjobs in namespace "{namespace}"' if namespace else request.url.path
+
+
 async def _on_api_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ApiError)
     headers = {"WWW-Authenticate": "Bearer"} if error.problem.status == 401 else None
     return problem_response(error.problem, headers)
+
+
+async def _on_sdk_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, sdk.TrainingJobError)
+    return problem_response(from_sdk(error, _subject(request)).problem)
 
 
 async def _on_request_invalid(_: Request, error: Exception) -> JSONResponse:
@@ -149,6 +118,7 @@ async def _on_unreachable(_: Request, error: Exception) -> JSONResponse:
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _on_api_error)
+    app.add_exception_handler(sdk.TrainingJobError, _on_sdk_error)
     app.add_exception_handler(urllib3_errors.HTTPError, _on_unreachable)
     app.add_exception_handler(httpx.TransportError, _on_unreachable)
     app.add_exception_handler(RequestValidationError, _on_request_invalid)

@@ -10,11 +10,12 @@ from trainingjob_api.settings import ApiSettings
 
 @dataclass(frozen=True)
 class Kube:
-    """The typed API groups the REST API uses, all over one connection pool."""
+    """The API's own connection (one pool): `api` also serves state.jobs (trainingjob_sdk's KubeJobs), through
+    which every call about jobs, their pods and their events goes; `custom` is the job cache's LIST and WATCH;
+    `authn` and `authz` ask TokenReview and SubjectAccessReview."""
 
     api: Any
     custom: Any
-    core: Any
     authn: Any
     authz: Any
     timeout: float
@@ -30,7 +31,6 @@ class Kube:
         return cls(
             api=api,
             custom=client.CustomObjectsApi(api),
-            core=client.CoreV1Api(api),
             authn=client.AuthenticationV1Api(api),
             authz=client.AuthorizationV1Api(api),
             timeout=settings.kubernetes_timeout_seconds,

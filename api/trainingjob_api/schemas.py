@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainingjob.model import API_VERSION, TrainingJob
+from trainingjob_sdk.jobs import JobEvent
 
 log = logging.getLogger(__name__)
 
@@ -31,22 +32,6 @@ class TrainingJobList(BaseModel):
     kind: str = "TrainingJobList"
     metadata: ListMeta
     items: list[TrainingJob]
-
-
-class JobEvent(BaseModel):
-    """A Kubernetes event about a job."""
-
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
-
-    type: str | None = None
-    """Normal or Warning."""
-    reason: str | None = None
-    message: str | None = None
-    count: int | None = None
-    first_timestamp: str | None = Field(default=None, alias="firstTimestamp")
-    last_timestamp: str | None = Field(default=None, alias="lastTimestamp")
-    source: str | None = None
-    """The component that reported it, e.g. trainingjob-operator."""
 
 
 class JobEventList(BaseModel):

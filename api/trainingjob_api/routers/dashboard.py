@@ -9,11 +9,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from fastapi.responses import StreamingResponse
-from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import GROUP, PLURAL, Phase
-from trainingjob.naming import job_selector
 from trainingjob_api.auth import Access, Caller
 from trainingjob_api.dashboard_schemas import ClusterView, JobAccess, JobPodList, JobSummaryList, Whoami
 from trainingjob_api.deps import (
@@ -24,10 +22,9 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
-    describe_job,
     require,
 )
-from trainingjob_api.errors import ApiError, Problem, from_kubernetes
+from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.job_pods import pod_rows
 from trainingjob_api.routers.jobs import Continue, Limit, Selector, decode_continue, encode_continue
 from trainingjob_api.selectors import SelectorError, parse
@@ -126,14 +123,7 @@ def job_access(namespace: Namespace, name: Name, caller: AuthenticatedCaller, st
     summary="The job's pods still present, of every attempt, newest attempt first (needs list pods)",
 )
 def job_pods(namespace: Namespace, name: Name, _: CanListPods, state: State) -> Response:
-    try:
-        found = state.kube.core.list_namespaced_pod(
-            namespace, label_selector=job_selector(name), _preload_content=False, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, f"the pods of {describe_job(namespace, name)}") from None
-    items = json.loads(found.data).get("items") or []
-    return Response(json.dumps({"items": pod_rows(items)}), media_type=JSON)
+    return Response(json.dumps({"items": pod_rows(state.jobs.pods(name, namespace))}), media_type=JSON)
 
 
 class Rights:

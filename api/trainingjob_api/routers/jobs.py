@@ -6,9 +6,8 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
-from kubernetes.client import ApiException
 
-from trainingjob.model import GROUP, PLURAL, VERSION, Phase, TrainingJob
+from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
 from trainingjob_api.auth import Access
 from trainingjob_api.body import MANIFEST_BODY, manifest
 from trainingjob_api.deps import (
@@ -22,13 +21,12 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
-    describe_job,
-    read_job,
 )
-from trainingjob_api.errors import ApiError, Problem, from_kubernetes
+from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
 from trainingjob_api.selectors import SelectorError, parse
 from trainingjob_api.store import CachedJob, Key
+from trainingjob_sdk.manifests import create_body
 
 router = APIRouter(prefix="/api/v1", tags=["trainingjobs"])
 JSON = "application/json"
@@ -92,25 +90,13 @@ def _list_response(jobs: list[CachedJob], following: str | None, resource_versio
     response_model=TrainingJob,
     responses={**ERRORS, 413: {"model": Problem}, 415: {"model": Problem}},
     openapi_extra=MANIFEST_BODY,
-    summary="Create a job from its manifest (JSON or YAML)",
+    summary="Create a job from its manifest (JSON or YAML), named by metadata.name or metadata.generateName",
 )
 def create_job(
     namespace: Namespace, _: CanCreate, state: State, job: Annotated[TrainingJob, Depends(manifest)]
 ) -> Response:
-    if job.metadata.namespace not in (None, namespace):
-        raise ApiError(422, "Invalid", f"metadata.namespace: {job.metadata.namespace!r} is not {namespace!r}")
-    if not job.metadata.name:
-        raise ApiError(422, "Invalid", "metadata.name: a name is required")
-    body = job.to_manifest()
-    body["metadata"]["namespace"] = namespace
-    body.pop("status", None)
-    try:
-        created = state.kube.custom.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, body, field_validation="Strict", _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, describe_job(namespace, job.metadata.name)) from None
-    return _job_response(created, 201)
+    """Named by metadata.name, or by metadata.generateName: the response says the name Kubernetes gave it."""
+    return _job_response(state.jobs.create(create_body(job, namespace), namespace), 201)
 
 
 @router.get(
@@ -151,49 +137,15 @@ def get_job(namespace: Namespace, name: Name, _: CanGet, state: State) -> Respon
     cached = state.cache.get(namespace, name)
     if cached is not None:
         return Response(cached.body, media_type=JSON)
-    return _job_response(read_job(state, namespace, name))  # not in the cache (yet): a job just created is found
+    return _job_response(state.jobs.get(name, namespace))  # not in the cache (yet): a job just created is found
 
 
 @router.delete(
     "/namespaces/{namespace}/trainingjobs/{name}", response_model=Deleted, responses=ERRORS, summary="Delete a job"
 )
 def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> Deleted:
-    try:
-        state.kube.custom.delete_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, name, propagation_policy="Background",
-            _request_timeout=state.kube.timeout,
-        )  # fmt: skip
-    except ApiException as error:
-        raise from_kubernetes(error, describe_job(namespace, name)) from None
+    state.jobs.delete(name, namespace)
     return Deleted(namespace=namespace, name=name)
-
-
-FINISHED = frozenset(phase.value for phase in Phase if phase.is_terminal)
-SUSPEND_ATTEMPTS = 3
-
-
-def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> Response:
-    """Patch spec.runPolicy.suspend unless the job is finished (409), on the version whose phase was read."""
-    for _ in range(SUSPEND_ATTEMPTS):
-        current = read_job(state, namespace, name)
-        phase = (current.get("status") or {}).get("phase")
-        if phase in FINISHED:
-            verb = "suspended" if suspend else "resumed"
-            message = f"{describe_job(namespace, name)} is finished (phase {phase}): it cannot be {verb}"
-            raise ApiError(409, "JobFinished", message)
-        version = current["metadata"]["resourceVersion"]  # the patch fails (409) if the job changed since
-        patch = {"metadata": {"resourceVersion": version}, "spec": {"runPolicy": {"suspend": suspend}}}
-        try:
-            patched = state.kube.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, patch, field_validation="Strict",
-                _request_timeout=state.kube.timeout,
-            )  # fmt: skip
-        except ApiException as error:
-            if error.status == 409:
-                continue  # the operator updated it in between: read it again
-            raise from_kubernetes(error, describe_job(namespace, name)) from None
-        return _job_response(patched)
-    raise ApiError(409, "Conflict", f"{describe_job(namespace, name)} kept changing while it was patched; try again")
 
 
 @router.post(
@@ -203,7 +155,8 @@ def _set_suspend(state: AppState, namespace: str, name: str, suspend: bool) -> R
     summary="Suspend a job: its pods checkpoint and stop, the job is kept",
 )
 def suspend_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
-    return _set_suspend(state, namespace, name, True)
+    """409 JobFinished for a finished job; the patch is made on the version whose phase was read."""
+    return _job_response(state.jobs.set_suspend(name, True, namespace))
 
 
 @router.post(
@@ -213,4 +166,5 @@ def suspend_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> 
     summary="Resume a suspended job from its newest checkpoint",
 )
 def resume_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
-    return _set_suspend(state, namespace, name, False)
+    """409 JobFinished for a finished job; the patch is made on the version whose phase was read."""
+    return _job_response(state.jobs.set_suspend(name, False, namespace))

@@ -1,9 +1,10 @@
-"""What happens to a job: its Kubernetes events, the logs of its pods, a server-sent-events stream of its status."""
+"""What happens to a job: its Kubernetes events, the logs of its pods, a server-sent-events stream of its status.
+Kubernetes is asked through trainingjob_sdk's KubeJobs (state.jobs); only the log bytes are relayed here, by an async
+client that holds no thread per stream."""
 
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import httpx
@@ -12,27 +13,17 @@ from fastapi.responses import Response, StreamingResponse
 from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 
-from trainingjob import timeline
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import GROUP, KIND
-from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, JOB_LABEL, ROLE_LABEL, job_selector
+from trainingjob.naming import CONTAINER_NAME
 from trainingjob_api.auth import Access
-from trainingjob_api.deps import (
-    AppState,
-    CanGet,
-    CanGetLogs,
-    CanListEvents,
-    CanWatch,
-    Name,
-    Namespace,
-    State,
-    describe_job,
-    read_job,
-)
-from trainingjob_api.errors import ApiError, Problem, from_kubernetes, kubernetes_message, not_found
+from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
+from trainingjob_api.errors import ApiError, Problem, from_sdk
 from trainingjob_api.logs import LogStream
-from trainingjob_api.schemas import JobEvent, JobEventList
+from trainingjob_api.schemas import JobEventList
 from trainingjob_api.store import CachedJob
+from trainingjob_sdk import pods
+from trainingjob_sdk.jobs import JobEvent
+from trainingjob_sdk.kube import kubernetes_message, typed
 
 router = APIRouter(prefix="/api/v1", tags=["observe"])
 ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": Problem} for code in (401, 403, 404, 422, 502, 503)}
@@ -43,10 +34,15 @@ LOG_RESPONSES: dict[int | str, dict[str, Any]] = {
 Replica = Annotated[
     str,
     Query(
-        pattern=rf"^({ROLE_WORKER}|{ROLE_PS})-[0-9]{{1,5}}$",
+        pattern=pods.REPLICA_PATTERN,
         description=f"The pod slot, as <role>-<index>: {ROLE_WORKER}-0, {ROLE_PS}-1, ...",
     ),
 ]
+Attempt = Annotated[
+    int | None,
+    Query(ge=1, description="The pod of this attempt (404 once it is gone); of the newest attempt present when unset."),
+]
+TailLines = Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)]
 
 
 @router.get(
@@ -56,15 +52,7 @@ Replica = Annotated[
     summary="The Kubernetes events about a job, oldest first",
 )
 def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State) -> JobEventList:
-    selector = f"involvedObject.kind={KIND},involvedObject.name={name}"
-    try:
-        found = state.kube.core.list_namespaced_event(
-            namespace, field_selector=selector, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, f"the events of {describe_job(namespace, name)}") from None
-    events = [_event(e) for e in found.items if (e.involved_object.api_version or "").startswith(GROUP)]
-    return JobEventList(items=sorted(events, key=lambda e: e.last_timestamp or e.first_timestamp or ""))
+    return JobEventList(items=[JobEvent.model_validate(row) for row in state.jobs.events(name, namespace)])
 
 
 @router.get(
@@ -73,7 +61,7 @@ def job_events(namespace: Namespace, name: Name, _: CanListEvents, state: State)
     summary="The job's last failure with the failed rank's last log lines (needs get pods/log as well)",
 )
 def job_failure(namespace: Namespace, name: Name, _: CanGet, __: CanGetLogs, state: State) -> dict[str, Any]:
-    return {"lastFailure": (read_job(state, namespace, name).get("status") or {}).get("lastFailure")}
+    return {"lastFailure": (state.jobs.get(name, namespace).get("status") or {}).get("lastFailure")}
 
 
 TimelineFormat = Annotated[
@@ -90,87 +78,40 @@ def job_timeline(
     namespace: Namespace, name: Name, caller: CanGet, state: State, format: TimelineFormat = "json"
 ) -> Response:
     """Pods get rows of their own only for a caller who may list pods in the namespace."""
-    job = read_job(state, namespace, name)
-    pods: list[timeline.PodTimes] = []
-    if state.authorizer.allows(caller, Access("list", "", "pods", namespace)):
-        try:
-            found = state.kube.core.list_namespaced_pod(
-                namespace, label_selector=job_selector(name), _request_timeout=state.kube.timeout
-            )
-        except ApiException as error:
-            raise from_kubernetes(error, f"the pods of {describe_job(namespace, name)}") from None
-        manifests = [state.kube.api.sanitize_for_serialization(pod) for pod in found.items]
-        pods = [times for times in map(timeline.pod_times, manifests) if times is not None]
-    built = timeline.build(job, pods, datetime.now(UTC))
+    may_list_pods = state.authorizer.allows(caller, Access("list", "", "pods", namespace))
+    found = state.jobs.timeline(name, namespace, chrome=format == "chrome", with_pods=may_list_pods)
     if format == "chrome":
         disposition = f'attachment; filename="{name}-timeline.json"'
-        body = json.dumps(timeline.chrome_trace(built))
-        return Response(body, media_type="application/json", headers={"Content-Disposition": disposition})
-    return Response(json.dumps(built.to_json()), media_type="application/json")
-
-
-def _event(event: Any) -> JobEvent:
-    def stamp(value: Any) -> str | None:
-        return value.isoformat() if value is not None else None
-
-    source = event.reporting_component or (event.source.component if event.source else None)
-    return JobEvent(
-        type=event.type,
-        reason=event.reason,
-        message=event.message,
-        count=event.count,
-        first_timestamp=stamp(event.first_timestamp or event.event_time),
-        last_timestamp=stamp(event.last_timestamp or event.event_time),
-        source=source,
-    )
-
-
-def _current_pod(state: AppState, namespace: str, name: str, replica: str) -> Any:
-    role, index = replica.rsplit("-", 1)
-    selector = f"{JOB_LABEL}={name},{ROLE_LABEL}={role},{INDEX_LABEL}={int(index)}"
-    try:
-        pods = state.kube.core.list_namespaced_pod(
-            namespace, label_selector=selector, _request_timeout=state.kube.timeout
-        )
-    except ApiException as error:
-        raise from_kubernetes(error, f"the pods of {describe_job(namespace, name)}") from None
-    if not pods.items:
-        raise not_found(
-            f"a pod of replica {replica} of {describe_job(namespace, name)} (not started yet, or cleaned up)"
-        )
-    return max(pods.items, key=lambda pod: int((pod.metadata.labels or {}).get(ATTEMPT_LABEL, "0")))
+        return Response(json.dumps(found), media_type="application/json", headers={"Content-Disposition": disposition})
+    return Response(json.dumps(found), media_type="application/json")
 
 
 @router.get(
     "/namespaces/{namespace}/trainingjobs/{name}/logs",
     response_class=StreamingResponse,
     responses={**ERRORS, **LOG_RESPONSES},
-    summary="The log of one replica's pod in the job's current attempt, streamed",
+    summary="The log of one replica's pod in the job's current attempt (or in `attempt` while its pod is there)",
 )
 async def job_logs(
     namespace: Namespace, name: Name, caller: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
-    follow: bool = False, tail_lines: Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)] = None,
+    follow: bool = False, tail_lines: TailLines = None, attempt: Attempt = None,
 ) -> StreamingResponse:  # fmt: skip
     release = state.stream_slots.take(caller.username) if follow else lambda: None
     try:
-        found = await run_in_threadpool(_current_pod, state, namespace, name, replica)
+        found = await run_in_threadpool(state.jobs.replica_pod, name, replica, namespace, attempt)
+        pods.check_has_logs(found)  # the apiserver answers "no content" for a pod that has no node yet
         params: dict[str, str | int] = {"container": CONTAINER_NAME, "follow": str(follow).lower()}
         if tail_lines is not None:
             params["tailLines"] = tail_lines
-        upstream = await _open_log(state, found, params)
+        upstream = await _open_log(state, found["metadata"]["namespace"], found["metadata"]["name"], params)
     except BaseException:
         release()
         raise
     return LogStream(upstream, release)
 
 
-async def _open_log(state: AppState, found: Any, params: dict[str, str | int]) -> httpx.Response:
-    pod = str(found.metadata.name)
-    if not found.spec.node_name:  # the apiserver answers "no content" for a pod that has no node yet
-        phase = found.status.phase if found.status else None
-        message = f'pod "{pod}" has no logs yet: it is not scheduled to a node (phase {phase})'
-        raise ApiError(404, "LogsNotAvailable", message)
-    upstream = await state.pod_logs.open(found.metadata.namespace, pod, params)
+async def _open_log(state: AppState, namespace: str, pod: str, params: dict[str, str | int]) -> httpx.Response:
+    upstream = await state.pod_logs.open(namespace, pod, params)
     if upstream.status_code >= 400:
         raise await _log_error(upstream, pod)
     return upstream
@@ -182,10 +123,11 @@ async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
     finally:
         await upstream.aclose()
     error = ApiException(status=upstream.status_code, reason=upstream.reason_phrase, body=body)
+    what = f'the logs of pod "{pod}"'
     if error.status in (400, 404):  # no node or kubelet yet, container not started: Kubernetes says which
-        reason = kubernetes_message(error)
-        return ApiError(502, "LogsUnavailable", f'the logs of pod "{pod}" are not available from Kubernetes: {reason}')
-    return from_kubernetes(error, f'the logs of pod "{pod}"')
+        reason, _ = kubernetes_message(error)
+        return ApiError(502, "LogsUnavailable", f"{what} are not available from Kubernetes: {reason}")
+    return from_sdk(typed(error, what), what)
 
 
 @router.get(
@@ -211,7 +153,7 @@ async def watch_job(namespace: Namespace, name: Name, caller: CanWatch, state: S
     try:
         current = state.cache.get(namespace, name)
         if current is None:
-            current = CachedJob.from_raw(await asyncio.to_thread(read_job, state, namespace, name))
+            current = CachedJob.from_raw(await asyncio.to_thread(state.jobs.get, name, namespace))
     except BaseException:
         undo()
         raise

@@ -1,5 +1,5 @@
-"""Jobs through the REST API: create from JSON and YAML, invalid manifests, lists with selectors and pages, delete,
-suspend and resume, and the status watch."""
+"""Jobs through the REST API: create from JSON and YAML (named, or by generateName), invalid manifests, lists with
+selectors and pages, delete, suspend and resume, and the status watch."""
 
 import json
 from collections.abc import Iterator
@@ -38,6 +38,26 @@ def test_create_from_json_and_yaml_then_get(world: World) -> None:
         assert "managedFields" not in got.json()["metadata"]
     again = world.writer.post(jobs_path(world.home), json=manifest("from-json"))
     assert again.status_code == 409, again.text
+
+
+def test_create_with_generate_name_returns_the_name_kubernetes_gave(world: World) -> None:
+    job = manifest("unused")
+    job["metadata"] = {"generateName": "sweep-", "labels": {"team": "vision"}}
+    response = world.writer.post(jobs_path(world.home), json=job)
+    assert response.status_code == 201, response.text
+    name = response.json()["metadata"]["name"]
+    assert name.startswith("sweep-") and len(name) == len("sweep-") + 5, name
+    got = world.writer.get(jobs_path(world.home, name))  # from the cache, or read through while it is not there yet
+    assert got.status_code == 200 and got.json()["metadata"]["labels"] == {"team": "vision"}, got.text
+    other = world.writer.post(jobs_path(world.home), json=job)
+    assert other.status_code == 201 and other.json()["metadata"]["name"] != name, other.text
+    job["metadata"] = {"generateName": "Sweep_"}
+    refused = world.writer.post(jobs_path(world.home), json=job)
+    assert refused.status_code == 422 and "metadata.generateName must be" in refused.json()["message"], refused.text
+    job["metadata"] = {"labels": {"team": "vision"}}
+    nameless = world.writer.post(jobs_path(world.home), json=job)
+    assert nameless.status_code == 422, nameless.text
+    assert "metadata.name or metadata.generateName is required" in nameless.json()["message"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Following jobs through the REST API: events, pod logs, and the bounds on streams that hold no thread."""
+"""Following jobs through the REST API: events, pod logs (of the current attempt or an earlier one), and the bounds
+on streams that hold no thread."""
 
 import json
 import sys
@@ -100,6 +101,27 @@ def silent_node(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path
             nodes.delete_node(node)
     finally:
         kubelet.stop()
+
+
+def test_logs_of_an_earlier_attempt_while_its_pod_is_there(
+    world: World, admin: client.ApiClient, silent_node: str
+) -> None:
+    create(world, "retried")
+    core = client.CoreV1Api(admin)
+    core.create_namespaced_pod(world.home, pod_of("retried", attempt=1, node=silent_node))
+    core.create_namespaced_pod(world.home, pod_of("retried", attempt=2))  # the current attempt: not scheduled yet
+    logs = jobs_path(world.home, "retried") + "/logs"
+    current = world.writer.get(logs)
+    assert current.status_code == 404, current.text
+    assert 'pod "retried-worker-0-2" has no logs yet' in current.json()["message"]
+    request = world.writer.build_request("GET", logs, params={"attempt": 1, "follow": "true"})
+    with closing(world.writer.send(request, stream=True)) as earlier:  # the silent kubelet: one line, then nothing
+        assert earlier.status_code == 200
+        assert next(earlier.iter_raw()) == b"started\n"
+    gone = world.writer.get(logs, params={"attempt": 3})
+    assert gone.status_code == 404, gone.text
+    assert "a pod of replica worker-0 in attempt 3 of" in gone.json()["message"]
+    assert world.writer.get(logs, params={"attempt": 0}).status_code == 422
 
 
 def callers(world: World, admin: client.ApiClient, count: int) -> list[httpx.Client]:
