@@ -65,24 +65,74 @@ def result_of(job: Manifest) -> str:
         return ""
 
 
-def table(jobs: list[Manifest], now: datetime) -> Table:
-    """One row per job: where it stands, how far it got and how long it has left."""
-    rows = Table("NAME", "PHASE", "MODE", "WORKERS", "ATTEMPT", "RESTARTS", "STEP", "PROGRESS", "ETA", box=None)
+def age(created: Any, now: datetime) -> str:
+    """How old something created at `created` (RFC 3339 text) is, as kubectl says it: 45s, 4m10s, 25m, 5h3m, 2d,
+    3d4h, 400d, 2y3d; '<unknown>' without a time."""
+    try:
+        seconds = int((now - datetime.fromisoformat(str(created))).total_seconds())
+    except (TypeError, ValueError):
+        return "<unknown>"
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    minutes, hours = seconds // 60, seconds // 3600
+    days, years = hours // 24, hours // (24 * 365)
+    steps = [
+        (minutes < 10, minutes, "m", seconds % 60, "s"),
+        (minutes < 180, minutes, "m", 0, ""),
+        (hours < 8, hours, "h", minutes % 60, "m"),
+        (hours < 48, hours, "h", 0, ""),
+        (hours < 24 * 8, days, "d", hours % 24, "h"),
+        (hours < 24 * 365 * 2, days, "d", 0, ""),
+        (hours < 24 * 365 * 8, years, "y", days % 365, "d"),
+    ]
+    for applies, big, unit, small, small_unit in steps:
+        if applies:
+            return f"{big}{unit}{small}{small_unit}" if small else f"{big}{unit}"
+    return f"{years}y"
+
+
+def _restarts(status: Manifest) -> str:
+    counts = status.get("restarts")
+    return str(sum(v for v in counts.values() if isinstance(v, int))) if isinstance(counts, dict) else "0"
+
+
+def _row(job: Manifest, now: datetime, wide: bool) -> list[str]:
+    status, spec, meta = job.get("status") or {}, job.get("spec") or {}, job.get("metadata") or {}
+    progress = status.get("progress") or {}
+    done, loss = progress.get("percent"), progress.get("loss")
+    row = [
+        str(meta.get("name", "")),
+        str(status.get("phase", "")),
+        str(spec.get("mode", "DDP")),
+        str((spec.get("workers") or {}).get("replicas", 1)),
+        str(status.get("attempt", 0)),
+        _restarts(status),
+        str(progress.get("step", "")),
+        f"{done}%" if isinstance(done, int) else "",
+        time_left(progress.get("estimatedCompletionTime"), now),
+        age(meta.get("creationTimestamp"), now),
+    ]
+    if wide:
+        checkpoint = (status.get("lastCheckpoint") or {}).get("step")
+        row += [
+            f"{loss:.4f}" if isinstance(loss, int | float) else "",
+            f"step-{checkpoint}" if checkpoint is not None else "",
+            str((status.get("lastFailure") or {}).get("reason", "")),
+        ]
+    return row
+
+
+def table(jobs: list[Manifest], now: datetime, *, wide: bool = False, namespaces: bool = False) -> Table:
+    """One row per job: where it stands, how far it got, how long it has left and how old it is; `wide` adds its
+    loss, newest checkpoint and last failure's reason, `namespaces` a NAMESPACE column first (as kubectl -A)."""
+    columns = ["NAME", "PHASE", "MODE", "WORKERS", "ATTEMPT", "RESTARTS", "STEP", "PROGRESS", "ETA", "AGE"]
+    columns += ["LOSS", "CHECKPOINT", "FAILURE"] if wide else []
+    rows = Table(*(["NAMESPACE"] if namespaces else []), *columns, box=None, pad_edge=False)
     for job in jobs:
-        status, spec = job.get("status") or {}, job["spec"]
-        progress = status.get("progress") or {}
-        done = progress.get("percent")
-        rows.add_row(
-            job["metadata"]["name"],
-            status.get("phase", ""),
-            spec.get("mode", "DDP"),
-            str(spec["workers"].get("replicas", 1)),
-            str(status.get("attempt", 0)),
-            str(sum((status.get("restarts") or {}).values())),
-            str(progress.get("step", "")),
-            f"{done}%" if isinstance(done, int) else "",
-            time_left(progress.get("estimatedCompletionTime"), now),
-        )
+        namespace = [str((job.get("metadata") or {}).get("namespace", ""))] if namespaces else []
+        rows.add_row(*namespace, *_row(job, now, wide))
     return rows
 
 
@@ -94,7 +144,7 @@ def timeline(found: Manifest) -> Table:
     order = {row["id"]: number for number, row in enumerate(found["rows"])}
     lines = [(s["row"], s["start"], s["end"], s["label"]) for s in found["spans"]]
     lines += [(m["row"], m["time"], None, m["label"]) for m in found["marks"]]
-    table = Table(box=None, title=f"{found['namespace']}/{found['name']}", title_justify="left")
+    table = Table(box=None, pad_edge=False, title=f"{found['namespace']}/{found['name']}", title_justify="left")
     for column in ("ROW", "AT", "FOR", "WHAT"):
         table.add_column(column)
     for row, begin, end, label in sorted(lines, key=lambda line: (order.get(line[0], 0), line[1])):

@@ -1,40 +1,37 @@
-"""`tjctl run`: a job on this machine with a live status line, then its outcome."""
+"""`tjctl run`: a job on this machine with a live progress bar, then its outcome."""
 
+import argparse
 import logging
+import shutil
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.text import Text
 
-from tjctl import display
-from trainingjob.local import Chaos, run_local
-from trainingjob.local_files import ConfigMaps
-from trainingjob.model import Progress, TrainingJobStatus
+from tjctl import display, local_checks
+from tjctl.errors import FAILED, OK
+from tjctl.output import Ui
+from tjctl.progress import JobProgress, status_line
+from trainingjob.local import Chaos, LocalCluster, run_local
+from trainingjob.local_files import ConfigMaps, configmaps_in
+from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event
 
 
-def status_line(status: TrainingJobStatus, total_steps: int | None, started: float) -> Text:
-    progress = status.progress or Progress()
-    total = progress.total_steps or total_steps
-    parts = [f"attempt {status.attempt}", status.phase.value]
-    parts.append(f"step {progress.step}/{total}" if total else f"step {progress.step}")
-    if progress.percent is not None:
-        parts[-1] += f" ({progress.percent}%)"
-    if progress.loss is not None:
-        parts.append(f"loss {progress.loss:.4f}")
-    if progress.samples_per_second:
-        parts.append(f"{progress.samples_per_second:,.0f} samples/s")
-    left = display.time_left(progress.estimated_completion_time, datetime.now(UTC))
-    if left:
-        parts.append(f"ETA {left}")
-    if status.last_checkpoint:
-        parts.append(f"checkpoint step-{status.last_checkpoint.step}")
-    parts.append(f"{time.monotonic() - started:.0f} s")
-    return Text(" | ".join(parts), style="bold")
+def command(args: argparse.Namespace, ui: Ui) -> int:
+    """Check the file, --kill and this machine before anything starts; then run the job to its end."""
+    manifest, job = local_checks.load(args.file)
+    chaos = local_checks.chaos(args.kill, job)
+    local_checks.check_programs(job)
+    workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)
+    kept = () if args.resume else ("checkpoints", "logs")
+    for folder in ("configmaps", "volumes", *kept):
+        shutil.rmtree(workdir / folder, ignore_errors=True)
+    total = job.spec.trainer.steps if job.spec.trainer else None
+    configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
+    return run(manifest, total, workdir, chaos, ui.out, configmaps=configmaps)
 
 
 def run(
@@ -50,24 +47,29 @@ def run(
     # The operator's decision log says what the events printed below say: keep it off the console.
     logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started = time.monotonic()
-    with Live(Text("starting"), console=console, refresh_per_second=4, transient=True) as live:
-
-        def on_status(status: TrainingJobStatus) -> None:
-            live.update(status_line(status, total_steps, started))
+    with JobProgress(console, total_steps, announce=False) as bar:
 
         def on_event(event: Event) -> None:
             style = "yellow" if event.type == "Warning" else "green"
-            console.print(f"[{style}]{event.reason}[/]: {event.message}")
+            console.print(Text.assemble((event.reason, style), f": {event.message}"))
 
         status, cluster = run_local(
-            manifest, workdir, on_status=on_status, on_event=on_event, chaos=chaos, configmaps=configmaps
+            manifest, workdir, on_status=bar.update, on_event=on_event, chaos=chaos, configmaps=configmaps
         )
     if status is None:
         console.print("[red]The job was deleted.[/]")
-        return 1
+        return FAILED
     console.print(status_line(status, total_steps, started))
-    name = manifest["metadata"]["name"]
-    report = cluster.report(f"{name}-worker-0-{status.attempt}")
+    _outcome(manifest, status, cluster, chaos, console)
+    console.print(f"logs and checkpoints: {workdir}", highlight=False)
+    return OK if status.phase.value == "Succeeded" else FAILED
+
+
+def _outcome(
+    manifest: dict[str, Any], status: TrainingJobStatus, cluster: LocalCluster, chaos: Chaos | None, console: Console
+) -> None:
+    """The result, where the last attempt resumed from, and the last failure of a failed job."""
+    report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.attempt}")
     if status.result:
         console.print(f"result: {display.result(status.result)}", highlight=False)
     if "accuracy" in report and not (status.result and status.result.metrics):  # a trainer that sends no metrics
@@ -79,6 +81,4 @@ def run(
     if status.last_failure and status.phase.value == "Failed":
         console.print(f"[red]last failure[/]: {status.last_failure.pod} {status.last_failure.reason}")
         if status.last_failure.log_tail:
-            console.print(status.last_failure.log_tail)
-    console.print(f"logs and checkpoints: {workdir}")
-    return 0 if status.phase.value == "Succeeded" else 1
+            console.print(status.last_failure.log_tail, markup=False, highlight=False)

@@ -6,7 +6,9 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from trainingjob.model import ConditionStatus, Phase, TrainingJob
+from pydantic import ValidationError
+
+from trainingjob.model import ConditionStatus, LastFailure, Phase, TrainingJob
 from trainingjob_sdk.errors import Invalid, NotConfigured, TrainingJobError, WaitTimeout
 from trainingjob_sdk.jobs import JobEvent, Manifest, Manifests
 from trainingjob_sdk.kube import KubeJobs
@@ -189,6 +191,18 @@ class Client:
         """One replica's log line by line (with their newlines): of the current attempt, or of `attempt` while
         its pod is still there; with `follow`, until the container ends."""
         return lines(self.transport.logs(name, namespace, replica=replica, follow=follow, tail=tail, attempt=attempt))
+
+    def last_failure(self, name: str, namespace: str | None = None) -> LastFailure | None:
+        """The job's last failure with the failed rank's last log lines (logTail), kept in its status when the pod
+        may be gone; None when it has not failed. Through the REST API, the caller needs the right to read logs."""
+        if isinstance(self.transport, RestJobs):
+            raw = self.transport.failure(name, namespace)
+        else:
+            raw = (self.transport.get(name, namespace).get("status") or {}).get("lastFailure")
+        try:
+            return LastFailure.model_validate(raw) if raw else None
+        except ValidationError:  # stored before the model changed: as good as none
+            return None
 
     def events(self, name: str, namespace: str | None = None) -> Events:
         """The Kubernetes events about the job, oldest first."""

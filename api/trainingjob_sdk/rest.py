@@ -149,6 +149,13 @@ class RestJobs:
         found: Manifest = self._call("GET", f"{self._path(namespace, name)}/events")
         return list(found["items"])
 
+    def failure(self, name: str, namespace: str | None = None) -> Manifest | None:
+        """The job's status.lastFailure with its logTail, which the job as GET returns it leaves out (the API shows
+        a rank's log lines only to callers who may read pod logs)."""
+        found: Manifest = self._call("GET", f"{self._path(namespace, name)}/failure")
+        failure = found.get("lastFailure")
+        return failure if isinstance(failure, dict) else None
+
     def pods(self, name: str, namespace: str | None = None) -> Manifests:
         """The job's pods as the dashboard lists them (rows, not pod objects)."""
         found: Manifest = self._call("GET", f"{self._path(namespace, name)}/pods")

@@ -2,26 +2,36 @@
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
+from tests.support.processes import poll_until
 
 from trainingjob import crd
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def tjctl(*args: str, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def tjctl_env(**overrides: str) -> dict[str, str]:
+    """The environment tjctl runs in: the checkout's packages, no $KUBECONFIG or $TJCTL_* of the caller's."""
     env_path = ":".join(str(REPO / p) for p in ("operator", "api", "trainer-image", "."))
+    base = {"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "COLUMNS": "200"}
+    return {**base, "PYTHONUNBUFFERED": "1", **overrides}
+
+
+def tjctl(
+    *args: str, cwd: Path = REPO, timeout: float = 300, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m tjctl ARGS`, to its end; `env` adds to (or overrides) tjctl_env()."""
     return subprocess.run(
         [sys.executable, "-m", "tjctl", *args],
         cwd=cwd,
-        env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "COLUMNS": "200"},
+        env=tjctl_env(**(env or {})),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -73,31 +83,46 @@ def test_a_bad_manifest_is_refused_naming_the_field(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()
 
 
+def test_a_kill_that_matches_nothing_is_refused_naming_the_flag(tmp_path: Path) -> None:
+    result = tjctl("run", str(REPO / "examples" / "digits-ddp.yaml"), "--kill", "worker-7@250", "--workdir",
+                   str(tmp_path / "work"))  # fmt: skip
+    assert result.returncode == 2 and result.stderr.startswith("error: --kill worker-7@250: the job has 2 workers")
+    assert not (tmp_path / "work").exists()
+
+
+def _processes_with(text: str) -> list[int]:
+    """The processes whose environment holds `text` (the trainer processes of one work folder)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if text.encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_run_and_its_processes_without_a_traceback(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "tjctl", "run", str(REPO / "examples" / "digits-ddp.yaml"), "--workdir", str(work)],
+        cwd=REPO, env=tjctl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        poll_until(lambda: _processes_with(str(work)) or None, timeout=60, what="the trainer processes")
+        run.send_signal(signal.SIGINT)
+        out, err = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 130 and "Traceback" not in out + err, out + err
+    assert "interrupted" in err
+    poll_until(lambda: not _processes_with(str(work)), timeout=30, what="no trainer process left")
+
+
 def test_crds_prints_the_generated_crd() -> None:
     result = tjctl("crds")
     assert result.returncode == 0, result.stderr
     assert result.stdout == crd.render()
-
-
-@pytest.mark.envtest
-def test_cluster_commands_submit_list_suspend_resume_delete(envtest: ControlPlane, envtest_ns: str) -> None:
-    with envtest.api_client() as api:
-        install_crd(api)
-    cluster = ("--kubeconfig", str(envtest.kubeconfig), "-n", envtest_ns)
-    submitted = tjctl(*cluster, "-o", "json", "submit", str(REPO / "examples" / "digits-ddp.yaml"))
-    assert submitted.returncode == 0, submitted.stderr
-    assert json.loads(submitted.stdout)["metadata"]["namespace"] == envtest_ns
-    listed = tjctl(*cluster, "list")
-    assert "digits-ddp" in listed.stdout
-    suspended = tjctl(*cluster, "-o", "json", "suspend", "digits-ddp")
-    assert json.loads(suspended.stdout)["spec"]["runPolicy"]["suspend"] is True
-    resumed = tjctl(*cluster, "-o", "yaml", "resume", "digits-ddp")
-    assert yaml.safe_load(resumed.stdout)["spec"]["runPolicy"]["suspend"] is False
-    again = tjctl(*cluster, "submit", str(REPO / "examples" / "digits-ddp.yaml"))
-    assert again.returncode == 1 and "409" in again.stdout + again.stderr
-    assert tjctl(*cluster, "delete", "digits-ddp").returncode == 0
-    missing = tjctl(*cluster, "get", "digits-ddp")
-    assert missing.returncode == 1 and "404" in missing.stdout + missing.stderr
 
 
 @pytest.mark.parametrize(

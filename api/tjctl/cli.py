@@ -1,0 +1,177 @@
+"""tjctl's command line: the parser (flags before or after the command), and main, which maps every error it
+expects to a line and an exit code."""
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import shtab
+
+import trainingjob
+from tjctl import commands, local_run, observe
+from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, report
+from tjctl.output import FORMATS, Ui
+from trainingjob import crd
+from trainingjob_sdk import Client, TrainingJobError, connect
+
+Cluster = Callable[[Client, argparse.Namespace, Ui], int]
+DESCRIPTION = "Run a TrainingJob on this machine, or submit and manage TrainingJobs on a cluster."
+BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a program whose reader went away (tjctl logs x | head)
+
+
+def version() -> str:
+    return str(getattr(trainingjob, "__version__", "unknown"))
+
+
+def _connection(parser: argparse.ArgumentParser, top: bool) -> None:
+    """The flags that say which cluster; on the commands with SUPPRESS as default, so that they override the
+    top-level ones only when given after the command."""
+
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    env = os.environ.get
+    parser.add_argument("--kubeconfig", default=default(None), help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", default=default(None), help="the kubeconfig context (default: its current one)")
+    parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
+    parser.add_argument(
+        "--server", default=default(env("TJCTL_SERVER")), help="REST API URL ($TJCTL_SERVER); unset: the kubeconfig"
+    )
+    parser.add_argument("--token", default=default(env("TJCTL_TOKEN")), help="bearer token for --server ($TJCTL_TOKEN)")
+    parser.add_argument(
+        "--cacert", type=Path, default=default(env("TJCTL_CACERT")), help="CA of the REST API's certificate"
+    )
+
+
+def _output(parser: argparse.ArgumentParser, top: bool) -> None:
+    parser.add_argument(
+        "-o", "--output", choices=FORMATS, default=None if top else argparse.SUPPRESS, help="output format"
+    )
+
+
+def _file(action: argparse.Action) -> None:
+    action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab's completion of file names
+
+
+def _local_commands(sub: Any) -> None:
+    run = sub.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
+    _file(run.add_argument("file", type=Path, help="the TrainingJob manifest"))
+    run.add_argument("--workdir", type=Path, help="logs and checkpoints (default: .tjctl/<job name>)")
+    run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
+    run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
+    run.set_defaults(local=local_run.command)
+    sub.add_parser("crds", help="print the TrainingJob CRD").set_defaults(local=_crds)
+    completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")
+    completion.add_argument("shell", choices=shtab.SUPPORTED_SHELLS)
+    completion.set_defaults(local=_completion)
+
+
+class _Adder:
+    """Adds a cluster command with the connection flags (and -o) after it too."""
+
+    def __init__(self, sub: Any, cluster: argparse.ArgumentParser, output: argparse.ArgumentParser) -> None:
+        self.sub, self.cluster, self.output = sub, cluster, output
+
+    def __call__(self, name: str, help: str, handler: Cluster, *, outputs: bool = True) -> argparse.ArgumentParser:
+        parents = [self.cluster, self.output] if outputs else [self.cluster]
+        made: argparse.ArgumentParser = self.sub.add_parser(name, help=help, description=help, parents=parents)
+        made.set_defaults(cluster=handler)
+        return made
+
+
+def _manage_commands(add: _Adder) -> None:
+    submit = add("submit", "create the jobs of a file (every document; generateName allowed)", commands.submit)
+    _file(submit.add_argument("file", nargs="?", help="a manifest, several documents allowed; '-' reads stdin"))
+    _file(submit.add_argument("-f", "--filename", help="the same as FILE, as kubectl takes it"))
+    listing = add("list", "list jobs", commands.list_jobs)
+    listing.add_argument("-A", "--all-namespaces", action="store_true", help="of every namespace")
+    listing.add_argument("-l", "--selector", help="only jobs whose labels match, e.g. team=vision,tier!=test")
+    add("get", "show a job", commands.get).add_argument("name")
+    add("delete", "delete a job (its pods go after it)", commands.delete).add_argument("name")
+    for verb, handler in (("suspend", commands.suspend), ("resume", commands.resume)):
+        toggled = add(verb, f"{verb} a job", handler)
+        toggled.add_argument("name")
+        toggled.add_argument("--wait", action="store_true", help="until the operator has done it")
+        toggled.add_argument("--timeout", type=observe.duration, help="of --wait: 600, 600s, 10m (default: none)")
+    timeline = add("timeline", "where a job's time went: attempts, pods, failures, checkpoints", commands.timeline)
+    timeline.add_argument("name")
+    _file(timeline.add_argument("--chrome", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto)"))
+
+
+def _observe_commands(add: _Adder) -> None:
+    add("watch", "a job's progress until it ends", observe.watch, outputs=False).add_argument("name")
+    wait = add("wait", "wait until a job reaches a phase or condition", observe.wait, outputs=False)
+    wait.add_argument("name")
+    wait.add_argument(
+        "--for", dest="until", type=observe.target, metavar="PHASE", help="Succeeded (default), Failed, Running, "
+        "Suspended, Restarting, Pending, Created: the phase, or a condition that is True"
+    )  # fmt: skip
+    wait.add_argument("--timeout", type=observe.duration, help="600, 600s, 10m, 1h30m (default: none)")
+    logs = add("logs", "a replica's log, as it comes", observe.logs, outputs=False)
+    logs.add_argument("name")
+    logs.add_argument("--replica", help=f"worker-N or ps-N (default {observe.DEFAULT_REPLICA})")
+    logs.add_argument("-f", "--follow", action="store_true", help="until the container ends")
+    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    which = logs.add_mutually_exclusive_group()
+    which.add_argument(
+        "--previous-attempt", action="store_true", help="of the attempt before the current one; when its pods are "
+        "gone, the failed pod's last lines as the operator kept them"
+    )  # fmt: skip
+    which.add_argument("--attempt", type=int, metavar="N", help="of attempt N")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tjctl", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"tjctl {version()}")
+    _connection(parser, top=True)
+    _output(parser, top=True)
+    cluster, output = argparse.ArgumentParser(add_help=False), argparse.ArgumentParser(add_help=False)
+    _connection(cluster, top=False)
+    _output(output, top=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _local_commands(sub)
+    add = _Adder(sub, cluster, output)
+    _manage_commands(add)
+    _observe_commands(add)
+    return parser
+
+
+def _crds(args: argparse.Namespace, ui: Ui) -> int:
+    ui.write(crd.render())
+    return OK
+
+
+def _completion(args: argparse.Namespace, ui: Ui) -> int:
+    ui.write(shtab.complete(build_parser(), shell=args.shell))
+    return OK
+
+
+def _cluster(args: argparse.Namespace, ui: Ui) -> int:
+    if args.server and not args.token:
+        raise UsageError("--server needs --token (or $TJCTL_TOKEN)")
+    with connect(
+        server=args.server, token=args.token, kubeconfig=args.kubeconfig, namespace=args.namespace,
+        context=args.context, cacert=args.cacert,
+    ) as client:  # fmt: skip
+        handler: Cluster = args.cluster
+        return handler(client, args, ui)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ui = Ui.create()
+    try:
+        return int(args.local(args, ui)) if hasattr(args, "local") else _cluster(args, ui)
+    except KeyboardInterrupt:
+        ui.note("interrupted")
+        return INTERRUPTED
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
+        return BROKEN_PIPE
+    except (TrainingJobError, UsageError) as error:
+        return report(error, ui.err)

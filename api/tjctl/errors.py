@@ -1,0 +1,69 @@
+"""tjctl's exit codes, and every error it expects as one line (or a line per invalid field) instead of a traceback."""
+
+from rich.console import Console
+from rich.text import Text
+
+from trainingjob_sdk import (
+    Invalid,
+    JobFailed,
+    NotConfigured,
+    TrainingJobError,
+    Unavailable,
+    WaitTimeout,
+)
+
+OK = 0
+FAILED = 1  # the job failed, or the server refused the request (401, 403, 404, 409)
+USAGE = 2  # bad flags or input: an invalid manifest, an unreadable file, --kill that matches nothing, no torch
+TIMEOUT = 3  # `wait` (or `--wait`) ran out of time
+UNREACHABLE = 4  # no cluster configured, or it (or the REST API) cannot be reached or cannot serve now (429, 5xx)
+INTERRUPTED = 130  # Ctrl-C
+
+EPILOG = f"""exit codes:
+  {OK}    done (wait: the job reached what was waited for)
+  {FAILED}    the job failed, or the server refused the request (not found, forbidden, conflict)
+  {USAGE}    bad usage or input: flags, an invalid manifest, an unreadable file, a missing dependency
+  {TIMEOUT}    timed out (wait --timeout)
+  {UNREACHABLE}    no cluster configured, or it cannot be reached (or cannot serve now: try again later)
+  {INTERRUPTED}  interrupted (Ctrl-C)
+
+The cluster: --server URL --token TOKEN for the REST API ($TJCTL_SERVER, $TJCTL_TOKEN), otherwise the kubeconfig
+(--kubeconfig, $KUBECONFIG, ~/.kube/config; --context). Flags may come before or after the command."""
+
+NOT_CONFIGURED_HINT = "tjctl finds the cluster by --kubeconfig, $KUBECONFIG or ~/.kube/config, or --server and --token"
+
+
+class UsageError(Exception):
+    """Bad flags or input that tjctl itself found; the message names the flag or the field."""
+
+
+def exit_code(error: Exception) -> int:
+    if isinstance(error, UsageError | Invalid):
+        return USAGE
+    if isinstance(error, WaitTimeout):
+        return TIMEOUT
+    if isinstance(error, NotConfigured | Unavailable):
+        return UNREACHABLE
+    return FAILED
+
+
+def lines(error: Exception) -> list[str]:
+    """What to print: 'error: ...' or, for what a server answered, 'error from the server (Reason): ...'; then one
+    line per invalid field the first line does not already say."""
+    if not isinstance(error, TrainingJobError):
+        return ["error: " + " ".join(str(error).split())]
+    if isinstance(error, JobFailed | WaitTimeout):
+        return [" ".join(str(error).split())]
+    message = " ".join(error.message.split())  # one line, whatever the server or a YAML parser wrote
+    if isinstance(error, NotConfigured):
+        message = f"{message} ({NOT_CONFIGURED_HINT})"
+    first = f"error from the server ({error.reason}): {message}" if error.status is not None else f"error: {message}"
+    fields = error.fields if isinstance(error, Invalid) else []
+    return [first] + [f"  {f.field}: {f.message}" for f in fields if f.message not in message]
+
+
+def report(error: Exception, console: Console) -> int:
+    """Print the error on `console` (stderr) and return its exit code."""
+    for number, line in enumerate(lines(error)):
+        console.print(Text(line, style="red" if number == 0 else ""), soft_wrap=True)
+    return exit_code(error)

@@ -1,0 +1,93 @@
+"""What `tjctl run` checks before it starts anything: one valid, named TrainingJob in the file, a --kill that names
+a replica the job has at a step it will reach, and the programs its pods run (PyTorch, torchrun) on this machine."""
+
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from tjctl.errors import UsageError
+from trainingjob.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.local import BESIDE_PYTHON, Chaos
+from trainingjob.manifests import TRAINER_COMMAND
+from trainingjob.model import Mode, RoleSpec, TrainingJob
+from trainingjob_sdk import Invalid
+from trainingjob_sdk.manifests import documents, to_create
+from trainingjob_sdk.pods import parse_replica
+
+INSTALL = "pip install 'trainingjob[trainer]'"
+PYTHONS = ("python", "python3")
+KINDS = {ROLE_WORKER: "workers", ROLE_PS: "parameter servers"}
+
+
+def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
+    """The one manifest in `path` and its validated job; Invalid naming the file and each field otherwise."""
+    readable(path)
+    found = documents(path)
+    if len(found) != 1:
+        raise Invalid(f"{path}: tjctl run runs one TrainingJob; this file has {len(found)} documents", status=None)
+    job = to_create(found[0], str(path))
+    if not job.metadata.name:
+        raise Invalid(f"{path}: metadata.name is required (tjctl run names its work folder after it)", status=None)
+    return found[0], job
+
+
+def readable(path: Path) -> None:
+    if not path.is_file():
+        raise UsageError(f"{path}: {'not a file' if path.exists() else 'no such file'}")
+
+
+def _replicas(job: TrainingJob, role: str) -> int:
+    if role == ROLE_WORKER:
+        return job.spec.workers.replicas
+    servers = job.spec.parameter_servers
+    return servers.replicas if job.spec.mode == Mode.PARAMETER_SERVER and servers is not None else 0
+
+
+def chaos(value: str | None, job: TrainingJob) -> Chaos | None:
+    """--kill REPLICA@STEP checked against the job: a replica it has (worker-N; ps-N in ParameterServer mode) and a
+    step in 1..steps-1 (a kill at or after the last step would never happen)."""
+    if value is None:
+        return None
+    found = re.fullmatch(r"([^@]+)@([0-9]{1,10})", value)
+    if found is None:
+        raise UsageError(f"--kill {value}: expected REPLICA@STEP, e.g. worker-1@250")
+    try:
+        slot = parse_replica(found[1])
+    except Invalid as error:
+        raise UsageError(f"--kill {value}: {error.message}") from None
+    count, kind = _replicas(job, slot.role), KINDS[slot.role]
+    if slot.index >= count:
+        has = f"{count} {kind} ({slot.role}-0 to {slot.role}-{count - 1})" if count else f"no {kind}"
+        why = "" if count or slot.role != ROLE_PS else " (parameter servers are only in mode ParameterServer)"
+        raise UsageError(f"--kill {value}: the job has {has}{why}")
+    step = int(found[2])
+    steps = job.spec.trainer.steps if job.spec.trainer else None
+    if step < 1 or (steps is not None and step >= steps):
+        within = f"1 to {steps - 1} (the trainer runs {steps} steps)" if steps is not None else "1 or more"
+        raise UsageError(f"--kill {value}: the step must be {within}")
+    return Chaos(f"{slot.role}-{slot.index}", step)
+
+
+def _commands(job: TrainingJob) -> list[tuple[str, ...]]:
+    roles: list[RoleSpec] = [job.spec.workers]
+    if job.spec.mode == Mode.PARAMETER_SERVER and job.spec.parameter_servers is not None:
+        roles.append(job.spec.parameter_servers)
+    return [tuple(role.command) if role.command else TRAINER_COMMAND for role in roles]
+
+
+def check_programs(job: TrainingJob) -> None:
+    """UsageError, before anything starts, when a program the pods run is not on this machine: PyTorch for the
+    built-in trainer, torchrun (beside this Python, as in the image, or on PATH), a command's program on PATH."""
+    for command in _commands(job):
+        program = command[0]
+        trainer = command[: len(TRAINER_COMMAND)] == TRAINER_COMMAND
+        if (trainer or program == "torchrun") and importlib.util.find_spec("torch") is None:
+            what = "the built-in trainer needs" if trainer else "the job runs torchrun, which needs"
+            raise UsageError(f"tjctl run: {what} PyTorch, which this Python ({sys.executable}) lacks: {INSTALL}")
+        if program == "torchrun" and not (BESIDE_PYTHON / "torchrun").exists() and not shutil.which("torchrun"):
+            raise UsageError(f"tjctl run: the job runs torchrun, which is neither beside {sys.executable} nor on PATH")
+        if program not in (*PYTHONS, "torchrun") and "/" not in program and not shutil.which(program):
+            raise UsageError(f"tjctl run: the job runs {program!r}, which is not on PATH")

@@ -1,0 +1,92 @@
+"""What `tjctl run` refuses before it starts anything: a --kill that names no replica of the job or a step it never
+reaches, a file that is not one valid TrainingJob, and a machine without the programs the job's pods run."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.builders import job_manifest
+
+from tjctl import local_checks
+from tjctl.cli import main
+from tjctl.errors import UsageError
+from trainingjob.local import Chaos
+from trainingjob.model import TrainingJob
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _file(tmp_path: Path, *manifests: dict[str, object]) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump_all(manifests))
+    return str(path)
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str], *words: str) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("kill", "said"),
+    [
+        pytest.param("worker-2@50", "--kill worker-2@50: the job has 2 workers (worker-0 to worker-1)", id="no-worker"),
+        pytest.param("ps-0@50", "--kill ps-0@50: the job has no parameter servers", id="ps-in-ddp"),
+        pytest.param("worker-1@100", "--kill worker-1@100: the step must be 1 to 99", id="the-last-step"),
+        pytest.param("worker-1@0", "the step must be 1 to 99 (the trainer runs 100 steps)", id="step-0"),
+        pytest.param("chief-0@5", "--kill chief-0@5: replica 'chief-0' is not <role>-<index>", id="no-such-role"),
+        pytest.param("worker-1", "--kill worker-1: expected REPLICA@STEP", id="no-step"),
+        pytest.param("worker-1@-3", "expected REPLICA@STEP", id="negative"),
+    ],
+)
+def test_a_kill_that_would_never_happen_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kill: str, said: str
+) -> None:
+    work = tmp_path / "work"
+    _refused(["run", _file(tmp_path, job_manifest("k")), "--kill", kill, "--workdir", str(work)], capsys, said)
+    assert not work.exists()
+
+
+def test_a_kill_of_a_parameter_server_is_checked_against_their_number(tmp_path: Path) -> None:
+    job = TrainingJob.from_manifest(job_manifest("p", mode="ParameterServer", servers=2))
+    assert local_checks.chaos("ps-1@10", job) == Chaos("ps-1", 10)
+    with pytest.raises(UsageError, match=r"2 parameter servers \(ps-0 to ps-1\)"):
+        local_checks.chaos("ps-2@10", job)
+    own_command = TrainingJob.from_manifest(job_manifest("c", trainer=None, workers={"replicas": 2, "command": ["x"]}))
+    assert local_checks.chaos("worker-1@123456", own_command) == Chaos("worker-1", 123456)  # no steps
+
+
+def test_a_file_that_is_not_one_valid_named_job_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    two = _file(tmp_path, job_manifest("a"), job_manifest("b"))
+    _refused(["run", two], capsys, "tjctl run runs one TrainingJob; this file has 2 documents")
+    unnamed = job_manifest("x")
+    unnamed["metadata"] = {"generateName": "x-"}
+    _refused(["run", _file(tmp_path, unnamed)], capsys, "metadata.name is required")
+    _refused(["run", str(tmp_path / "absent.yaml")], capsys, "absent.yaml: no such file")
+    bad = job_manifest("bad", workers={"replicas": 0})
+    err = _refused(["run", _file(tmp_path, bad)], capsys, "is invalid: spec.workers.replicas")
+    assert "\n  spec.workers.replicas: " in err  # and what is wrong with it, on a line of its own
+
+
+def test_without_pytorch_the_built_in_trainer_is_refused_with_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # importlib.util.find_spec("torch") is None: not installed
+    work = tmp_path / "work"
+    argv = ["run", str(EXAMPLES / "digits-ddp.yaml"), "--workdir", str(work)]
+    _refused(argv, capsys, "the built-in trainer needs PyTorch", "pip install 'trainingjob[trainer]'")
+    assert not work.exists()
+
+
+def test_without_torchrun_a_torchrun_job_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_checks, "BESIDE_PYTHON", tmp_path)  # no torchrun beside this Python
+    monkeypatch.setenv("PATH", str(tmp_path))  # nor on PATH
+    _refused(["run", str(EXAMPLES / "torchrun-script.yaml")], capsys, "runs torchrun, which is neither beside")
+    own = job_manifest("own", trainer=None, workers={"replicas": 1, "command": ["no-such-program-here"]})
+    _refused(["run", _file(tmp_path, own)], capsys, "'no-such-program-here', which is not on PATH")
