@@ -14,8 +14,8 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool node lint fmt test crds run-operator \
-	bench dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test crds dist \
+	run-operator run-api bench dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ $(UV):
 
 $(VENV)/.complete: uv.lock | $(UV)
 	@echo "[venv] creating $(VENV) from uv.lock (torch is large: the first time takes a few minutes)"
-	$(UV) sync --locked --python 3.11
+	$(UV) sync --locked --all-extras --python 3.11
 	touch $@
 
 venv: $(VENV)/.complete ## create or reuse the virtual environment
@@ -40,6 +40,9 @@ controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, schedu
 
 promtool: ## build or reuse promtool (the alert rules' checker and unit-test runner)
 	@bash scripts/build-promtool.sh >/dev/null
+
+pythons: ## build or find CPython 3.12 and 3.13 (the package tests install the wheel on 3.11-3.13)
+	@bash scripts/build-pythons.sh >/dev/null
 
 node: controlplane ## install the node tier's Debian packages (root), build kubelet/kube-proxy/CoreDNS and our images
 	bash scripts/install-node-packages.sh
@@ -58,16 +61,36 @@ fmt: venv ## format and auto-fix
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: venv controlplane promtool node lint ## set everything up, then lint, type-check and run every test (node tier included)
+test: venv controlplane promtool pythons node lint ## set everything up, then lint, type-check and run every test (node tier included)
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
 	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
+	  TJ_PYTHONS=$$(bash scripts/build-pythons.sh 2>/dev/null | paste -sd: -) \
+	  TJ_UV=$(UV) \
 	  $(VENV)/bin/pytest $(PYTEST_ARGS)
+
+dist: $(UV) ## build the wheel and the sdist into dist/ (then: pip install dist/trainingjob-<version>-py3-none-any.whl)
+	rm -rf dist
+	$(UV) build --out-dir dist
 
 run-operator: venv ## run the operator in the foreground against the dev cluster (.dev/kubeconfig), CRDs applied first
 	@test -f .dev/kubeconfig || { echo "no .dev/kubeconfig: run 'make dev-cluster' first"; exit 1; }
 	kubectl --kubeconfig .dev/kubeconfig apply --server-side -f crds/
 	KUBECONFIG=$(CURDIR)/.dev/kubeconfig TJ_OPERATOR_METRICS_PORT=$${TJ_OPERATOR_METRICS_PORT:-8080} $(PY) -m trainingjob
+
+run-api: venv ## run the REST API in the foreground against the dev cluster (.dev/kubeconfig), on http://127.0.0.1:8000
+	@test -f .dev/kubeconfig || { echo "no .dev/kubeconfig: run 'make dev-cluster' first"; exit 1; }
+	kubectl --kubeconfig .dev/kubeconfig apply --server-side -f crds/
+	@# A caller for the dev cluster only: a ServiceAccount with cluster-admin, whose tokens the API accepts.
+	kubectl --kubeconfig .dev/kubeconfig create serviceaccount tj-dev --dry-run=client -o yaml | \
+	  kubectl --kubeconfig .dev/kubeconfig apply -f -
+	kubectl --kubeconfig .dev/kubeconfig create clusterrolebinding tj-dev --clusterrole=cluster-admin \
+	  --serviceaccount=default:tj-dev --dry-run=client -o yaml | kubectl --kubeconfig .dev/kubeconfig apply -f -
+	@echo "[run-api] http://127.0.0.1:$${TJ_API_PORT:-8000} (docs at /docs, dashboard at /ui/). From another shell:"
+	@echo "  TOKEN=\$$(kubectl --kubeconfig .dev/kubeconfig create token tj-dev --audience trainingjob-api)"
+	@echo "  curl -H \"Authorization: Bearer \$$TOKEN\" http://127.0.0.1:$${TJ_API_PORT:-8000}/api/v1/namespaces/default/trainingjobs"
+	@echo "  bin/tjctl --server http://127.0.0.1:$${TJ_API_PORT:-8000} --token \"\$$TOKEN\" list"
+	TJ_API_KUBECONFIG=$(CURDIR)/.dev/kubeconfig TJ_API_PORT=$${TJ_API_PORT:-8000} $(PY) -m trainingjob_api
 
 bench: venv controlplane node ## run the benchmarks (each prints ratios against a baseline measured in the same run)
 	for bench in bench/bench_*.py; do \

@@ -134,7 +134,7 @@ sources_of() {
   case $1 in
     trainer) echo trainer-image/trainer ;;
     operator) echo pyproject.toml uv.lock operator/trainingjob ;;
-    api) echo pyproject.toml uv.lock operator/trainingjob api/trainingjob_api ;;
+    api) echo pyproject.toml uv.lock operator/trainingjob api/trainingjob_api api/trainingjob_sdk ;;
   esac
 }
 public_ref_of() {  # the name users' manifests use: the CRD's default trainer image and the chart's repositories

@@ -2,7 +2,8 @@
 
 `up` starts a detached keeper process that runs the control plane until `down` sends it SIGTERM. It writes
 DIR/kubeconfig (the admin), links the binaries into DIR/bin, and records every process group in DIR/pids so
-`down` can stop them even if the keeper itself is gone.
+`down` can stop them even if the keeper itself is gone. `up` refuses while a keeper runs (it would wipe a cluster
+someone uses); a stale one, whose keeper is gone, is cleaned up and replaced.
 """
 
 import argparse
@@ -37,13 +38,37 @@ def _keep(folder: Path) -> None:
         (folder / "ready").unlink(missing_ok=True)
 
 
+KEEPER_ARGS = ("-m", "tests.support.devcluster", "keep")
+RESTART = "make dev-cluster-down && make dev-cluster"
+
+
+def running_keeper(folder: Path) -> int | None:
+    """The pid in DIR/keeper.pid if that process is alive and is a dev-cluster keeper; None when there is no
+    cluster or only a stale one (its keeper gone, or the pid reused by another program)."""
+    try:
+        pid = int((folder / "keeper.pid").read_text())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except (OSError, ValueError):
+        return None
+    is_keeper = any(argv[i : i + len(KEEPER_ARGS)] == list(KEEPER_ARGS) for i in range(len(argv)))
+    return pid if is_keeper else None
+
+
 def up(folder: Path) -> None:
-    down(folder, quiet=True)
+    running = running_keeper(folder)
+    if running is not None:
+        state = "running" if (folder / "ready").exists() else "starting"
+        sys.exit(
+            f"a dev cluster is already {state} in {folder} (keeper pid {running}, {folder / 'kubeconfig'}); "
+            f"left as it is. To restart it: {RESTART}"
+        )
+    down(folder, quiet=True)  # a stale one: whatever of it is left
+    (folder / "ready").unlink(missing_ok=True)
     shutil.rmtree(folder / "cluster", ignore_errors=True)
     (folder / "cluster").mkdir(parents=True)
     log = (folder / "keeper.log").open("wb")
     keeper = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.devcluster", "keep", "--dir", str(folder)],
+        [sys.executable, *KEEPER_ARGS, "--dir", str(folder)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
