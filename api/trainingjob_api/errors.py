@@ -2,6 +2,7 @@
 API's own identity) mapped to what the caller may know, without leaking that identity."""
 
 import logging
+import re
 
 import httpx
 from fastapi import FastAPI, Request
@@ -35,9 +36,18 @@ class Problem(BaseModel):
 class ApiError(Exception):
     """A failure to report to the caller as it is."""
 
-    def __init__(self, status: int, reason: str, message: str, fields: list[FieldError] | None = None) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, fields: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.problem = Problem(status=status, reason=reason, message=message, fields=fields or [])
+        self.headers = headers
+
+
+# How the apiserver words an RBAC denial: it names the user refused, here the API's own identity.
+RBAC_DENIAL = re.compile(r'is forbidden: User "')
+THROTTLED_RETRY_SECONDS = "1"
 
 
 def unauthorized(message: str) -> ApiError:
@@ -53,9 +63,10 @@ def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
 
 
 def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
-    """The caller's view of an SDK error about `what`: what concerns the request (not found, invalid, conflicting)
-    as it is; no answer at all as 503; anything else (the API's own identity refused, Kubernetes failing) logged
-    and told as 502 without the apiserver's words."""
+    """The caller's view of an SDK error about `what`: what concerns the request (not found, invalid, conflicting,
+    refused by a quota or an admission policy) as it is; no answer as 503, throttling as 503 with Retry-After;
+    anything else (the API's own identity refused, Kubernetes failing) logged and told as 502 without the
+    apiserver's words."""
     if isinstance(error, sdk.NotFound):
         return ApiError(404, error.reason, error.message)
     if isinstance(error, sdk.Invalid):
@@ -63,9 +74,12 @@ def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
         return ApiError(422, "Invalid", error.message, fields)
     if isinstance(error, sdk.Conflict):
         return ApiError(409, error.reason, error.message)
-    if isinstance(error, sdk.Unavailable) and error.status is None:
+    if isinstance(error, sdk.Forbidden) and not RBAC_DENIAL.search(error.message):
+        return ApiError(403, "Forbidden", error.message)  # a ResourceQuota, an admission webhook or policy
+    if isinstance(error, sdk.Unavailable) and error.status in (None, 429):
         log.warning("%s (for %s)", error.message, what)
-        return ApiError(503, "ServiceUnavailable", error.message)
+        message = error.message if error.status is None else "Kubernetes is throttling requests; try again"
+        return ApiError(503, "ServiceUnavailable", message, headers={"Retry-After": THROTTLED_RETRY_SECONDS})
     log.warning("Kubernetes answered %s for %s: %s", error.status, what, error.message)
     return ApiError(502, "BadGateway", f"Kubernetes could not serve the request for {what} (HTTP {error.status})")
 
@@ -91,13 +105,14 @@ def _subject(request: Request) -> str:
 
 async def _on_api_error(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if error.problem.status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if error.problem.status == 401 else error.headers
     return problem_response(error.problem, headers)
 
 
 async def _on_sdk_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, sdk.TrainingJobError)
-    return problem_response(from_sdk(error, _subject(request)).problem)
+    mapped = from_sdk(error, _subject(request))
+    return problem_response(mapped.problem, mapped.headers)
 
 
 async def _on_request_invalid(_: Request, error: Exception) -> JSONResponse:

@@ -78,10 +78,9 @@ def test_an_invalid_object_names_each_field_kubernetes_named() -> None:
         Forbidden(OWN_IDENTITY, status=403),
         Unauthorized(f"{OWN_IDENTITY}: Unauthorized", status=401),
         Unavailable(f"{OWN_IDENTITY}: etcdserver: request timed out", status=500),
-        Unavailable(f"{OWN_IDENTITY}: too many requests", status=429),
         TrainingJobError(f"{OWN_IDENTITY}: method not allowed", status=405),
     ],
-    ids=["forbidden", "unauthorized", "failing", "throttled", "unexpected"],
+    ids=["forbidden", "unauthorized", "failing", "unexpected"],
 )
 def test_the_apis_own_identity_refused_or_kubernetes_failing_is_502_without_its_words(
     error: TrainingJobError, caplog: pytest.LogCaptureFixture
@@ -99,3 +98,23 @@ def test_the_apis_own_identity_refused_or_kubernetes_failing_is_502_without_its_
 def test_a_502_without_a_job_in_the_path_names_the_namespace() -> None:
     code, body, _ = answer(Forbidden(OWN_IDENTITY, status=403), "/api/v1/namespaces/team/trainingjobs")
     assert code == 502 and 'trainingjobs in namespace "team"' in str(body["message"])
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'trainingjobs "mnist" is forbidden: exceeded quota: jobs, requested: count/trainingjobs=1, used: 5, limited: 5',
+        'admission webhook "policy.example.com" denied the request: team label required',
+        "trainingjobs \"mnist\" is forbidden: ValidatingAdmissionPolicy 'gpus' denied request: at most 8 GPUs",
+    ],
+    ids=["quota", "webhook", "admission-policy"],
+)
+def test_a_refusal_of_the_request_itself_is_told_as_403_with_its_words(message: str) -> None:
+    code, body, _ = answer(Forbidden(message, status=403))
+    assert (code, body["reason"], body["message"]) == (403, "Forbidden", message)
+
+
+def test_throttling_is_503_with_a_retry_after() -> None:
+    code, body, headers = answer(Unavailable(f"{OWN_IDENTITY}: too many requests", status=429))
+    assert (code, body["reason"], headers["retry-after"]) == (503, "ServiceUnavailable", "1")
+    assert "serviceaccount" not in str(body)
