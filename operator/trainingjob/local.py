@@ -34,6 +34,7 @@ from trainingjob.report import Report, parse_report
 
 BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchrun)
 
+# A checkout's trainer package; installed from the wheel, `trainer` sits beside `trainingjob` and needs no path.
 TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
 GRACE_SECONDS = 30.0
 
@@ -240,7 +241,8 @@ class LocalCluster:
             command[0] = sys.executable
         elif command[0] == "torchrun" and (BESIDE_PYTHON / "torchrun").exists():
             command[0] = str(BESIDE_PYTHON / "torchrun")  # the environment's, as in the image
-        path = os.pathsep.join(filter(None, [str(TRAINER_PATH), os.environ.get("PYTHONPATH", "")]))
+        checkout = str(TRAINER_PATH) if TRAINER_PATH.is_dir() else ""
+        path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH", "")]))
         log_path = self.workdir / "logs" / f"{name}.log"
         with log_path.open("ab") as log:
             process = subprocess.Popen(
