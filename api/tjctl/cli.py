@@ -12,10 +12,10 @@ import shtab
 
 import trainingjob
 from tjctl import commands, local_run, observe
-from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, report
-from tjctl.output import FORMATS, Ui
+from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
+from tjctl.output import FORMATS, Ui, name_of
 from trainingjob import crd
-from trainingjob_sdk import Client, TrainingJobError, connect
+from trainingjob_sdk import Client, RestJobs, TrainingJobError, connect
 
 Cluster = Callable[[Client, argparse.Namespace, Ui], int]
 DESCRIPTION = "Run a TrainingJob on this machine, or submit and manage TrainingJobs on a cluster."
@@ -33,17 +33,13 @@ def _connection(parser: argparse.ArgumentParser, top: bool) -> None:
     def default(value: Any) -> Any:
         return value if top else argparse.SUPPRESS
 
-    env = os.environ.get
     parser.add_argument("--kubeconfig", default=default(None), help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument("--context", default=default(None), help="the kubeconfig context (default: its current one)")
     parser.add_argument("-n", "--namespace", default=default(None), help="namespace (default: the context's)")
-    parser.add_argument(
-        "--server", default=default(env("TJCTL_SERVER")), help="REST API URL ($TJCTL_SERVER); unset: the kubeconfig"
-    )
-    parser.add_argument("--token", default=default(env("TJCTL_TOKEN")), help="bearer token for --server ($TJCTL_TOKEN)")
-    parser.add_argument(
-        "--cacert", type=Path, default=default(env("TJCTL_CACERT")), help="CA of the REST API's certificate"
-    )
+    server = "REST API URL (default: $TJCTL_SERVER, unless --kubeconfig or --context is given; unset: the kubeconfig)"
+    parser.add_argument("--server", default=default(None), help=server)
+    parser.add_argument("--token", default=default(None), help="bearer token for --server ($TJCTL_TOKEN)")
+    parser.add_argument("--cacert", type=Path, default=default(None), help="CA of the REST API ($TJCTL_CACERT)")
 
 
 def _output(parser: argparse.ArgumentParser, top: bool) -> None:
@@ -114,13 +110,13 @@ def _observe_commands(add: _Adder) -> None:
     logs.add_argument("name")
     logs.add_argument("--replica", help=f"worker-N or ps-N (default {observe.DEFAULT_REPLICA})")
     logs.add_argument("-f", "--follow", action="store_true", help="until the container ends")
-    logs.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    logs.add_argument("--tail", type=observe.whole(0), metavar="N", help="only the last N lines")
     which = logs.add_mutually_exclusive_group()
     which.add_argument(
         "--previous-attempt", action="store_true", help="of the attempt before the current one; when its pods are "
         "gone, the failed pod's last lines as the operator kept them"
     )  # fmt: skip
-    which.add_argument("--attempt", type=int, metavar="N", help="of attempt N")
+    which.add_argument("--attempt", type=observe.whole(1), metavar="N", help="of attempt N (the first is 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,14 +148,26 @@ def _completion(args: argparse.Namespace, ui: Ui) -> int:
 
 
 def _cluster(args: argparse.Namespace, ui: Ui) -> int:
-    if args.server and not args.token:
+    if args.server and (args.kubeconfig or args.context):
+        raise UsageError("--server names the REST API, --kubeconfig and --context a kubeconfig's cluster: give one")
+    if args.server and not (args.token or os.environ.get("TJCTL_TOKEN")):
         raise UsageError("--server needs --token (or $TJCTL_TOKEN)")
     with connect(
         server=args.server, token=args.token, kubeconfig=args.kubeconfig, namespace=args.namespace,
         context=args.context, cacert=args.cacert,
     ) as client:  # fmt: skip
+        transport = client.transport
+        if isinstance(transport, RestJobs) and transport.unencrypted:
+            ui.note(f"warning: the token is sent unencrypted to {transport.server} (use https:// beyond this machine)")
         handler: Cluster = args.cluster
         return handler(client, args, ui)
+
+
+def _failed(error: TrainingJobError | UsageError, ui: Ui) -> int:
+    """The jobs created before the error stopped create_all, then the error."""
+    for job in error.created if isinstance(error, TrainingJobError) else []:
+        ui.out.print(f"{name_of(job)} created", markup=False)
+    return report(error, ui.err)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,4 +182,6 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
         return BROKEN_PIPE
     except (TrainingJobError, UsageError) as error:
-        return report(error, ui.err)
+        return _failed(error, ui)
+    except OSError as error:  # a file of the user's (the SDK says a server's errors as TrainingJobError)
+        return report(file_problem(error), ui.err)

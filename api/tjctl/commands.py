@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from tjctl import display
-from tjctl.errors import OK, UsageError, exit_code, report
+from tjctl.errors import OK, UsageError, exit_code, report, user_file
 from tjctl.local_checks import readable
-from tjctl.observe import phase_of, wait_until
-from tjctl.output import RESOURCE, Ui, name_of, show_document, show_jobs
+from tjctl.observe import phase_of
+from tjctl.output import RESOURCE, Ui, name_of, show_document, show_jobs, suspended
 from trainingjob.model import Phase, TrainingJob
 from trainingjob_sdk import Client, TrainingJobError
-from trainingjob_sdk.manifests import documents, to_create
 
 
 def get(client: Client, args: argparse.Namespace, ui: Ui) -> int:
@@ -44,17 +43,15 @@ def _source(args: argparse.Namespace) -> tuple[bytes | Path, str]:
 
 
 def submit(client: Client, args: argparse.Namespace, ui: Ui) -> int:
-    """Create every document of the file, each checked before any is created; go on past one the server refuses
-    and exit with the first refusal's code."""
+    """Create every document of the file, each checked (its namespace too) before any is created; go on past one
+    the server refuses and exit with the first refusal's code."""
     source, where = _source(args)
-    found = documents(source)
-    for number, manifest in enumerate(found, 1):
-        to_create(manifest, f"{where} (document {number})" if len(found) > 1 else where)
+    bodies = client.check_all(source, args.namespace, where=where)
     created: list[TrainingJob] = []
     code = OK
-    for manifest in found:
+    for body in bodies:
         try:
-            job = client.create_all([manifest], args.namespace)[0]
+            job = client.create(body)
         except TrainingJobError as error:
             code = code or exit_code(error)
             report(error, ui.err)
@@ -63,7 +60,7 @@ def submit(client: Client, args: argparse.Namespace, ui: Ui) -> int:
         if not args.output:
             ui.out.print(f"{name_of(job)} created", markup=False)
     if args.output and created:
-        show_jobs(ui, created, args.output, one=len(found) == 1)
+        show_jobs(ui, created, args.output, one=len(bodies) == 1)
     return code
 
 
@@ -80,7 +77,7 @@ def _checkpoint(job: TrainingJob) -> str:
 
 def _said(before: TrainingJob, after: TrainingJob, suspend: bool, waited: bool) -> str:
     """What the request did, not the phase the job had when it was answered (the operator has not acted yet)."""
-    was = bool(before.spec.run_policy.suspend)
+    was = suspended(before)
     name = name_of(after)
     if was == suspend:
         return f"{name} was {'suspended' if suspend else 'not suspended'} already (phase {phase_of(before)})"
@@ -97,14 +94,15 @@ def _said(before: TrainingJob, after: TrainingJob, suspend: bool, waited: bool) 
 def set_suspended(client: Client, args: argparse.Namespace, ui: Ui, suspend: bool) -> int:
     before = client.get(args.name)
     after = client.suspend(args.name) if suspend else client.resume(args.name)
-    waited = bool(args.wait) and bool(before.spec.run_policy.suspend) != suspend
+    waited = bool(args.wait) and suspended(before) != suspend
     if waited:
         wanted = {Phase.SUSPENDED} if suspend else {Phase.RUNNING, Phase.SUCCEEDED}
 
         def there(job: TrainingJob) -> bool:
             return job.status is not None and job.status.phase in wanted
 
-        after = wait_until(client, args.name, there, args.timeout, " or ".join(sorted(wanted)))
+        what = " or ".join(sorted(wanted))
+        after = client.wait(args.name, there, timeout=args.timeout, what=f"phase {what}")
     if args.output:
         show_jobs(ui, [after], args.output, one=True)
     else:
@@ -122,7 +120,9 @@ def resume(client: Client, args: argparse.Namespace, ui: Ui) -> int:
 
 def timeline(client: Client, args: argparse.Namespace, ui: Ui) -> int:
     if args.chrome:
-        args.chrome.write_text(json.dumps(client.timeline(args.name, chrome=True)))
+        trace = json.dumps(client.timeline(args.name, chrome=True))
+        with user_file(args.chrome):
+            args.chrome.write_text(trace)
         ui.out.print(f"wrote {args.chrome}: open it in chrome://tracing or ui.perfetto.dev", markup=False)
         return OK
     found: dict[str, Any] = client.timeline(args.name)

@@ -1,28 +1,33 @@
 """tjctl's exit codes, and every error it expects as one line (or a line per invalid field) instead of a traceback."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 from rich.console import Console
 from rich.text import Text
 
 from trainingjob_sdk import (
     Invalid,
-    JobFailed,
+    JobFinished,
     NotConfigured,
     TrainingJobError,
     Unavailable,
     WaitTimeout,
 )
+from trainingjob_sdk.errors import one_line
 
 OK = 0
-FAILED = 1  # the job failed, or the server refused the request (401, 403, 404, 409)
-USAGE = 2  # bad flags or input: an invalid manifest, an unreadable file, --kill that matches nothing, no torch
+FAILED = 1  # the job failed (or finished without reaching what wait waited for), or the server refused the request
+USAGE = 2  # bad flags or input: an invalid manifest, an unreadable (or unwritable) file, --kill that matches nothing
 TIMEOUT = 3  # `wait` (or `--wait`) ran out of time
 UNREACHABLE = 4  # no cluster configured, or it (or the REST API) cannot be reached or cannot serve now (429, 5xx)
 INTERRUPTED = 130  # Ctrl-C
 
 EPILOG = f"""exit codes:
   {OK}    done (wait: the job reached what was waited for)
-  {FAILED}    the job failed, or the server refused the request (not found, forbidden, conflict)
-  {USAGE}    bad usage or input: flags, an invalid manifest, an unreadable file, a missing dependency
+  {FAILED}    the job failed (wait: or finished without reaching --for), or the server refused the request
+  {USAGE}    bad usage or input: flags, an invalid manifest, a file it cannot read or write, a missing dependency
   {TIMEOUT}    timed out (wait --timeout)
   {UNREACHABLE}    no cluster configured, or it cannot be reached (or cannot serve now: try again later)
   {INTERRUPTED}  interrupted (Ctrl-C)
@@ -37,6 +42,21 @@ class UsageError(Exception):
     """Bad flags or input that tjctl itself found; the message names the flag or the field."""
 
 
+def file_problem(error: OSError, path: Path | str | None = None) -> UsageError:
+    """An OSError about a file the user named, as one line: '/nowhere/x.json: No such file or directory'."""
+    named = path if path is not None else error.filename
+    return UsageError(f"{named}: {error.strerror or error}" if named is not None else str(error))
+
+
+@contextmanager
+def user_file(path: Path | str) -> Iterator[None]:
+    """Reading or writing the file at `path` that the user named: an OSError is a UsageError naming it."""
+    try:
+        yield
+    except OSError as error:
+        raise file_problem(error, path) from None
+
+
 def exit_code(error: Exception) -> int:
     if isinstance(error, UsageError | Invalid):
         return USAGE
@@ -49,17 +69,17 @@ def exit_code(error: Exception) -> int:
 
 def lines(error: Exception) -> list[str]:
     """What to print: 'error: ...' or, for what a server answered, 'error from the server (Reason): ...'; then one
-    line per invalid field the first line does not already say."""
+    line per invalid field the first line does not already say (as str(Invalid) leaves them out)."""
     if not isinstance(error, TrainingJobError):
-        return ["error: " + " ".join(str(error).split())]
-    if isinstance(error, JobFailed | WaitTimeout):
-        return [" ".join(str(error).split())]
-    message = " ".join(error.message.split())  # one line, whatever the server or a YAML parser wrote
+        return ["error: " + one_line(str(error))]
+    if isinstance(error, JobFinished | WaitTimeout):
+        return [one_line(str(error))]
+    message = one_line(error.message)  # whatever the server or a YAML parser wrote
     if isinstance(error, NotConfigured):
         message = f"{message} ({NOT_CONFIGURED_HINT})"
     first = f"error from the server ({error.reason}): {message}" if error.status is not None else f"error: {message}"
-    fields = error.fields if isinstance(error, Invalid) else []
-    return [first] + [f"  {f.field}: {f.message}" for f in fields if f.message not in message]
+    fields = error.unsaid() if isinstance(error, Invalid) else []
+    return [first] + [f"  {one_line(str(field))}" for field in fields]
 
 
 def report(error: Exception, console: Console) -> int:

@@ -4,6 +4,7 @@
 import argparse
 import re
 import time
+from collections.abc import Callable
 
 from tjctl import display
 from tjctl.errors import FAILED, OK, UsageError
@@ -11,8 +12,7 @@ from tjctl.output import RESOURCE, Ui
 from tjctl.progress import JobProgress, status_line
 from trainingjob.model import ConditionType, Phase, TrainingJob, TrainingJobSpec
 from trainingjob.naming import Replica
-from trainingjob_sdk import Client, Invalid, NotFound, TrainingJobError, WaitTimeout
-from trainingjob_sdk.client import Until
+from trainingjob_sdk import Client, Invalid, NotFound
 from trainingjob_sdk.pods import parse_replica
 
 DEFAULT_REPLICA = "worker-0"
@@ -31,6 +31,17 @@ def duration(text: str) -> float:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def whole(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `least` (--tail 0 and more, --attempt 1 and more)."""
+
+    def parse(text: str) -> int:
+        if not (text.strip().isascii() and text.strip().isdigit()) or int(text) < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of {least} or more")
+        return int(text)
+
+    return parse
+
+
 def target(text: str) -> str:
     """--for: a phase or a condition type, any case, with kubectl's condition= (or phase=) before it if wanted."""
     name = text.split("=", 1)[1] if text.lower().startswith(("condition=", "phase=")) else text
@@ -43,23 +54,11 @@ def phase_of(job: TrainingJob | None) -> str:
     return job.status.phase.value if job is not None and job.status is not None else "unknown"
 
 
-def wait_until(client: Client, name: str, until: Until, timeout: float | None, wanted: str) -> TrainingJob:
-    """The job once it reaches `until`. JobFailed when it fails instead, WaitTimeout after `timeout` seconds, and
-    an error (exit 1) when it finished otherwise, so that it never will."""
-    try:
-        return client.wait(name, until, timeout=timeout)
-    except WaitTimeout as error:
-        job = error.job if isinstance(error.job, TrainingJob) else None
-        if job is not None and job.status is not None and job.status.phase.is_terminal:
-            message = f"trainingjob {name!r} finished ({phase_of(job)}) without reaching {wanted}"
-            raise TrainingJobError(message, reason="Finished") from None
-        raise
-
-
 def wait(client: Client, args: argparse.Namespace, ui: Ui) -> int:
-    """Exit 0 once the job reaches --for (default: Succeeded), 1 when it fails instead, 3 after --timeout."""
+    """Exit 0 once the job reaches --for (default: Succeeded); 1 when it fails instead, or finishes without
+    reaching it (JobFailed, JobFinished); 3 after --timeout (WaitTimeout)."""
     until = args.until or Phase.SUCCEEDED.value
-    job = wait_until(client, args.name, until, args.timeout, until)
+    job = client.wait(args.name, until, timeout=args.timeout)
     ui.out.print(f"{RESOURCE}/{args.name} condition met: {until} (phase {phase_of(job)})", markup=False)
     return OK
 
@@ -135,7 +134,8 @@ def _kept(client: Client, args: argparse.Namespace, attempt: int, replica: str, 
         f" operator kept when it failed ({failure.reason})"
     )
     kept = failure.log_tail.splitlines(keepends=True)
-    ui.write("".join(kept[-args.tail :] if args.tail else kept))
-    if kept and not kept[-1].endswith("\n"):
+    shown = kept[max(0, len(kept) - args.tail) :] if args.tail is not None else kept
+    ui.write("".join(shown))
+    if shown and not shown[-1].endswith("\n"):
         ui.write("\n")
     return OK

@@ -18,11 +18,20 @@ FORMATS = ("table", "wide", "json", "yaml", "name")
 UNWRAPPED = 512  # columns of a console that is not a terminal: a table piped to grep is not wrapped at 80
 
 
+class PipedConsole(Console):
+    """A console whose reader may go away (tjctl list | head): BrokenPipeError, which main turns into exit 141 as
+    for every other write, where rich's own console would exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(*, stderr: bool = False) -> Console:
     """A console for stdout or stderr: the terminal's width, or (piped, without $COLUMNS) wide enough for rows."""
-    made = Console(stderr=stderr, highlight=False)
+    made = PipedConsole(stderr=stderr, highlight=False)
     if not made.is_terminal and not os.environ.get("COLUMNS"):
-        made = Console(stderr=stderr, highlight=False, width=UNWRAPPED)
+        made = PipedConsole(stderr=stderr, highlight=False, width=UNWRAPPED)
     return made
 
 
@@ -52,7 +61,15 @@ def name_of(job: TrainingJob) -> str:
 
 
 def manifest(job: TrainingJob) -> dict[str, Any]:
+    """The job's manifest; of one the model refuses (an SDK StoredJob), the manifest as stored."""
     return job.to_manifest()
+
+
+def suspended(job: TrainingJob) -> bool:
+    """spec.runPolicy.suspend, read from the manifest: a job the model refuses has its spec as stored."""
+    spec = manifest(job).get("spec")
+    policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    return isinstance(policy, dict) and policy.get("suspend") is True
 
 
 def as_list(manifests: Sequence[dict[str, Any]]) -> dict[str, Any]:

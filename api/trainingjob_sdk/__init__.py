@@ -4,17 +4,19 @@ kubeconfig, or the pod's ServiceAccount) or the project's REST API (a URL and a 
     from trainingjob_sdk import connect
     client = connect()                                   # ~/.kube/config, or TJCTL_SERVER + TJCTL_TOKEN
     job = client.create("examples/digits-ddp.yaml")      # a file, YAML text, a dict or a TrainingJob
-    done = client.wait(job.metadata.name, timeout=600)   # JobFailed, WaitTimeout
+    done = client.wait(job.metadata.name, timeout=600)   # JobFailed, JobFinished, WaitTimeout
     print(done.status.result.metrics)
 """
 
 from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
-from trainingjob_sdk.client import Client, JobFailed, Transport, connect, reached
+from trainingjob_sdk.client import Client, Transport, connect, reached
 from trainingjob_sdk.errors import (
     Conflict,
     FieldError,
     Forbidden,
     Invalid,
+    JobFailed,
+    JobFinished,
     NotConfigured,
     NotFound,
     TrainingJobError,
@@ -34,6 +36,7 @@ __all__ = [
     "Invalid",
     "JobEvent",
     "JobFailed",
+    "JobFinished",
     "KubeJobs",
     "NotConfigured",
     "NotFound",

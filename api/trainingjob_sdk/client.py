@@ -8,16 +8,26 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from trainingjob.model import ConditionStatus, LastFailure, Phase, TrainingJob
-from trainingjob_sdk.errors import Invalid, NotConfigured, TrainingJobError, WaitTimeout
+from trainingjob.model import ConditionStatus, ConditionType, LastFailure, Phase, TrainingJob
+from trainingjob_sdk.errors import (
+    FieldError,
+    Invalid,
+    JobFailed,
+    JobFinished,
+    NotConfigured,
+    TrainingJobError,
+    Unavailable,
+    WaitTimeout,
+)
 from trainingjob_sdk.jobs import JobEvent, Manifest, Manifests
 from trainingjob_sdk.kube import KubeJobs
-from trainingjob_sdk.manifests import Source, as_job, create_body, documents, to_create
+from trainingjob_sdk.manifests import Source, Sources, as_job, create_body, documents, to_create
 from trainingjob_sdk.rest import RestJobs
 
 Jobs = list[TrainingJob]
 Events = list[JobEvent]
-Until = Phase | str | Iterable[Phase | str] | Callable[[TrainingJob], bool] | None
+Until = Phase | ConditionType | str | Iterable[Phase | ConditionType | str] | Callable[[TrainingJob], bool] | None
+TARGETS = tuple(dict.fromkeys(each.value for each in (*Phase, *ConditionType)))  # what `until` may name
 
 
 class Transport(Protocol):
@@ -34,6 +44,7 @@ class Transport(Protocol):
     def set_suspend(self, name: str, suspend: bool, namespace: str | None = None) -> Manifest: ...
     def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]: ...
     def events(self, name: str, namespace: str | None = None) -> Manifests: ...
+    def failure(self, name: str, namespace: str | None = None) -> Manifest | None: ...
     def logs(
         self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
         tail: int | None = None, attempt: int | None = None,
@@ -42,26 +53,25 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class JobFailed(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
-    """The job waited for ended Failed; `job` is the failed job (its status says why)."""
-
-    default_reason = "JobFailed"
-
-    def __init__(self, job: TrainingJob) -> None:
-        failure = job.status.last_failure if job.status else None
-        why = f": {failure.pod} {failure.reason} {failure.message}".rstrip() if failure else ""
-        super().__init__(f"trainingjob {job.metadata.name!r} failed{why}")
-        self.job = job
+def targets(until: str | Iterable[Phase | ConditionType | str]) -> frozenset[str]:
+    """The phases and condition types `until` names; Invalid naming `until` for any other name (or none)."""
+    wanted = frozenset(str(each) for each in ([until] if isinstance(until, str) else until))
+    unknown = sorted(wanted.difference(TARGETS))
+    if unknown or not wanted:
+        named = ", ".join(map(repr, unknown)) if unknown else "nothing"
+        message = f"until: {named} is none of {', '.join(TARGETS)} (a phase, or a condition type that is True)"
+        raise Invalid(message, [FieldError("until", message)], status=None)
+    return wanted
 
 
 def reached(until: Until) -> Callable[[TrainingJob], bool]:
     """Whether a job is where `until` says: a phase, or a condition type that is True, or any of several, or a
-    predicate; None means finished (Succeeded or Failed)."""
+    predicate; None means finished (Succeeded or Failed). Invalid for a name that is neither."""
     if until is None:
         return lambda job: job.status is not None and job.status.phase.is_terminal
     if callable(until):
         return until
-    wanted = {str(each) for each in ([until] if isinstance(until, str) else until)}
+    wanted = targets(until)
 
     def check(job: TrainingJob) -> bool:
         status = job.status
@@ -71,6 +81,19 @@ def reached(until: Until) -> Callable[[TrainingJob], bool]:
         return status.phase.value in wanted or bool(true & wanted)
 
     return check
+
+
+def described(until: Until) -> str:
+    """`until` in a message: 'Running', 'Succeeded or Suspended', 'the end (Succeeded or Failed)'."""
+    if until is None:
+        return "the end (Succeeded or Failed)"
+    if callable(until):
+        return "the condition waited for"
+    return " or ".join(sorted(targets(until)))
+
+
+def _phase(job: TrainingJob | None) -> str:
+    return job.status.phase.value if job is not None and job.status is not None else "unknown"
 
 
 def lines(chunks: Iterable[str]) -> Generator[str, None, None]:
@@ -123,13 +146,31 @@ class Client:
             raise Invalid(f"expected one TrainingJob, found {len(found)} documents: use create_all", status=None)
         return self.create_all(found, namespace)[0]
 
-    def create_all(self, source: Source | list[Manifest], namespace: str | None = None) -> Jobs:
-        """Create every job of a multi-document file or text, each checked before any is created."""
-        found = source if isinstance(source, list) else documents(source)
-        several = len(found) > 1
-        jobs = [to_create(each, f"document {n}" if several else "the TrainingJob") for n, each in enumerate(found, 1)]
-        bodies = [create_body(job, namespace or job.metadata.namespace or self.namespace) for job in jobs]
-        return [as_job(self.transport.create(body, body["metadata"]["namespace"])) for body in bodies]
+    def check_all(self, source: Sources, namespace: str | None = None, *, where: str | None = None) -> Manifests:
+        """What create_all would send, nothing sent: every document of `source` checked for creation (the model, a
+        name or generateName, its namespace against `namespace`), as request bodies. Invalid naming the document
+        (after `where`, the source's name, when given) otherwise."""
+        found = documents(source)
+        bodies = []
+        for number, manifest in enumerate(found, 1):
+            named = where or "the TrainingJob"
+            if len(found) > 1:
+                named = f"{where} (document {number})" if where else f"document {number}"
+            job = to_create(manifest, named)
+            bodies.append(create_body(job, namespace or job.metadata.namespace or self.namespace, named))
+        return bodies
+
+    def create_all(self, source: Sources, namespace: str | None = None) -> Jobs:
+        """Create every job of a multi-document file or text (or a list of jobs and dicts), each checked before any
+        is created. When the server refuses one, its error lists those created before it (`error.created`)."""
+        created: Jobs = []
+        for body in self.check_all(source, namespace):
+            try:
+                created.append(as_job(self.transport.create(body, body["metadata"]["namespace"])))
+            except TrainingJobError as error:
+                error.created = created
+                raise
+        return created
 
     def get(self, name: str, namespace: str | None = None) -> TrainingJob:
         return as_job(self.transport.get(name, namespace))
@@ -164,25 +205,29 @@ class Client:
 
     def wait(
         self, name: str, until: Until = None, *, namespace: str | None = None, timeout: float | None = None,
-        fail_on_failed: bool = True,
+        fail_on_failed: bool = True, what: str | None = None,
     ) -> TrainingJob:  # fmt: skip
-        """Wait until the job reaches `until` (see `reached`; default: finished) and return it. JobFailed if it
-        fails first (or, with the default `until`, fails at all) unless `fail_on_failed` is False; WaitTimeout
-        after `timeout` seconds."""
-        check, started, job = reached(until), time.monotonic(), None
+        """Wait until the job reaches `until` (see `reached`; default: finished) and return it; `what` names what a
+        predicate waits for, in messages. JobFailed if it fails first (or, with the default `until`, fails at all)
+        unless `fail_on_failed` is False; JobFinished if it finishes otherwise without reaching `until`;
+        WaitTimeout once `timeout` seconds have passed; Invalid for an `until` that names no phase or condition."""
+        until = until if until is None or callable(until) else targets(until)
+        check, wanted = reached(until), what or described(until)
+        started, job = time.monotonic(), None
         for job in self.watch(name, namespace, timeout=timeout):
             failed = job.status is not None and job.status.phase == Phase.FAILED
             if failed and fail_on_failed and (until is None or not check(job)):
                 raise JobFailed(job)
             if check(job):
                 return job
-            if failed:
-                break
+            if job.status is not None and job.status.phase.is_terminal:
+                message = f"trainingjob {name!r} finished ({_phase(job)}) without reaching {wanted}"
+                raise JobFinished(message, job)
         waited = time.monotonic() - started
-        phase = job.status.phase.value if job is not None and job.status is not None else "unknown"
-        raise WaitTimeout(
-            f"trainingjob {name!r} did not reach {until or 'the end'} in {waited:.0f} s (phase {phase})", job
-        )
+        if timeout is not None and waited >= timeout:
+            message = f"trainingjob {name!r} did not reach {wanted} in {waited:.0f} s (phase {_phase(job)})"
+            raise WaitTimeout(message, job)
+        raise Unavailable(f"the watch of trainingjob {name!r} ended before it reached {wanted} (phase {_phase(job)})")
 
     def logs(
         self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
@@ -195,10 +240,7 @@ class Client:
     def last_failure(self, name: str, namespace: str | None = None) -> LastFailure | None:
         """The job's last failure with the failed rank's last log lines (logTail), kept in its status when the pod
         may be gone; None when it has not failed. Through the REST API, the caller needs the right to read logs."""
-        if isinstance(self.transport, RestJobs):
-            raw = self.transport.failure(name, namespace)
-        else:
-            raw = (self.transport.get(name, namespace).get("status") or {}).get("lastFailure")
+        raw = self.transport.failure(name, namespace)
         try:
             return LastFailure.model_validate(raw) if raw else None
         except ValidationError:  # stored before the model changed: as good as none
@@ -217,12 +259,17 @@ def connect(
     *, server: str | None = None, token: str | None = None, kubeconfig: str | Path | None = None,
     namespace: str | None = None, context: str | None = None, cacert: str | Path | None = None,
 ) -> Client:  # fmt: skip
-    """A client for the REST API when `server` (or $TJCTL_SERVER) is set, with `token` ($TJCTL_TOKEN); otherwise
-    for the Kubernetes API of the kubeconfig (or of the pod it runs in)."""
-    server = server or os.environ.get("TJCTL_SERVER")
+    """A client for the REST API at `server` with `token` ($TJCTL_TOKEN); otherwise for the Kubernetes API of the
+    kubeconfig (or of the pod it runs in). $TJCTL_SERVER stands for `server` unless a kubeconfig or context is
+    named: what the caller names wins over the environment. Both `server` and a kubeconfig (or context): Invalid."""
+    if server and (kubeconfig or context):
+        message = "server names the REST API, kubeconfig or context a cluster's Kubernetes API: give one of them"
+        raise Invalid(message, [FieldError("server", message)], status=None)
+    if not (server or kubeconfig or context):
+        server = os.environ.get("TJCTL_SERVER")
     if server:
         token = token or os.environ.get("TJCTL_TOKEN")
         if not token:
-            raise NotConfigured(f"the REST API at {server} needs a token (--token or $TJCTL_TOKEN)")
+            raise NotConfigured(f"the REST API at {server} needs a token (token= or $TJCTL_TOKEN)")
         return Client.rest(server, token, namespace=namespace, cacert=cacert or os.environ.get("TJCTL_CACERT"))
     return Client.kube(kubeconfig, context=context, namespace=namespace)

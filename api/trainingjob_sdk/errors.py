@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import httpx
 from urllib3 import exceptions as urllib3_errors
 
+from trainingjob.model import TrainingJob
+
 
 @dataclass(frozen=True)
 class FieldError:
@@ -14,16 +16,37 @@ class FieldError:
     field: str
     message: str
 
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
+    """pydantic's error location as the field path people write: spec.workers.env[0].name. The names pydantic gives
+    its own validators (function-after[...], model-...) are left out; an empty location is the whole document."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif not str(part).startswith(("function-", "model-")):
+            path += f".{part}" if path else str(part)
+    return path or "(the document)"
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
 
 class TrainingJobError(Exception):
-    """Every error of the SDK. `status` is the HTTP status the server answered, None when none answered;
-    `reason` is the server's one-word reason (NotFound, AlreadyExists, JobFinished, ...)."""
+    """Every error of the SDK. `status` is the HTTP status the server answered, None when none answered (the SDK
+    found it itself); `reason` is the server's one-word reason (NotFound, AlreadyExists, JobFinished, ...).
+    `created`: the jobs `create_all` created before this error stopped it."""
 
     default_reason = "Error"
 
     def __init__(self, message: str, *, status: int | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         self.message, self.status, self.reason = message, status, reason or self.default_reason
+        self.created: list[TrainingJob] = []
 
 
 class NotFound(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
@@ -45,7 +68,8 @@ class Forbidden(TrainingJobError):  # noqa: N818 (named as Kubernetes names them
 
 
 class Invalid(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
-    """The request (usually the manifest) is invalid; `fields` names each invalid field."""
+    """The request (usually the manifest) is invalid; `fields` names each invalid field. `status` is None when the
+    SDK found it before sending anything, the server's status (422, 400) when the server refused it."""
 
     default_reason = "Invalid"
 
@@ -54,15 +78,19 @@ class Invalid(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
         message: str,
         fields: list[FieldError] | None = None,
         *,
-        status: int | None = 422,
+        status: int | None = None,
         reason: str | None = None,
     ) -> None:
         super().__init__(message, status=status, reason=reason)
         self.fields = list(fields or [])
 
+    def unsaid(self) -> list[FieldError]:
+        """The fields whose message the error's message does not already say (the apiserver's does)."""
+        said = one_line(self.message)
+        return [f for f in self.fields if one_line(f.message) not in said]
+
     def __str__(self) -> str:
-        named = [f"{f.field}: {f.message}" for f in self.fields if f.field and f.field not in self.message]
-        return "; ".join([self.message, *named])
+        return "; ".join([self.message, *map(str, self.unsaid())])
 
 
 class Conflict(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
@@ -79,19 +107,43 @@ class Unavailable(TrainingJobError):  # noqa: N818 (named as Kubernetes names th
 
 
 class NotConfigured(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
-    """No cluster to talk to: no kubeconfig, not in a pod, no REST API URL."""
+    """No cluster to talk to, or not one the SDK can use as configured: no kubeconfig (or an unreadable one), not in
+    a pod, a REST API URL that is no http(s) URL or that redirects elsewhere, an unreadable CA file."""
 
     default_reason = "NotConfigured"
 
 
 class WaitTimeout(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
-    """The job did not reach what was waited for in time; `job` is how it stood last."""
+    """The job did not reach what was waited for before the deadline; `job` is how it stood last (None if the
+    deadline passed before it was read)."""
 
     default_reason = "Timeout"
 
-    def __init__(self, message: str, job: object = None) -> None:
+    def __init__(self, message: str, job: TrainingJob | None = None) -> None:
         super().__init__(message)
         self.job = job
+
+
+class JobFinished(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
+    """The job waited for finished (Succeeded or Failed) without reaching what was waited for: it never will.
+    `job` is the finished job."""
+
+    default_reason = "Finished"
+
+    def __init__(self, message: str, job: TrainingJob) -> None:
+        super().__init__(message)
+        self.job = job
+
+
+class JobFailed(JobFinished):
+    """The job waited for ended Failed; `job` is the failed job (its status says why)."""
+
+    default_reason = "JobFailed"
+
+    def __init__(self, job: TrainingJob) -> None:
+        failure = job.status.last_failure if job.status else None
+        why = f": {failure.pod} {failure.reason} {failure.message}".rstrip() if failure else ""
+        super().__init__(f"trainingjob {job.metadata.name!r} failed{why}", job)
 
 
 def for_status(status: int, message: str, reason: str | None = None) -> TrainingJobError:

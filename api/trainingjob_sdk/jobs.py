@@ -1,10 +1,12 @@
 """What both transports share about jobs: how errors name one, which phases are final, an event as a row."""
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from trainingjob.model import Phase
+from trainingjob_sdk.errors import TrainingJobError
 
 Manifest = dict[str, Any]
 Manifests = list[Manifest]  # a name for annotations in classes that have a method called list
@@ -14,6 +16,17 @@ FINISHED = frozenset(phase.value for phase in Phase if phase.is_terminal)
 def describe_job(namespace: str, name: str) -> str:
     """How errors name a job."""
     return f'trainingjob "{name}" in namespace "{namespace}"'
+
+
+def json_object(text: str, what: str) -> Manifest:
+    """`text` as the JSON object a server promised; TrainingJobError (BadResponse) saying `what` it is otherwise."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        raise TrainingJobError(f"{what}: {text[:100]!r}", reason="BadResponse")
+    return found
 
 
 def event_row(event: Manifest) -> Manifest:

@@ -4,93 +4,58 @@ tjctl) or the REST API's own ServiceAccount. Kubernetes' errors come out as the 
 import codecs
 import json
 import os
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
-from kubernetes.client import ApiException
 from kubernetes.config import ConfigException
-from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError
 
 from trainingjob import timeline
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import CONTAINER_NAME, job_selector
 from trainingjob_sdk import pods
-from trainingjob_sdk.errors import (
-    Conflict,
-    FieldError,
-    Invalid,
-    NotConfigured,
-    NotFound,
-    TrainingJobError,
-    Unavailable,
-    for_status,
-    unreachable_reason,
-)
+from trainingjob_sdk.errors import Conflict, NotConfigured, Unavailable, one_line, unreachable_reason
 from trainingjob_sdk.jobs import FINISHED, Manifest, Manifests, describe_job, event_row
+from trainingjob_sdk.kube_answers import answering, kubernetes_message, typed
+from trainingjob_sdk.watching import JobWatch
+
+__all__ = ["KubeJobs", "answering", "kubernetes_message", "typed"]  # the REST API reads Kubernetes' errors so too
 
 PAGE = 500
 SUSPEND_ATTEMPTS = 3
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
-WATCH_SECONDS = 300  # one WATCH request at most; the watch goes on with the next
-
-
-def kubernetes_message(error: ApiException) -> tuple[str, dict[str, Any]]:
-    """The apiserver's own message in an error, and its whole Status body."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    body = body if isinstance(body, dict) else {}
-    return str(body.get("message") or f"HTTP {error.status}"), body
-
-
-def typed(error: ApiException, what: str) -> TrainingJobError:
-    """The SDK's error for a Kubernetes answer about `what`."""
-    message, body = kubernetes_message(error)
-    status, reason = int(error.status or 0), body.get("reason")
-    if status == 404:
-        return NotFound(f"{what} not found", status=404, reason=reason)
-    if status in (400, 422):
-        causes = (body.get("details") or {}).get("causes") or []
-        fields = [FieldError(str(c.get("field", "")), str(c.get("message", ""))) for c in causes]
-        return Invalid(message, fields, status=status, reason=reason)
-    return for_status(status, message, reason)
-
-
-@contextmanager
-def answering(what: str) -> Iterator[None]:
-    """Kubernetes' errors about `what`, and no answer at all, as the SDK's errors."""
-    try:
-        yield
-    except ApiException as error:
-        raise typed(error, what) from None
-    except HTTPError as error:
-        raise Unavailable(f"the Kubernetes API server is unreachable: {unreachable_reason(error)}") from None
+# What reading a kubeconfig raises when it is not one: libyaml's errors, and the client's on a wrong shape.
+KUBECONFIG_ERRORS = (ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError)
 
 
 def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[Any, str]:
     """A client and the context's namespace: the kubeconfig named, $KUBECONFIG, ~/.kube/config, or the pod's."""
     path = str(kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
+    if kubeconfig or Path(path.split(os.pathsep, maxsplit=1)[0]).exists():
+        try:
+            return _from_kubeconfig(path, context)
+        except KUBECONFIG_ERRORS as error:
+            raise NotConfigured(f"the kubeconfig {path} cannot be used: {one_line(str(error))}") from None
     try:
-        if kubeconfig or Path(path.split(os.pathsep, maxsplit=1)[0]).exists():
-            contexts, current = config.list_kube_config_contexts(config_file=path)
-            chosen = next((c for c in contexts if c["name"] == context), None) if context else current
-            if chosen is None:
-                raise NotConfigured(f"the kubeconfig {path} has no context {context!r}")
-            api = config.new_client_from_config(config_file=path, context=context)
-            return api, (chosen.get("context") or {}).get("namespace") or "default"
         configuration = client.Configuration()
         config.load_incluster_config(client_configuration=configuration)
+        namespace = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
     except (ConfigException, OSError) as error:
         raise NotConfigured(f"no cluster to talk to: {error}") from None
-    namespace_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-    return client.ApiClient(configuration), namespace_file.read_text().strip() or "default"
+    return client.ApiClient(configuration), namespace or "default"
+
+
+def _from_kubeconfig(path: str, context: str | None) -> tuple[Any, str]:
+    contexts, current = config.list_kube_config_contexts(config_file=path)
+    chosen = next((c for c in contexts if c["name"] == context), None) if context else current
+    if chosen is None:
+        raise NotConfigured(f"the kubeconfig {path} has no context {context!r}")
+    api = config.new_client_from_config(config_file=path, context=context)
+    return api, (chosen.get("context") or {}).get("namespace") or "default"
 
 
 class KubeJobs:
@@ -199,39 +164,14 @@ class KubeJobs:
 
     def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]:
         """The job now, then every new version of it, until `timeout` seconds have passed (forever when None);
-        NotFound once it is deleted."""
+        NotFound once it is deleted. A dropped connection is watched again from where it was (see watching)."""
         ns = self._ns(namespace)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        current = self.get(name, ns)
-        yield current
-        version = current["metadata"]["resourceVersion"]
-        while deadline is None or time.monotonic() < deadline:
-            left = (
-                WATCH_SECONDS if deadline is None else max(1, min(WATCH_SECONDS, int(deadline - time.monotonic()) + 1))
-            )
-            with answering(describe_job(ns, name)):
-                response = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, ns, PLURAL, field_selector=f"metadata.name={name}", watch=True,
-                    resource_version=version, allow_watch_bookmarks=True, timeout_seconds=left,
-                    _preload_content=False, _request_timeout=(self.timeout, left + 30),
-                )  # fmt: skip
-                try:
-                    for line in iter_resp_lines(response):
-                        event = json.loads(line)
-                        kind, found = event.get("type"), event.get("object") or {}
-                        if kind == "ERROR":  # 410 Gone: the version is too old; start again from now
-                            current = self.get(name, ns)
-                            version = current["metadata"]["resourceVersion"]
-                            yield current
-                            break
-                        if kind == "DELETED":
-                            raise NotFound(f"{describe_job(ns, name)} was deleted", status=404)
-                        version = found.get("metadata", {}).get("resourceVersion", version)
-                        if kind in ("ADDED", "MODIFIED"):
-                            yield found
-                finally:
-                    response.close()
-                    response.release_conn()
+        return JobWatch(self.custom, lambda: self.get(name, ns), ns, name, self.timeout).follow(timeout)
+
+    def failure(self, name: str, namespace: str | None = None) -> Manifest | None:
+        """The job's status.lastFailure, with the failed rank's last log lines (logTail)."""
+        failure = (self.get(name, namespace).get("status") or {}).get("lastFailure")
+        return failure if isinstance(failure, dict) else None
 
     def events(self, name: str, namespace: str | None = None) -> Manifests:
         """The Kubernetes events about the job, oldest first."""

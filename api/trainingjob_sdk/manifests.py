@@ -1,68 +1,84 @@
 """Jobs from what people hand the SDK (a model, a dict, YAML text or a file, one document or several), checked by
 the one TrainingJob model with errors naming the field; and jobs as the servers return them."""
 
+import copy
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import PrivateAttr, ValidationError
 
 from trainingjob.model import ObjectMeta, TrainingJob
 from trainingjob.model.job import MAX_NAME_LENGTH
 from trainingjob.plan.invalid import salvaged_status
 from trainingjob_sdk.documents import DocumentError, decode, parse_yaml_documents
-from trainingjob_sdk.errors import FieldError, Invalid
+from trainingjob_sdk.errors import FieldError, Invalid, field_path
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
 Source = TrainingJob | Mapping[str, Any] | str | bytes | Path
+Sources = Source | Sequence[TrainingJob | Mapping[str, Any]]
 GENERATED_SUFFIX = 5  # the apiserver appends five characters to metadata.generateName
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 PREFIX_PATTERN = r"^[a-z][-a-z0-9]*$"
+FILE_HINT = "to read a file pass a Path or a name ending in .yaml, .yml or .json"
 
 
-def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
-    """pydantic's error location as the field path people write: spec.workers.env[0].name."""
-    path = ""
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif not str(part).startswith(("function-", "model-")):
-            path += f".{part}" if path else str(part)
-    return path or "(the document)"
+class StoredJob(TrainingJob):
+    """A job as a server returned it that the model refuses (stored before the model changed): its metadata, its
+    status as far as it is still valid, its spec as stored (a dict, unchecked); `to_manifest` is the stored manifest
+    as it is."""
+
+    _stored: Manifest = PrivateAttr(default_factory=dict)
+
+    def to_manifest(self) -> dict[str, Any]:
+        return copy.deepcopy(self._stored)
 
 
 def invalid(error: ValidationError, where: str = "the TrainingJob") -> Invalid:
-    """An Invalid naming every field the model refused."""
+    """An Invalid naming every field the model refused; found here, so without a server's status."""
     fields = [FieldError(field_path(tuple(e["loc"])), e["msg"]) for e in error.errors()]
     listed = ", ".join(sorted({f.field for f in fields}))
-    return Invalid(f"{where} is invalid: {listed}", fields)
+    return Invalid(f"{where} is invalid: {listed}", fields, status=None)
 
 
-def documents(source: Source) -> list[Manifest]:
-    """The manifests in `source`: a TrainingJob, a dict, YAML or JSON text (several documents allowed), or a
-    file holding it (a Path, or a one-line str ending in .yaml, .yml or .json)."""
+def _file_name(source: str) -> Path | None:
+    """A one-line str ending in .yaml, .yml or .json (any case, spaces around it ignored) names a file."""
+    name = source.strip()
+    return Path(name) if "\n" not in name and name.lower().endswith(FILE_SUFFIXES) else None
+
+
+def documents(source: Sources) -> list[Manifest]:
+    """The manifests in `source`: a TrainingJob, a dict, YAML or JSON text (several documents allowed), a file
+    holding it (a Path, or a one-line str ending in .yaml, .yml or .json), or a list of jobs and dicts."""
     if isinstance(source, TrainingJob):
         return [source.to_manifest()]
     if isinstance(source, Mapping):
         return [dict(source)]
-    if isinstance(source, str) and "\n" not in source and source.endswith(FILE_SUFFIXES):
-        source = Path(source)  # a file name, not YAML text
+    given = source
+    source = (_file_name(source) or source) if isinstance(source, str) else source
+    if not isinstance(source, str | bytes | Path):  # a list of jobs and dicts
+        return [found for each in source for found in documents(each)]
     where = str(source) if isinstance(source, Path) else "the manifest"
     try:
         raw = source.read_bytes() if isinstance(source, Path) else source
-        text = decode(raw) if isinstance(raw, bytes) else raw
-        found = parse_yaml_documents(text)
-    except (OSError, yaml.YAMLError, DocumentError) as error:
+    except OSError as error:
+        raise Invalid(f"{where}: cannot read it: {error.strerror or error}", status=None) from None
+    try:
+        found = parse_yaml_documents(decode(raw) if isinstance(raw, bytes) else raw)
+    except (yaml.YAMLError, DocumentError) as error:
         raise Invalid(f"{where}: cannot read it as YAML: {error}", status=None) from None
     if not found:
         raise Invalid(f"{where}: holds no document", status=None)
     for number, document in enumerate(found, 1):
-        if not isinstance(document, dict):
-            raise Invalid(f"{where}: document {number} is not an object (a TrainingJob manifest)", status=None)
+        if isinstance(document, dict):
+            continue
+        if isinstance(given, str) and isinstance(source, str) and "\n" not in given.strip():
+            raise Invalid(f"{given!r} is not a TrainingJob manifest; {FILE_HINT}", status=None)
+        raise Invalid(f"{where}: document {number} is not an object (a TrainingJob manifest)", status=None)
     return found
 
 
@@ -83,10 +99,12 @@ def to_create(manifest: Mapping[str, Any], where: str = "the TrainingJob") -> Tr
     return job
 
 
-def create_body(job: TrainingJob, namespace: str) -> Manifest:
-    """What is sent to create `job` in `namespace`: the manifest without a status."""
+def create_body(job: TrainingJob, namespace: str, where: str | None = None) -> Manifest:
+    """What is sent to create `job` in `namespace`: the manifest without a status. Invalid (naming the job by
+    `where`, if given) when its own metadata.namespace is another."""
     if job.metadata.namespace not in (None, namespace):
-        raise Invalid(f"metadata.namespace: {job.metadata.namespace!r} is not {namespace!r}", status=None)
+        message = f"metadata.namespace: {job.metadata.namespace!r} is not {namespace!r}"
+        raise Invalid(f"{where}: {message}" if where else message, status=None)
     body = job.to_manifest()
     body["metadata"]["namespace"] = namespace
     body.pop("status", None)
@@ -95,14 +113,26 @@ def create_body(job: TrainingJob, namespace: str) -> Manifest:
 
 def as_job(raw: Mapping[str, Any]) -> TrainingJob:
     """A job as a server returned it. One stored before the model changed may not fit it any more: it comes back
-    with its metadata, its status as far as it is still valid, and its spec as stored (unchecked)."""
+    as a StoredJob (logged at DEBUG: a watch would say it on every event)."""
     try:
         return TrainingJob.from_manifest(dict(raw))
     except ValidationError as error:
         meta = raw.get("metadata") if isinstance(raw.get("metadata"), Mapping) else {}
-        log.warning("%s does not fit the model: %s", (meta or {}).get("name"), error)
-        return TrainingJob.model_construct(
-            metadata=ObjectMeta.model_validate(meta or {}),
+        log.debug("%s does not fit the model: %s", (meta or {}).get("name"), error)
+        job = StoredJob.model_construct(
+            metadata=_metadata(meta or {}),
             spec=raw.get("spec"),  # type: ignore[arg-type]  # as stored: the model refused it
             status=salvaged_status(raw.get("status")),
+        )
+        job._stored = copy.deepcopy(dict(raw))
+        return job
+
+
+def _metadata(meta: Mapping[str, Any]) -> ObjectMeta:
+    try:
+        return ObjectMeta.model_validate(meta)
+    except ValidationError:  # unlikely from a server: the name and namespace, if they are text
+        name, namespace = meta.get("name"), meta.get("namespace")
+        return ObjectMeta.model_construct(
+            name=name if isinstance(name, str) else None, namespace=namespace if isinstance(namespace, str) else None
         )

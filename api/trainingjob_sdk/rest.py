@@ -1,10 +1,10 @@
 """TrainingJobs through the project's REST API, as a bearer-token caller: the same methods as KubeJobs."""
 
 import codecs
+import ipaddress
 import json
 import ssl
-import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -12,18 +12,22 @@ from typing import Any
 import httpx
 
 from trainingjob_sdk import pods
+from trainingjob_sdk.deadline import Deadline, Retry
 from trainingjob_sdk.errors import (
     FieldError,
     Invalid,
+    NotConfigured,
     NotFound,
     TrainingJobError,
     Unavailable,
     for_status,
+    one_line,
     unreachable_reason,
 )
-from trainingjob_sdk.jobs import Manifest, Manifests, describe_job
+from trainingjob_sdk.jobs import Manifest, Manifests, describe_job, json_object
 
 KEEPALIVE_GRACE = 60.0  # the API sends a keepalive comment every few seconds on a watch: none for this long is a loss
+SCHEMES = ("http", "https")
 
 
 def problem(response: httpx.Response) -> TrainingJobError:
@@ -41,12 +45,67 @@ def problem(response: httpx.Response) -> TrainingJobError:
     return for_status(response.status_code, message, reason)
 
 
+def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Server-sent events (text/event-stream) as (event name, data): the data lines of an event joined by newlines
+    up to the blank line that ends it, 'data:' with or without a space; comments (':...') and other fields are
+    skipped, an event without data is not one, and the name is reset after each (unnamed: 'message')."""
+    name, data = "", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield name or "message", "\n".join(data)
+            name, data = "", []
+            continue
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            name = value
+        elif field == "data":
+            data.append(value)
+
+
+def _base(server: str) -> str:
+    """`server` as the base of every request: an http:// or https:// URL with a host; NotConfigured otherwise."""
+    text = server.strip().rstrip("/")
+    try:
+        url: httpx.URL | None = httpx.URL(text)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or url.scheme not in SCHEMES or not url.host:
+        raise NotConfigured(f"the REST API's URL {server!r} must start with http:// or https:// and name a host")
+    return text
+
+
+def _verify(cacert: str | Path | None) -> ssl.SSLContext | bool:
+    """The TLS verification: the system's CAs, or only the CA certificates (PEM) in `cacert`."""
+    if not cacert:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(cacert))
+    except ssl.SSLError as error:
+        raise NotConfigured(f"the CA file {cacert} holds no PEM certificate ({error.reason or error})") from None
+    except OSError as error:
+        raise NotConfigured(f"the CA file {cacert} cannot be read: {error.strerror or error}") from None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @contextmanager
 def answering(server: str) -> Iterator[None]:
     try:
         yield
     except httpx.TransportError as error:
         raise Unavailable(f"the REST API at {server} is unreachable: {unreachable_reason(error)}") from None
+    except httpx.DecodingError as error:
+        message = f"the REST API at {server} sent an answer that cannot be decoded: {one_line(str(error))}"
+        raise TrainingJobError(message, reason="BadResponse") from None
 
 
 class RestJobs:
@@ -54,14 +113,19 @@ class RestJobs:
 
     def __init__(
         self, server: str, token: str, namespace: str | None = None, *, cacert: str | Path | None = None,
-        timeout: float | None = 30.0,
+        timeout: float | None = 30.0, transport: httpx.BaseTransport | None = None,
     ) -> None:  # fmt: skip
-        self.server, self.namespace, self.timeout = server.rstrip("/"), namespace or "default", timeout
-        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(cacert)) if cacert else True
+        self.server, self.namespace, self.timeout = _base(server), namespace or "default", timeout
         self.http = httpx.Client(
-            base_url=f"{self.server}/api/v1", headers={"Authorization": f"Bearer {token}"}, verify=verify,
-            timeout=timeout,
+            base_url=f"{self.server}/api/v1", headers={"Authorization": f"Bearer {token}"}, verify=_verify(cacert),
+            timeout=timeout, transport=transport,
         )  # fmt: skip
+
+    @property
+    def unencrypted(self) -> bool:
+        """Whether the token travels in clear text to another machine: http:// to a host that is not loopback."""
+        url = httpx.URL(self.server)
+        return url.scheme == "http" and not _loopback(url.host)
 
     def close(self) -> None:
         self.http.close()
@@ -72,12 +136,33 @@ class RestJobs:
     def _path(self, namespace: str | None, name: str = "") -> str:
         return f"/namespaces/{self._ns(namespace)}/trainingjobs" + (f"/{name}" if name else "")
 
+    def _check(self, response: httpx.Response) -> None:
+        """Raise for an answer that is no success: a redirect (NotConfigured: use the URL it names) or an error."""
+        if 300 <= response.status_code < 400:
+            location = response.headers.get("location")
+            target = str(response.url.join(location)) if location else ""
+            base = target[: target.find("/api/v1")] if "/api/v1" in target else target
+            said = f"{response.status_code} {response.reason_phrase}".strip()
+            where = f"it points to {base}: use that URL" if base else "it does not say where to"
+            raise NotConfigured(f"the REST API at {self.server} answered {said}: {where}")
+        if response.status_code >= 400:
+            raise problem(response)
+
+    def _json(self, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("content-type") or "no content type"
+            message = f"the REST API at {self.server} answered {response.status_code} with {kind}, not JSON"
+            raise TrainingJobError(
+                f"{message}: is {self.server} the REST API's URL?", status=response.status_code, reason="BadResponse"
+            ) from None
+
     def _call(self, method: str, path: str, **options: Any) -> Any:
         with answering(self.server):
             response = self.http.request(method, path, **options)
-        if response.status_code >= 400:
-            raise problem(response)
-        return response.json()
+            self._check(response)
+        return self._json(response)
 
     def create(self, body: Manifest, namespace: str | None = None) -> Manifest:
         created: Manifest = self._call("POST", self._path(namespace), json=body)
@@ -102,7 +187,7 @@ class RestJobs:
             )
             page = self._call("GET", path, params=params)
             items += page.get("items", [])
-            token = page["metadata"].get("continue")
+            token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return items
 
@@ -115,35 +200,46 @@ class RestJobs:
 
     def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]:
         """The job now, then every new status of it (the API's server-sent events), until `timeout` seconds have
-        passed (forever when None); NotFound once it is deleted."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while deadline is None or time.monotonic() < deadline:
-            left = KEEPALIVE_GRACE if deadline is None else max(0.1, min(KEEPALIVE_GRACE, deadline - time.monotonic()))
+        passed (forever when None); NotFound once it is deleted. The stream is opened again when it ends, when it
+        is quiet for KEEPALIVE_GRACE seconds, or when its connection drops (after a pause, see deadline.Retry);
+        only an API that never answered is an error at once."""
+        deadline = Deadline(timeout)
+        retry, answered = Retry(deadline), False
+        while True:
+            failed: Unavailable | None = None
             try:
-                yield from self._events(name, namespace, httpx.Timeout(self.timeout, read=left), deadline)
-            except httpx.ReadTimeout:
-                continue  # nothing in `left` seconds: the deadline passed, or the watch is reopened
-            return
+                for job in self._stream(name, namespace, deadline, retry, quiet=answered):
+                    answered = True
+                    yield job
+            except Unavailable as error:
+                if not answered:
+                    raise
+                failed = error
+            if deadline.passed() or not retry.again(failed):
+                return
 
-    def _events(
-        self, name: str, namespace: str | None, timeout: httpx.Timeout, deadline: float | None
+    def _stream(
+        self, name: str, namespace: str | None, deadline: Deadline, retry: Retry, *, quiet: bool
     ) -> Iterator[Manifest]:
-        with (
-            answering(self.server),
-            self.http.stream("GET", f"{self._path(namespace, name)}/watch", timeout=timeout) as response,
-        ):
-            if response.status_code >= 400:
-                raise problem(response)
-            event = ""
-            for line in response.iter_lines():
-                if line.startswith("event: "):
-                    event = line.removeprefix("event: ")
-                elif line.startswith("data: ") and event == "deleted":
-                    raise NotFound(f"{describe_job(self._ns(namespace), name)} was deleted", status=404)
-                elif line.startswith("data: "):
-                    yield json.loads(line.removeprefix("data: "))
-                if deadline is not None and time.monotonic() >= deadline:
-                    return
+        """The jobs of one event stream, until it ends, the deadline passes or nothing comes for a while (an error
+        unless `quiet` may be, or the deadline passed)."""
+        timeout = httpx.Timeout(self.timeout, read=deadline.left(KEEPALIVE_GRACE))
+        with answering(self.server):
+            try:
+                with self.http.stream("GET", f"{self._path(namespace, name)}/watch", timeout=timeout) as response:
+                    self._check(response)
+                    for number, (event, data) in enumerate(sse_events(_lines(response, deadline, retry))):
+                        if number:
+                            retry.progressed()  # news, not the state every stream starts with
+                        if event == "deleted":
+                            raise NotFound(f"{describe_job(self._ns(namespace), name)} was deleted", status=404)
+                        if event in ("status", "message"):
+                            yield json_object(
+                                data, f"the REST API at {self.server} sent a watch event that is not a job"
+                            )
+            except httpx.ReadTimeout:
+                if not (quiet or deadline.passed()):
+                    raise
 
     def events(self, name: str, namespace: str | None = None) -> Manifests:
         found: Manifest = self._call("GET", f"{self._path(namespace, name)}/events")
@@ -165,26 +261,31 @@ class RestJobs:
         self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
         tail: int | None = None, attempt: int | None = None,
     ) -> Iterator[str]:  # fmt: skip
-        """The log of one replica's pod, as text as it comes."""
+        """The log of one replica's pod, as text as it comes (uncompressed: a followed log line by line)."""
         pods.parse_replica(replica)
         params: dict[str, Any] = {"replica": replica, "follow": str(follow).lower()}
-        params |= ({"tailLines": tail} if tail else {}) | ({"attempt": attempt} if attempt is not None else {})
+        params |= ({"tailLines": tail} if tail is not None else {}) | (
+            {"attempt": attempt} if attempt is not None else {}
+        )
         timeout = httpx.Timeout(self.timeout, read=None if follow else self.timeout)
-        request = self.http.build_request("GET", f"{self._path(namespace, name)}/logs", params=params, timeout=timeout)
+        request = self.http.build_request(
+            "GET", f"{self._path(namespace, name)}/logs", params=params, timeout=timeout,
+            headers={"Accept-Encoding": "identity"},
+        )  # fmt: skip
         with answering(self.server):
             response = self.http.send(request, stream=True)
-        if response.status_code >= 400:
             try:
-                raise problem(response)
-            finally:
+                self._check(response)  # reads an error's body: inside `answering`, as any read
+            except BaseException:
                 response.close()
+                raise
         return self._text(response)
 
     def _text(self, response: httpx.Response) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         try:
             with answering(self.server):
-                for chunk in response.iter_raw():
+                for chunk in response.iter_bytes():
                     yield decoder.decode(chunk)
             yield decoder.decode(b"", final=True)
         finally:
@@ -195,3 +296,13 @@ class RestJobs:
             "GET", f"{self._path(namespace, name)}/timeline", params={"format": "chrome" if chrome else "json"}
         )
         return found
+
+
+def _lines(response: httpx.Response, deadline: Deadline, retry: Retry) -> Iterator[str]:
+    """The stream's lines until it ends or the deadline passes; a keepalive comment is progress."""
+    for line in response.iter_lines():
+        yield line
+        if line.startswith(":"):
+            retry.progressed()
+        if deadline.passed():
+            return

@@ -247,6 +247,16 @@ def test_logs_of_a_gone_attempt_are_the_lines_the_operator_kept(kube: Cluster) -
     one_error_line(kube.run("logs", "crashed", "--replica", "chief-0"), 2, "--replica chief-0: ")
 
 
+def test_a_kubeconfig_named_wins_over_the_rest_api_of_the_environment(kube: Cluster) -> None:
+    kube.submit(document("mine"))
+    closed = {"TJCTL_SERVER": f"http://127.0.0.1:{free_port()}", "TJCTL_TOKEN": "t"}
+    listed = kube.run("list", "-o", "name", env=closed)
+    assert listed.stdout == "trainingjob.trainingjob.io/mine\n" and listed.returncode == 0, listed.stderr
+    one_error_line(tjctl("list", env=closed), 4, "unreachable")  # none named: the environment's REST API
+    both = kube.run("list", "--server", closed["TJCTL_SERVER"], env=closed)
+    one_error_line(both, 2, "--server names the REST API, --kubeconfig and --context")
+
+
 def test_errors_are_one_line_with_their_exit_code(kube: Cluster, tmp_path: Path) -> None:
     kube.submit(document("exists"))
     nowhere = {"KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}

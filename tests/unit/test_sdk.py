@@ -2,6 +2,7 @@
 for, and which typed error an HTTP status is."""
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from tests.builders import job_manifest
 from trainingjob.model import Phase, TrainingJob
 from trainingjob_sdk import Conflict, Forbidden, Invalid, NotFound, TrainingJobError, Unauthorized, Unavailable
 from trainingjob_sdk.client import lines, reached
-from trainingjob_sdk.errors import FieldError, for_status
+from trainingjob_sdk.errors import FieldError, field_path, for_status
 from trainingjob_sdk.manifests import as_job, create_body, documents, to_create
 from trainingjob_sdk.pods import check_has_logs, parse_replica, pick
 
@@ -36,8 +37,26 @@ def test_documents_from_a_file(tmp_path: Path) -> None:
     (tmp_path / "jobs.yaml").write_text(TWO)
     assert len(documents(tmp_path / "jobs.yaml")) == 2
     assert len(documents(str(tmp_path / "jobs.yaml"))) == 2  # a file name as a str
-    with pytest.raises(Invalid, match=r"missing\.yaml: cannot read it"):
+    with pytest.raises(Invalid, match=r"missing\.yaml: cannot read it: No such file or directory"):
         documents(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("name", ["JOB.YAML", "job.Json", " job.yml\n", "job.yaml "], ids=repr)
+def test_a_file_name_in_any_case_with_spaces_around_it(tmp_path: Path, name: str) -> None:
+    (tmp_path / name.strip()).write_text(json.dumps(job_manifest("from-file")))
+    given = name.replace(name.strip(), str(tmp_path / name.strip()))  # the spaces around the whole path
+    assert documents(given)[0]["metadata"]["name"] == "from-file"
+
+
+@pytest.mark.parametrize("text", ["job.txt", "jobs/job", "42"])
+def test_a_one_line_str_that_is_no_manifest_says_how_to_read_a_file(text: str) -> None:
+    with pytest.raises(Invalid, match="is not a TrainingJob manifest; to read a file pass a Path or a name ending in"):
+        documents(text)
+
+
+def test_documents_from_a_list_of_models_and_dicts() -> None:
+    model = TrainingJob.from_manifest(job_manifest("model"))
+    assert [d["metadata"]["name"] for d in documents([model, job_manifest("dict")])] == ["model", "dict"]
 
 
 @pytest.mark.parametrize(
@@ -84,6 +103,28 @@ def test_a_generated_name_and_the_namespace_of_the_request() -> None:
 def test_invalid_names_each_field_it_was_given() -> None:
     error = Invalid("the TrainingJob is invalid", [FieldError("spec.workers.replicas", "must be at least 1")])
     assert str(error) == "the TrainingJob is invalid; spec.workers.replicas: must be at least 1"
+    named = Invalid("the TrainingJob is invalid: spec.workers.replicas", error.fields)
+    assert str(named) == "the TrainingJob is invalid: spec.workers.replicas; spec.workers.replicas: must be at least 1"
+
+
+def test_an_invalid_job_found_before_sending_has_no_server_status() -> None:
+    with pytest.raises(Invalid) as refused:
+        to_create(job_manifest("x") | {"spec": {"workers": {"replicas": 0}}})
+    assert refused.value.status is None and refused.value.fields[0].field == "spec.workers.replicas"
+
+
+@pytest.mark.parametrize(
+    ("location", "path"),
+    [
+        pytest.param(("spec", "workers", "env", 0, "name"), "spec.workers.env[0].name", id="fields and an index"),
+        pytest.param(("spec", "function-after[check(), RoleSpec]", "x"), "spec.x", id="a validator's name"),
+        pytest.param(("model-before[x]", "spec"), "spec", id="a model validator first"),
+        pytest.param((0, "a"), "[0].a", id="an index first"),
+        pytest.param((), "(the document)", id="the whole document"),
+    ],
+)
+def test_field_paths_as_people_write_them(location: tuple[int | str, ...], path: str) -> None:
+    assert field_path(location) == path
 
 
 def test_a_stored_job_the_model_refuses_still_comes_back_with_its_status() -> None:
@@ -93,6 +134,16 @@ def test_a_stored_job_the_model_refuses_still_comes_back_with_its_status() -> No
     }
     job = as_job(raw)
     assert job.metadata.name == "old" and job.status is not None and job.status.phase == Phase.RUNNING
+
+
+def test_a_stored_job_the_model_refuses_keeps_its_manifest_and_is_logged_quietly(
+    caplog: pytest.LogCaptureFixture, recwarn: pytest.WarningsRecorder
+) -> None:
+    raw = job_manifest("old") | {"spec": {"workers": {"replicas": "many"}}}
+    with caplog.at_level(logging.DEBUG, logger="trainingjob_sdk"):
+        job = as_job(raw)
+    assert job.to_manifest() == raw and not recwarn.list
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG] and "does not fit the model" in caplog.text
 
 
 def _pod(attempt: int, node: str | None = "n1") -> dict[str, Any]:

@@ -20,6 +20,7 @@ from trainingjob_sdk import (
     Forbidden,
     Invalid,
     JobFailed,
+    JobFinished,
     NotConfigured,
     NotFound,
     Unauthorized,
@@ -45,9 +46,9 @@ def test_global_flags_go_before_or_after_the_command(argv: list[str]) -> None:
 
 
 def test_flags_before_the_command_are_kept_when_not_repeated_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TJCTL_SERVER", "http://from-env")
+    monkeypatch.setenv("TJCTL_SERVER", "http://from-env")  # read by connect, where a kubeconfig or context wins
     args = build_parser().parse_args(["-n", "ns", "--context", "c", "list", "-A", "-l", "team=a"])
-    assert (args.namespace, args.context, args.server, args.output) == ("ns", "c", "http://from-env", None)
+    assert (args.namespace, args.context, args.server, args.output) == ("ns", "c", None, None)
     assert (args.all_namespaces, args.selector) == (True, "team=a")
 
 
@@ -143,6 +144,8 @@ FAILED_JOB = TrainingJob.from_manifest(
         (Unauthorized("who", status=401), 1, "error from the server (Unauthorized): who"),
         (Conflict("exists", status=409, reason="AlreadyExists"), 1, "error from the server (AlreadyExists): exists"),
         (JobFailed(FAILED_JOB), 1, "trainingjob 'f' failed: f-worker-1-1 OOMKilled"),
+        (JobFinished("trainingjob 'f' finished (Failed) without reaching Running", FAILED_JOB), 1, "trainingjob 'f'"),
+        (Invalid("the TrainingJob is invalid: spec", status=None), 2, "error: the TrainingJob is invalid"),
         (Invalid("file: cannot read\nit as YAML", status=None), 2, "error: file: cannot read it as YAML"),
         (errors.UsageError("--kill x: no"), 2, "error: --kill x: no"),
         (WaitTimeout("did not reach Running in 3 s"), 3, "did not reach Running in 3 s"),
@@ -159,16 +162,16 @@ def test_each_error_is_a_line_and_an_exit_code(error: Exception, code: int, firs
 
 def test_an_invalid_job_names_each_field_on_a_line_of_its_own() -> None:
     fields = [FieldError("spec.workers.replicas", "must be >= 1"), FieldError("spec.mode", "DDP or ParameterServer")]
-    said = errors.lines(Invalid("the TrainingJob is invalid: spec.mode, spec.workers.replicas", fields))
-    assert said == [
+    invalid = Invalid("the TrainingJob is invalid: spec.mode, spec.workers.replicas", fields, status=422)
+    assert errors.lines(invalid) == [
         "error from the server (Invalid): the TrainingJob is invalid: spec.mode, spec.workers.replicas",
         "  spec.workers.replicas: must be >= 1",
         "  spec.mode: DDP or ParameterServer",
     ]
     told = "x is invalid: spec.a: Invalid value: 3: must be less"
-    assert errors.lines(Invalid(told, [FieldError("spec.a", "Invalid value: 3: must be less")])) == [
-        f"error from the server (Invalid): {told}"
-    ]  # the apiserver's message says it already
+    said = Invalid(told, [FieldError("spec.a", "Invalid value: 3: must be less"), FieldError("", "and more")])
+    assert errors.lines(said) == [f"error: {told}", "  and more"]  # the message says the first field already
+    assert str(said) == f"{told}; and more" and str(invalid).count("must be >= 1") == 1  # the same fields
 
 
 def test_the_age_of_a_job_as_kubectl_says_it() -> None:

@@ -94,6 +94,16 @@ def test_tjctl_logs_of_a_gone_attempt_come_from_the_failure_endpoint(
     assert tailed.stdout == "CUDA out of memory\n" and "is gone" in tailed.stderr, tailed.stderr
 
 
+def test_tjctl_wait_times_out_between_keepalives(api_server: Api, world: World) -> None:
+    """The API's keepalives come every second here: a shorter --timeout ends between two, as a timeout (3)."""
+    rest = _rest(api_server, world)
+    assert world.writer.post(f"/api/v1/namespaces/{world.home}/trainingjobs", json=manifest("idle")).status_code == 201
+    waited = tjctl("wait", "idle", "--for", "Running", "--timeout", "0.4s", *rest)
+    assert waited.returncode == 3 and "did not reach Running" in waited.stderr, waited.stderr
+    late = tjctl("wait", "idle", "--timeout", "2.5s", *rest)  # past two keepalives
+    assert late.returncode == 3 and "did not reach Succeeded" in late.stderr, late.stderr
+
+
 def test_tjctl_refuses_a_server_without_a_token_and_says_when_none_answers() -> None:
     result = tjctl("--server", "http://127.0.0.1:9", "list")
     assert result.returncode == 2 and "--token" in result.stderr

@@ -1,0 +1,252 @@
+"""The SDK's REST transport against fake APIs (httpx's MockTransport, or a small local server where a real socket
+matters): the watch reopened past its ends and read timeouts until its deadline, server-sent events read as the
+spec says, and every odd answer (a redirect, a body that is no JSON, a broken gzip, a bad URL or CA file) as a
+typed error."""
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.builders import job_manifest
+
+from trainingjob_sdk import Client, NotConfigured, NotFound, TrainingJobError, Unavailable, WaitTimeout
+from trainingjob_sdk.rest import RestJobs, sse_events
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def rest(handler: Handler, server: str = "http://api.test") -> RestJobs:
+    return RestJobs(server, "token", transport=httpx.MockTransport(handler))
+
+
+def event(phase: str, name: str = "status") -> bytes:
+    job = job_manifest("a") | {"status": {"phase": phase, "attempt": 1}}
+    return f"event: {name}\ndata: {json.dumps(job)}\n\n".encode()
+
+
+class Chunks(httpx.SyncByteStream):
+    """A body that comes in `chunks`, then raises `then` (an httpx error) if given."""
+
+    def __init__(self, *chunks: bytes, then: Exception | None = None) -> None:
+        self.chunks, self.then = chunks, then
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        if self.then is not None:
+            raise self.then
+
+
+def streams(*bodies: Chunks) -> tuple[Handler, list[httpx.Request]]:
+    """A handler answering each request with the next of `bodies` (the last again once they run out)."""
+    asked: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(200, stream=bodies[min(len(asked), len(bodies)) - 1])
+
+    return answer, asked
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("event: status\ndata: {}\n\n", [("status", "{}")], id="named"),
+        pytest.param("data: a\ndata: b\n\n", [("message", "a\nb")], id="data lines joined, unnamed"),
+        pytest.param("event:status\ndata:x\n\n", [("status", "x")], id="no space after the colon"),
+        pytest.param("data:  x\n\n", [("message", " x")], id="one space taken"),
+        pytest.param(": keepalive\n\ndata: x\n\n", [("message", "x")], id="comments"),
+        pytest.param("event: deleted\ndata: a\n\ndata: b\n\n", [("deleted", "a"), ("message", "b")], id="name reset"),
+        pytest.param("event: deleted\n\ndata: b\n\n", [("message", "b")], id="no data, no event, name reset"),
+        pytest.param("id: 7\nretry: 5\ndata: x\n\n", [("message", "x")], id="other fields"),
+        pytest.param("data: unfinished\n", [], id="an event the stream cut off"),
+    ],
+)
+def test_server_sent_events_as_the_spec_reads_them(text: str, expected: list[tuple[str, str]]) -> None:
+    assert list(sse_events(text.splitlines())) == expected
+
+
+def test_the_watch_goes_on_past_a_clean_end_a_quiet_spell_and_a_dropped_connection() -> None:
+    handler, asked = streams(
+        Chunks(event("Running")),
+        Chunks(event("Running"), then=httpx.ReadTimeout("quiet")),
+        Chunks(event("Running"), event("Restarting"), then=httpx.RemoteProtocolError("dropped")),
+        Chunks(event("Restarting"), event("Succeeded")),
+    )
+    seen = [job.status.phase.value for job in Client(rest(handler)).watch("a", timeout=30) if job.status]
+    assert seen == ["Running", "Restarting", "Succeeded"] and len(asked) == 4
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        pytest.param(httpx.ConnectError("refused"), Unavailable, id="no connection"),
+        pytest.param(httpx.ReadTimeout("silent"), Unavailable, id="no answer in time"),
+    ],
+)
+def test_an_api_that_never_answered_the_watch_is_an_error_at_once(error: Exception, kind: type[Exception]) -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    with pytest.raises(kind):
+        list(rest(refuse).watch("a", timeout=30))
+
+
+@pytest.mark.parametrize(
+    ("body", "kind", "words"),
+    [
+        pytest.param(b"event: status\ndata: {not json\n\n", TrainingJobError, "not a job", id="not JSON"),
+        pytest.param(b"event: status\ndata: [1]\n\n", TrainingJobError, "not a job", id="not an object"),
+        pytest.param(event("Running", "deleted"), NotFound, "was deleted", id="deleted"),
+    ],
+)
+def test_what_the_watch_stream_says_besides_a_job(body: bytes, kind: type[Exception], words: str) -> None:
+    handler, _ = streams(Chunks(body))
+    with pytest.raises(kind, match=words) as raised:
+        list(rest(handler).watch("a", timeout=30))
+    assert type(raised.value) is kind
+
+
+@contextmanager
+def serving(write: Callable[[Callable[[bytes], None], threading.Event], None]) -> Iterator[str]:
+    """A local HTTP server answering every GET with an event stream that `write` writes (given a chunk writer and
+    an event set when the test is over); its URL."""
+    over = threading.Event()
+
+    class Stream(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+
+            def chunk(data: bytes) -> None:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+            with suppress(OSError):  # the client went away
+                write(chunk, over)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        over.set()
+        server.shutdown()
+        server.server_close()
+
+
+def silent(chunk: Callable[[bytes], None], over: threading.Event) -> None:
+    chunk(event("Running"))
+    over.wait(30)  # then nothing, as an API whose keepalives come less often than the caller waits
+
+
+def keepalives(chunk: Callable[[bytes], None], over: threading.Event) -> None:
+    chunk(event("Running"))
+    while not over.wait(0.05):
+        chunk(b": keepalive\n\n")
+
+
+@pytest.mark.parametrize("write", [silent, keepalives], ids=["silent", "keepalives"])
+def test_wait_times_out_at_its_deadline_whatever_the_stream_does(
+    write: Callable[[Callable[[bytes], None], threading.Event], None],
+) -> None:
+    with (
+        serving(write) as url,
+        Client(RestJobs(url, "token")) as client,
+        pytest.raises(WaitTimeout, match=r"did not reach the end .* in \d+ s") as late,
+    ):
+        client.wait("a", timeout=0.7)
+    assert late.value.job is not None
+
+
+def redirect(location: str | None) -> Handler:
+    headers = {"Location": location} if location else {}
+    return lambda request: httpx.Response(301, headers=headers)
+
+
+def gzip_broken(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, headers={"Content-Encoding": "gzip"}, content=b"not gzip at all")
+
+
+@pytest.mark.parametrize(
+    ("handler", "kind", "words"),
+    [
+        pytest.param(
+            redirect("https://api.test/api/v1/namespaces/default/trainingjobs/a"), NotConfigured,
+            "answered 301 Moved Permanently: it points to https://api.test: use that URL", id="a redirect",
+        ),
+        pytest.param(redirect(None), NotConfigured, "does not say where to", id="a redirect to nowhere"),
+        pytest.param(
+            lambda request: httpx.Response(200, html="<html>hello</html>"), TrainingJobError,
+            "answered 200 with text/html; charset=utf-8, not JSON", id="HTML",
+        ),
+        pytest.param(gzip_broken, TrainingJobError, "cannot be decoded", id="a broken gzip"),
+    ],
+)  # fmt: skip
+def test_answers_the_sdk_cannot_use_are_typed_errors(handler: Handler, kind: type[Exception], words: str) -> None:
+    with pytest.raises(kind, match=words) as raised:
+        rest(handler).get("a")
+    assert type(raised.value) is kind
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        pytest.param("http://[::1", id="an invalid URL"),
+        pytest.param("127.0.0.1:8000", id="no scheme"),
+        pytest.param("localhost:8000", id="a host taken for a scheme"),
+        pytest.param("ftp://api.test", id="another scheme"),
+        pytest.param("http://", id="no host"),
+    ],
+)
+def test_a_server_url_must_be_http_or_https(server: str) -> None:
+    with pytest.raises(NotConfigured, match="must start with http:// or https://"):
+        RestJobs(server, "token")
+
+
+def test_a_ca_file_must_exist_and_hold_certificates(tmp_path: Path) -> None:
+    with pytest.raises(NotConfigured, match=r"missing\.pem cannot be read: No such file or directory"):
+        RestJobs("https://api.test", "token", cacert=tmp_path / "missing.pem")
+    (tmp_path / "text.pem").write_text("hello\n")
+    with pytest.raises(NotConfigured, match=r"text\.pem holds no PEM certificate"):
+        RestJobs("https://api.test", "token", cacert=tmp_path / "text.pem")
+
+
+@pytest.mark.parametrize(
+    ("server", "unencrypted"),
+    [("http://127.0.0.1:8000", False), ("http://localhost:8000", False), ("http://[::1]:8000", False),
+     ("http://api.example:8000", True), ("https://api.example", False)],
+)  # fmt: skip
+def test_which_servers_get_the_token_unencrypted(server: str, unencrypted: bool) -> None:
+    assert RestJobs(server, "token").unencrypted is unencrypted
+
+
+def test_logs_are_asked_uncompressed_and_tail_zero_is_sent() -> None:
+    asked: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request)
+        return httpx.Response(200, text="")
+
+    assert list(rest(answer).logs("a", tail=0)) == [""]
+    assert asked[0].headers["accept-encoding"] == "identity" and asked[0].url.params["tailLines"] == "0"
+
+
+def test_a_log_error_whose_body_breaks_off_is_unavailable() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, stream=Chunks(b'{"mess', then=httpx.ReadError("reset")))
+
+    with pytest.raises(Unavailable, match="connection was lost"):
+        rest(answer).logs("a")
