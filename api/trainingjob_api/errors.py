@@ -54,14 +54,6 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
-def field_path(location: tuple[int | str, ...] | list[int | str]) -> str:
-    """A pydantic location written like the apiserver writes field paths: spec.workers.env[0].name."""
-    path = ""
-    for part in location:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path.lstrip(".")
-
-
 def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
     """The caller's view of an SDK error about `what`: what concerns the request (not found, invalid, conflicting,
     refused by a quota or an admission policy) as it is; no answer as 503, throttling as 503 with Retry-After;
@@ -117,7 +109,7 @@ async def _on_sdk_error(request: Request, error: Exception) -> JSONResponse:
 
 async def _on_request_invalid(_: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    fields = [FieldError(field=field_path(tuple(e["loc"])), message=e["msg"]) for e in error.errors()]
+    fields = [FieldError(field=sdk.field_path(tuple(e["loc"])), message=e["msg"]) for e in error.errors()]
     listed = ", ".join(sorted({f.field for f in fields}))
     return problem_response(Problem(status=422, reason="Invalid", message=f"invalid request: {listed}", fields=fields))
 
