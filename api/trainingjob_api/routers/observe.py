@@ -42,7 +42,10 @@ Attempt = Annotated[
     int | None,
     Query(ge=1, description="The pod of this attempt (404 once it is gone); of the newest attempt present when unset."),
 ]
-TailLines = Annotated[int | None, Query(alias="tailLines", ge=1, le=100_000)]
+TailLines = Annotated[
+    int | None,
+    Query(alias="tailLines", ge=0, le=100_000, description="Only the last lines; 0: none, then what follows."),
+]
 
 
 @router.get(

@@ -58,6 +58,8 @@ def test_logs_without_a_kubelet_fail_clearly(world: World, admin: client.ApiClie
     missing = world.writer.get(logs, params={"replica": "worker-0"})
     assert missing.status_code == 404, missing.text
     assert "replica worker-0" in missing.json()["message"]
+    assert world.writer.get(logs, params={"replica": "worker-0", "tailLines": 0}).status_code == 404  # as kubectl
+    assert world.writer.get(logs, params={"replica": "worker-0", "tailLines": -1}).status_code == 422
     core = client.CoreV1Api(admin)
     core.create_namespaced_pod(world.home, pod_of("logged", attempt=1))  # envtest has no scheduler
     pending = world.writer.get(logs, params={"replica": "worker-0"})
