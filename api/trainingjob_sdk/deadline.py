@@ -5,7 +5,8 @@ import time
 
 FIRST_PAUSE = 0.5
 LONGEST_PAUSE = 8.0
-LONGEST_OUTAGE = 60.0  # errors for this long with nothing received between: the last is raised, not retried
+LONGEST_OUTAGE = 60.0  # errors for this long with nothing answered between: the last is raised, not retried
+SETTLED = 1.0  # a stream open this long was a working one: the next is opened at once
 
 
 class Deadline:
@@ -23,26 +24,29 @@ class Deadline:
 
 
 class Retry:
-    """When to open a watch again: at once after it made progress, then after pauses doubling from FIRST_PAUSE to
-    LONGEST_PAUSE while it makes none; an outage (errors only) longer than LONGEST_OUTAGE raises its last error."""
+    """When to open a watch again: at once after a stream that stayed open SETTLED seconds, otherwise after pauses
+    doubling from FIRST_PAUSE to LONGEST_PAUSE, whatever such short streams sent (a server that ends every stream
+    at once is not asked again at once, forever). An outage, errors only with nothing answered for LONGEST_OUTAGE
+    seconds, raises its last error."""
 
     def __init__(self, deadline: Deadline) -> None:
         self.deadline = deadline
         self.pause = 0.0
-        self.outage_since: float | None = None
+        self.heard = self.opened = time.monotonic()
 
-    def progressed(self) -> None:
-        """Something new came: the next retry goes at once, and any outage is over."""
-        self.pause, self.outage_since = 0.0, None
+    def answered(self) -> None:
+        """The server answered (a request succeeded, a job or a keepalive came): any outage is over."""
+        self.heard = time.monotonic()
 
     def again(self, error: Exception | None = None) -> bool:
         """Pause before the next attempt; False when the deadline passes first. `error`: why the last attempt
-        failed (None: it ended without one), raised once the outage it belongs to has lasted LONGEST_OUTAGE."""
+        failed (None: it ended without one), raised once nothing was answered for LONGEST_OUTAGE seconds."""
         now = time.monotonic()
-        if error is not None:
-            self.outage_since = now if self.outage_since is None else self.outage_since
-            if now - self.outage_since >= LONGEST_OUTAGE:
-                raise error
+        if error is not None and now - self.heard >= LONGEST_OUTAGE:
+            raise error
+        if now - self.opened >= SETTLED:
+            self.pause = 0.0
         time.sleep(self.deadline.left(self.pause))
         self.pause = min(LONGEST_PAUSE, max(FIRST_PAUSE, self.pause * 2))
+        self.opened = time.monotonic()
         return not self.deadline.passed()

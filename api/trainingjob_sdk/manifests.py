@@ -15,7 +15,7 @@ from trainingjob.model import ObjectMeta, TrainingJob
 from trainingjob.model.job import MAX_NAME_LENGTH
 from trainingjob.plan.invalid import salvaged_status
 from trainingjob_sdk.documents import DocumentError, decode, parse_yaml_documents
-from trainingjob_sdk.errors import FieldError, Invalid, field_path
+from trainingjob_sdk.errors import FieldError, Invalid, TrainingJobError, field_path
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
@@ -113,7 +113,11 @@ def create_body(job: TrainingJob, namespace: str, where: str | None = None) -> M
 
 def as_job(raw: Mapping[str, Any]) -> TrainingJob:
     """A job as a server returned it. One stored before the model changed may not fit it any more: it comes back
-    as a StoredJob (logged at DEBUG: a watch would say it on every event)."""
+    as a StoredJob (logged at DEBUG: a watch would say it on every event). Not a mapping: BadResponse."""
+    if not isinstance(raw, Mapping):
+        raise TrainingJobError(
+            f"a server sent a job that is not a JSON object: {str(raw)[:100]!r}", reason="BadResponse"
+        )
     try:
         return TrainingJob.from_manifest(dict(raw))
     except ValidationError as error:

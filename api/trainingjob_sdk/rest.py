@@ -4,29 +4,19 @@ import codecs
 import ipaddress
 import json
 import ssl
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from trainingjob_sdk import pods
-from trainingjob_sdk.deadline import Deadline, Retry
-from trainingjob_sdk.errors import (
-    FieldError,
-    Invalid,
-    NotConfigured,
-    NotFound,
-    TrainingJobError,
-    Unavailable,
-    for_status,
-    one_line,
-    unreachable_reason,
-)
-from trainingjob_sdk.jobs import Manifest, Manifests, describe_job, json_object
+from trainingjob_sdk.errors import FieldError, Invalid, NotConfigured, TrainingJobError, for_status
+from trainingjob_sdk.jobs import Manifest, Manifests
+from trainingjob_sdk.rest_watch import RestWatch, answering, sse_events
 
-KEEPALIVE_GRACE = 60.0  # the API sends a keepalive comment every few seconds on a watch: none for this long is a loss
+__all__ = ["RestJobs", "answering", "problem", "sse_events"]
+
 SCHEMES = ("http", "https")
 
 
@@ -43,25 +33,6 @@ def problem(response: httpx.Response) -> TrainingJobError:
         fields = [FieldError(str(f.get("field", "")), str(f.get("message", ""))) for f in body.get("fields") or []]
         return Invalid(message, fields, status=response.status_code, reason=reason)
     return for_status(response.status_code, message, reason)
-
-
-def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """Server-sent events (text/event-stream) as (event name, data): the data lines of an event joined by newlines
-    up to the blank line that ends it, 'data:' with or without a space; comments (':...') and other fields are
-    skipped, an event without data is not one, and the name is reset after each (unnamed: 'message')."""
-    name, data = "", list[str]()
-    for line in lines:
-        if not line:
-            if data:
-                yield name or "message", "\n".join(data)
-            name, data = "", []
-            continue
-        field, _, value = line.partition(":")
-        value = value.removeprefix(" ")
-        if field == "event":
-            name = value
-        elif field == "data":
-            data.append(value)
 
 
 def _base(server: str) -> str:
@@ -97,17 +68,6 @@ def _loopback(host: str) -> bool:
         return False
 
 
-@contextmanager
-def answering(server: str) -> Iterator[None]:
-    try:
-        yield
-    except httpx.TransportError as error:
-        raise Unavailable(f"the REST API at {server} is unreachable: {unreachable_reason(error)}") from None
-    except httpx.DecodingError as error:
-        message = f"the REST API at {server} sent an answer that cannot be decoded: {one_line(str(error))}"
-        raise TrainingJobError(message, reason="BadResponse") from None
-
-
 class RestJobs:
     """The jobs the REST API at `server` (e.g. https://127.0.0.1:8000) serves to the holder of `token`."""
 
@@ -133,10 +93,10 @@ class RestJobs:
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.namespace
 
-    def _path(self, namespace: str | None, name: str = "") -> str:
+    def path(self, namespace: str | None, name: str = "") -> str:
         return f"/namespaces/{self._ns(namespace)}/trainingjobs" + (f"/{name}" if name else "")
 
-    def _check(self, response: httpx.Response) -> None:
+    def check(self, response: httpx.Response) -> None:
         """Raise for an answer that is no success: a redirect (NotConfigured: use the URL it names) or an error."""
         if 300 <= response.status_code < 400:
             location = response.headers.get("location")
@@ -158,25 +118,49 @@ class RestJobs:
                 f"{message}: is {self.server} the REST API's URL?", status=response.status_code, reason="BadResponse"
             ) from None
 
+    def _bad(self, what: str, found: Any) -> TrainingJobError:
+        text = json.dumps(found)
+        shown = text if len(text) <= 100 else text[:100] + "..."
+        return TrainingJobError(f"the REST API at {self.server} sent {what}: {shown}", reason="BadResponse")
+
+    def _object(self, found: Any, what: str) -> Manifest:
+        """`found` as the JSON object it should be; BadResponse otherwise."""
+        if not isinstance(found, dict):
+            raise self._bad(f"{what} that is not a JSON object", found)
+        return found
+
+    def _job(self, found: Any) -> Manifest:
+        """`found` as a job (an object with metadata.name); BadResponse otherwise."""
+        job = self._object(found, "a job")
+        metadata = job.get("metadata")
+        if not (isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and metadata["name"]):
+            raise self._bad("a job without metadata.name", found)
+        return job
+
+    def _items(self, found: Any, what: str) -> Manifests:
+        """The `items` of a list answer, each an object; BadResponse otherwise."""
+        items = self._object(found, f"a list of {what}").get("items")
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise self._bad(f"a list of {what} whose items are not JSON objects", found)
+        return items
+
     def _call(self, method: str, path: str, **options: Any) -> Any:
         with answering(self.server):
             response = self.http.request(method, path, **options)
-            self._check(response)
+            self.check(response)
         return self._json(response)
 
     def create(self, body: Manifest, namespace: str | None = None) -> Manifest:
-        created: Manifest = self._call("POST", self._path(namespace), json=body)
-        return created
+        return self._job(self._call("POST", self.path(namespace), json=body))
 
     def get(self, name: str, namespace: str | None = None) -> Manifest:
-        found: Manifest = self._call("GET", self._path(namespace, name))
-        return found
+        return self._job(self._call("GET", self.path(namespace, name)))
 
     def list(
         self, namespace: str | None = None, selector: str | None = None, *, all_namespaces: bool = False
     ) -> Manifests:
         """Every matching job, read in pages."""
-        path = "/trainingjobs" if all_namespaces else self._path(namespace)
+        path = "/trainingjobs" if all_namespaces else self.path(namespace)
         items: Manifests = []
         token = None
         while True:
@@ -186,76 +170,36 @@ class RestJobs:
                 | ({"continue": token} if token else {})
             )
             page = self._call("GET", path, params=params)
-            items += page.get("items", [])
-            token = (page.get("metadata") or {}).get("continue")
+            items += [self._job(item) for item in self._items(page, "jobs")]
+            metadata = page.get("metadata")
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
             if not token:
                 return items
 
     def delete(self, name: str, namespace: str | None = None) -> None:
-        self._call("DELETE", self._path(namespace, name))
+        self._call("DELETE", self.path(namespace, name))
 
     def set_suspend(self, name: str, suspend: bool, namespace: str | None = None) -> Manifest:
-        found: Manifest = self._call("POST", f"{self._path(namespace, name)}/{'suspend' if suspend else 'resume'}")
-        return found
+        return self._job(self._call("POST", f"{self.path(namespace, name)}/{'suspend' if suspend else 'resume'}"))
 
     def watch(self, name: str, namespace: str | None = None, timeout: float | None = None) -> Iterator[Manifest]:
         """The job now, then every new status of it (the API's server-sent events), until `timeout` seconds have
-        passed (forever when None); NotFound once it is deleted. The stream is opened again when it ends, when it
-        is quiet for KEEPALIVE_GRACE seconds, or when its connection drops (after a pause, see deadline.Retry);
-        only an API that never answered is an error at once."""
-        deadline = Deadline(timeout)
-        retry, answered = Retry(deadline), False
-        while True:
-            failed: Unavailable | None = None
-            try:
-                for job in self._stream(name, namespace, deadline, retry, quiet=answered):
-                    answered = True
-                    yield job
-            except Unavailable as error:
-                if not answered:
-                    raise
-                failed = error
-            if deadline.passed() or not retry.again(failed):
-                return
-
-    def _stream(
-        self, name: str, namespace: str | None, deadline: Deadline, retry: Retry, *, quiet: bool
-    ) -> Iterator[Manifest]:
-        """The jobs of one event stream, until it ends, the deadline passes or nothing comes for a while (an error
-        unless `quiet` may be, or the deadline passed)."""
-        timeout = httpx.Timeout(self.timeout, read=deadline.left(KEEPALIVE_GRACE))
-        with answering(self.server):
-            try:
-                with self.http.stream("GET", f"{self._path(namespace, name)}/watch", timeout=timeout) as response:
-                    self._check(response)
-                    for number, (event, data) in enumerate(sse_events(_lines(response, deadline, retry))):
-                        if number:
-                            retry.progressed()  # news, not the state every stream starts with
-                        if event == "deleted":
-                            raise NotFound(f"{describe_job(self._ns(namespace), name)} was deleted", status=404)
-                        if event in ("status", "message"):
-                            yield json_object(
-                                data, f"the REST API at {self.server} sent a watch event that is not a job"
-                            )
-            except httpx.ReadTimeout:
-                if not (quiet or deadline.passed()):
-                    raise
+        passed (forever when None); NotFound once it is deleted. See rest_watch."""
+        return RestWatch(self, name, self._ns(namespace)).follow(timeout)
 
     def events(self, name: str, namespace: str | None = None) -> Manifests:
-        found: Manifest = self._call("GET", f"{self._path(namespace, name)}/events")
-        return list(found["items"])
+        return self._items(self._call("GET", f"{self.path(namespace, name)}/events"), "events")
 
     def failure(self, name: str, namespace: str | None = None) -> Manifest | None:
         """The job's status.lastFailure with its logTail, which the job as GET returns it leaves out (the API shows
         a rank's log lines only to callers who may read pod logs)."""
-        found: Manifest = self._call("GET", f"{self._path(namespace, name)}/failure")
+        found = self._object(self._call("GET", f"{self.path(namespace, name)}/failure"), "a failure")
         failure = found.get("lastFailure")
         return failure if isinstance(failure, dict) else None
 
     def pods(self, name: str, namespace: str | None = None) -> Manifests:
         """The job's pods as the dashboard lists them (rows, not pod objects)."""
-        found: Manifest = self._call("GET", f"{self._path(namespace, name)}/pods")
-        return list(found["items"])
+        return self._items(self._call("GET", f"{self.path(namespace, name)}/pods"), "pods")
 
     def logs(
         self, name: str, namespace: str | None = None, *, replica: str = "worker-0", follow: bool = False,
@@ -269,13 +213,13 @@ class RestJobs:
         )
         timeout = httpx.Timeout(self.timeout, read=None if follow else self.timeout)
         request = self.http.build_request(
-            "GET", f"{self._path(namespace, name)}/logs", params=params, timeout=timeout,
+            "GET", f"{self.path(namespace, name)}/logs", params=params, timeout=timeout,
             headers={"Accept-Encoding": "identity"},
         )  # fmt: skip
         with answering(self.server):
             response = self.http.send(request, stream=True)
             try:
-                self._check(response)  # reads an error's body: inside `answering`, as any read
+                self.check(response)  # reads an error's body: inside `answering`, as any read
             except BaseException:
                 response.close()
                 raise
@@ -292,17 +236,7 @@ class RestJobs:
             response.close()
 
     def timeline(self, name: str, namespace: str | None = None, *, chrome: bool = False) -> Manifest:
-        found: Manifest = self._call(
-            "GET", f"{self._path(namespace, name)}/timeline", params={"format": "chrome" if chrome else "json"}
+        found = self._call(
+            "GET", f"{self.path(namespace, name)}/timeline", params={"format": "chrome" if chrome else "json"}
         )
-        return found
-
-
-def _lines(response: httpx.Response, deadline: Deadline, retry: Retry) -> Iterator[str]:
-    """The stream's lines until it ends or the deadline passes; a keepalive comment is progress."""
-    for line in response.iter_lines():
-        yield line
-        if line.startswith(":"):
-            retry.progressed()
-        if deadline.passed():
-            return
+        return self._object(found, "a timeline")

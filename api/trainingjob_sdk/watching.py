@@ -43,13 +43,13 @@ class JobWatch:
         while not deadline.passed():
             failed: Unavailable | None = None
             try:
-                for kind, found in self._events(version, deadline):
+                for kind, found in self._events(version, deadline, retry):
                     if kind == "ERROR":
                         current = self._gone(found)
+                        retry.answered()
                         version = current["metadata"]["resourceVersion"]
                         yield current
                         break
-                    retry.progressed()
                     version = found.get("metadata", {}).get("resourceVersion", version)
                     if kind in ("ADDED", "MODIFIED"):
                         yield found
@@ -67,8 +67,9 @@ class JobWatch:
             )
         return self.get()
 
-    def _events(self, version: str, deadline: Deadline) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The events of one WATCH request from `version` (the type and the object), until the deadline."""
+    def _events(self, version: str, deadline: Deadline, retry: Retry) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The events of one WATCH request from `version` (the type and the object), until the deadline; each
+        event but an ERROR, and a clean end, is an answer to `retry`."""
         what = describe_job(self.namespace, self.name)
         left = max(1, math.ceil(deadline.left(WATCH_SECONDS)))
         with answering(what):
@@ -80,9 +81,13 @@ class JobWatch:
             try:
                 for line in iter_resp_lines(response):
                     if line:
-                        yield _event(line, what)
+                        kind, found = _event(line, what)
+                        if kind != "ERROR":
+                            retry.answered()
+                        yield kind, found
                     if deadline.passed():
                         return
+                retry.answered()
             finally:
                 response.close()  # an event stream left unread must not go back to the pool
                 response.release_conn()

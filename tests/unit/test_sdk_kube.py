@@ -165,3 +165,60 @@ def test_a_kubeconfig_that_cannot_be_read_is_not_configured(tmp_path: Path, text
     (tmp_path / "kubeconfig").write_text(text)
     with pytest.raises(NotConfigured, match=r"the kubeconfig .*kubeconfig cannot be used: "):
         KubeJobs.connect(tmp_path / "kubeconfig")
+
+
+def test_bookmarks_that_end_their_streams_at_once_do_not_make_a_hot_loop() -> None:
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}}
+    custom = Custom([job(1)], [[bookmark]])
+    assert phases(kube(custom), timeout=1.2) == ["Running"]
+    assert 2 <= len(custom.versions) <= 4, len(custom.versions)
+
+
+class Clock:
+    """time for deadline: monotonic seconds that pass only by sleeping or by `now` being set."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 0.0, list[float]()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    made = Clock()
+    monkeypatch.setattr(deadline, "time", made)
+    return made
+
+
+def test_an_answer_between_failures_ends_the_outage(clock: Clock) -> None:
+    retry, failed = deadline.Retry(deadline.Deadline(None)), Unavailable("down")
+    clock.now = 50.0
+    assert retry.again(failed)
+    clock.now = 55.0
+    retry.answered()  # a WATCH that worked
+    clock.now = 110.0
+    assert retry.again(failed)  # 55 s since the answer, not 110 since the first failure
+    clock.now = 115.0
+    with pytest.raises(Unavailable):
+        retry.again(failed)
+
+
+@pytest.mark.parametrize(
+    ("lived", "pauses"),
+    [pytest.param(0.0, [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0], id="streams that end at once: growing pauses"),
+     pytest.param(deadline.SETTLED, [0.0] * 7, id="streams that lasted: again at once")],
+)  # fmt: skip
+def test_the_pause_before_the_next_stream_depends_on_how_long_the_last_one_lasted(
+    clock: Clock, lived: float, pauses: list[float]
+) -> None:
+    retry = deadline.Retry(deadline.Deadline(None))
+    for _ in pauses:
+        clock.now += lived
+        retry.answered()  # however much each stream sent
+        retry.again()
+    assert clock.slept == pauses

@@ -5,6 +5,7 @@ typed error."""
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +16,8 @@ import httpx
 import pytest
 from tests.builders import job_manifest
 
-from trainingjob_sdk import Client, NotConfigured, NotFound, TrainingJobError, Unavailable, WaitTimeout
+from trainingjob_sdk import Client, NotConfigured, NotFound, TrainingJobError, Unavailable, WaitTimeout, deadline
+from trainingjob_sdk.manifests import as_job
 from trainingjob_sdk.rest import RestJobs, sse_events
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -42,15 +44,31 @@ class Chunks(httpx.SyncByteStream):
             raise self.then
 
 
-def streams(*bodies: Chunks) -> tuple[Handler, list[httpx.Request]]:
-    """A handler answering each request with the next of `bodies` (the last again once they run out)."""
+SSE = {"Content-Type": "text/event-stream"}
+
+
+def streams(*bodies: Chunks | Exception, headers: dict[str, str] = SSE) -> tuple[Handler, list[httpx.Request]]:
+    """A handler answering a GET of the job with it, and each watch request with the next of `bodies` (the last
+    again once they run out; an exception is raised instead of answering)."""
     asked: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/watch"):
+            return httpx.Response(200, json=job_manifest("a") | {"status": {"phase": "Pending", "attempt": 1}})
         asked.append(request)
-        return httpx.Response(200, stream=bodies[min(len(asked), len(bodies)) - 1])
+        body = bodies[min(len(asked), len(bodies)) - 1]
+        if isinstance(body, Exception):
+            raise body
+        return httpx.Response(200, headers=headers, stream=body)
 
     return answer, asked
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pauses between watch requests of 10 ms, and an outage raised after 0.3 s."""
+    monkeypatch.setattr(deadline, "FIRST_PAUSE", 0.01)
+    monkeypatch.setattr(deadline, "LONGEST_OUTAGE", 0.3)
 
 
 @pytest.mark.parametrize(
@@ -71,6 +89,7 @@ def test_server_sent_events_as_the_spec_reads_them(text: str, expected: list[tup
     assert list(sse_events(text.splitlines())) == expected
 
 
+@pytest.mark.usefixtures("quick")
 def test_the_watch_goes_on_past_a_clean_end_a_quiet_spell_and_a_dropped_connection() -> None:
     handler, asked = streams(
         Chunks(event("Running")),
@@ -79,7 +98,7 @@ def test_the_watch_goes_on_past_a_clean_end_a_quiet_spell_and_a_dropped_connecti
         Chunks(event("Restarting"), event("Succeeded")),
     )
     seen = [job.status.phase.value for job in Client(rest(handler)).watch("a", timeout=30) if job.status]
-    assert seen == ["Running", "Restarting", "Succeeded"] and len(asked) == 4
+    assert seen == ["Pending", "Running", "Restarting", "Succeeded"] and len(asked) == 4
 
 
 @pytest.mark.parametrize(
@@ -112,6 +131,99 @@ def test_what_the_watch_stream_says_besides_a_job(body: bytes, kind: type[Except
     assert type(raised.value) is kind
 
 
+@pytest.mark.usefixtures("quick")
+@pytest.mark.parametrize(
+    ("then", "headers", "kind", "words"),
+    [
+        pytest.param(
+            Chunks(b"<html>app</html>\n"), {"Content-Type": "text/html"}, TrainingJobError,
+            "answered the watch with text/html, not text/event-stream", id="a web page",
+        ),
+        pytest.param(Chunks(), SSE, Unavailable, "ended the watch .* before it sent the job", id="an empty stream"),
+        pytest.param(Chunks(b'event: status\ndata: {"a":'), SSE, Unavailable, "before it sent", id="a cut-off event"),
+        pytest.param(Chunks(b": keepalive\n\n"), SSE, Unavailable, "before it sent the job", id="keepalives only"),
+        pytest.param(httpx.ReadTimeout("no headers"), SSE, Unavailable, "unreachable", id="no answer"),
+    ],
+)  # fmt: skip
+def test_a_watch_whose_streams_never_send_the_job_fails(
+    then: Chunks | Exception, headers: dict[str, str], kind: type[Exception], words: str
+) -> None:
+    handler, asked = streams(Chunks(event("Running")), then, headers=headers)
+    with pytest.raises(kind, match=words) as raised:
+        list(rest(handler).watch("a", timeout=5))
+    assert type(raised.value) is kind and asked
+
+
+def test_wait_with_no_time_left_still_reads_the_job_once() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert not request.url.path.endswith("/watch"), "watched with no time left"
+        return httpx.Response(200, json=job_manifest("a") | {"status": {"phase": "Succeeded", "attempt": 1}})
+
+    assert str(Client(rest(answer)).wait("a", timeout=0).status.phase) == "Succeeded"  # type: ignore[union-attr]
+
+
+def test_streams_that_end_at_once_are_opened_again_after_growing_pauses() -> None:
+    handler, asked = streams(Chunks(event("Running"), b": keepalive\n\n"))
+    list(rest(handler).watch("a", timeout=1.2))
+    assert 2 <= len(asked) <= 4, len(asked)
+
+
+def job_calls() -> list[Any]:
+    return [
+        pytest.param(lambda jobs: jobs.get("a"), id="get"),
+        pytest.param(lambda jobs: jobs.list(), id="list"),
+        pytest.param(lambda jobs: jobs.set_suspend("a", True), id="suspend"),
+        pytest.param(lambda jobs: jobs.events("a"), id="events"),
+        pytest.param(lambda jobs: jobs.pods("a"), id="pods"),
+    ]
+
+
+def json_answer(body: Any) -> httpx.Response:
+    return httpx.Response(200, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+
+
+SHAPES = [pytest.param([], id="[]"), pytest.param("x", id="a string"), pytest.param(None, id="null")]
+
+
+@pytest.mark.parametrize("body", [*SHAPES, pytest.param({}, id="{}")])
+@pytest.mark.parametrize("call", job_calls())
+def test_answers_of_the_wrong_shape_are_bad_responses(call: Callable[[RestJobs], Any], body: Any) -> None:
+    with pytest.raises(TrainingJobError) as raised:
+        call(rest(lambda request: json_answer(body)))
+    assert raised.value.reason == "BadResponse"
+
+
+@pytest.mark.parametrize("body", SHAPES)
+@pytest.mark.parametrize(
+    "call",
+    [pytest.param(lambda jobs: jobs.timeline("a"), id="timeline"),
+     pytest.param(lambda jobs: jobs.failure("a"), id="failure")],
+)  # fmt: skip
+def test_objects_of_the_wrong_shape_are_bad_responses(call: Callable[[RestJobs], Any], body: Any) -> None:
+    with pytest.raises(TrainingJobError) as raised:
+        call(rest(lambda request: json_answer(body)))
+    assert raised.value.reason == "BadResponse"
+
+
+@pytest.mark.parametrize(
+    ("items", "words"),
+    [pytest.param([1], "items are not JSON objects", id="not objects"),
+     pytest.param([{"metadata": {}}], "a job without metadata.name", id="no name"),
+     pytest.param([{"metadata": {"name": ""}}], "a job without metadata.name", id="an empty name")],
+)  # fmt: skip
+def test_listed_jobs_are_objects_with_names(items: list[Any], words: str) -> None:
+    with pytest.raises(TrainingJobError, match=words) as raised:
+        rest(lambda request: httpx.Response(200, json={"items": items})).list()
+    assert raised.value.reason == "BadResponse"
+
+
+@pytest.mark.parametrize("raw", SHAPES)
+def test_as_job_refuses_what_is_no_mapping(raw: Any) -> None:
+    with pytest.raises(TrainingJobError, match="not a JSON object") as raised:
+        as_job(raw)
+    assert raised.value.reason == "BadResponse"
+
+
 @contextmanager
 def serving(write: Callable[[Callable[[bytes], None], threading.Event], None]) -> Iterator[str]:
     """A local HTTP server answering every GET with an event stream that `write` writes (given a chunk writer and
@@ -125,6 +237,14 @@ def serving(write: Callable[[Callable[[bytes], None], threading.Event], None]) -
             pass
 
         def do_GET(self) -> None:
+            if not self.path.endswith("/watch"):
+                body = json.dumps(job_manifest("a") | {"status": {"phase": "Running", "attempt": 1}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -169,6 +289,20 @@ def test_wait_times_out_at_its_deadline_whatever_the_stream_does(
     ):
         client.wait("a", timeout=0.7)
     assert late.value.job is not None
+
+
+def slow_keepalives(chunk: Callable[[bytes], None], over: threading.Event) -> None:
+    chunk(event("Running"))
+    while not over.wait(0.9):
+        chunk(b": keepalive\n\n")
+
+
+def test_wait_ends_at_its_deadline_between_keepalives() -> None:
+    with serving(slow_keepalives) as url, Client(RestJobs(url, "token")) as client:
+        started = time.monotonic()
+        with pytest.raises(WaitTimeout):
+            client.wait("a", timeout=1.0)
+        assert time.monotonic() - started < 1.5  # not at the second keepalive, 1.8 s in
 
 
 def redirect(location: str | None) -> Handler:
