@@ -2,9 +2,11 @@
 expects to a line and an exit code."""
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, repo
 from tjctl.output import FORMATS, Ui, name_of
 from trainingjob import crd
 from trainingjob_sdk import Client, RestJobs, TrainingJobError, connect
+from trainingjob_sdk.errors import one_line
 
 Cluster = Callable[[Client, argparse.Namespace, Ui], int]
 DESCRIPTION = "Run a TrainingJob on this machine, or submit and manage TrainingJobs on a cluster."
@@ -150,8 +153,11 @@ def _completion(args: argparse.Namespace, ui: Ui) -> int:
 def _cluster(args: argparse.Namespace, ui: Ui) -> int:
     if args.server and (args.kubeconfig or args.context):
         raise UsageError("--server names the REST API, --kubeconfig and --context a kubeconfig's cluster: give one")
-    if args.server and not (args.token or os.environ.get("TJCTL_TOKEN")):
+    token = args.token or os.environ.get("TJCTL_TOKEN")
+    if args.server and not token:
         raise UsageError("--server needs --token (or $TJCTL_TOKEN)")
+    if token and not (token.isascii() and token.isprintable()):
+        raise UsageError("--token (or $TJCTL_TOKEN) must be printable ASCII: no other letters, no newline")
     with connect(
         server=args.server, token=args.token, kubeconfig=args.kubeconfig, namespace=args.namespace,
         context=args.context, cacert=args.cacert,
@@ -170,18 +176,43 @@ def _failed(error: TrainingJobError | UsageError, ui: Ui) -> int:
     return report(error, ui.err)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    ui = Ui.create()
+def _run(args: argparse.Namespace, ui: Ui) -> int:
     try:
         return int(args.local(args, ui)) if hasattr(args, "local") else _cluster(args, ui)
     except KeyboardInterrupt:
         ui.note("interrupted")
         return INTERRUPTED
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error as Python exits
-        return BROKEN_PIPE
     except (TrainingJobError, UsageError) as error:
         return _failed(error, ui)
+    except BrokenPipeError:
+        raise
     except OSError as error:  # a file of the user's (the SDK says a server's errors as TrainingJobError)
         return report(file_problem(error), ui.err)
+
+
+class _OneLine(logging.Handler):
+    """The errors libraries log (the kubernetes client's of a credential plugin), as one line of tjctl's on stderr."""
+
+    def __init__(self, ui: Ui) -> None:
+        super().__init__(logging.ERROR)  # not urllib3's warnings of retries: the error after them says it
+        self.ui = ui
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.ui.note(f"warning: {one_line(record.getMessage())}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ui = Ui.create()
+    logged = _OneLine(ui)
+    logging.getLogger().addHandler(logged)
+    try:
+        return _run(args, ui)
+    except BrokenPipeError:  # stdout's reader went away, or stderr's while an error was said
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(OSError, ValueError):
+                os.dup2(devnull, stream.fileno())  # no second error as Python exits
+        return BROKEN_PIPE
+    finally:
+        logging.getLogger().removeHandler(logged)

@@ -16,6 +16,8 @@ from trainingjob_sdk import (
     WaitTimeout,
 )
 from trainingjob_sdk.errors import one_line
+from trainingjob_sdk.kube import NO_CLUSTER
+from trainingjob_sdk.rest import BAD_CA, BAD_SERVER
 
 OK = 0
 FAILED = 1  # the job failed (or finished without reaching what wait waited for), or the server refused the request
@@ -60,6 +62,8 @@ def user_file(path: Path | str) -> Iterator[None]:
 def exit_code(error: Exception) -> int:
     if isinstance(error, UsageError | Invalid):
         return USAGE
+    if isinstance(error, NotConfigured) and error.reason in (BAD_SERVER, BAD_CA):
+        return USAGE  # --server or --cacert as typed
     if isinstance(error, WaitTimeout):
         return TIMEOUT
     if isinstance(error, NotConfigured | Unavailable):
@@ -75,7 +79,7 @@ def lines(error: Exception) -> list[str]:
     if isinstance(error, JobFinished | WaitTimeout):
         return [one_line(str(error))]
     message = one_line(error.message)  # whatever the server or a YAML parser wrote
-    if isinstance(error, NotConfigured):
+    if isinstance(error, NotConfigured) and error.reason == NO_CLUSTER:
         message = f"{message} ({NOT_CONFIGURED_HINT})"
     first = f"error from the server ({error.reason}): {message}" if error.status is not None else f"error: {message}"
     fields = error.unsaid() if isinstance(error, Invalid) else []

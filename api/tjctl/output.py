@@ -47,9 +47,15 @@ class Ui:
         return cls(console(), console(stderr=True))
 
     def write(self, text: str) -> None:
-        """Text as it is, no markup, no wrapping (manifests, logs), flushed so a pipe sees it now."""
-        self.out.file.write(text)
-        self.out.file.flush()
+        """Text as it is, no markup, no wrapping (manifests, logs), flushed so a pipe sees it now; what stdout's
+        encoding cannot hold replaced (PYTHONIOENCODING=ascii), not an error."""
+        file = self.out.file
+        try:
+            file.write(text)
+        except UnicodeEncodeError:
+            encoding = getattr(file, "encoding", None) or "utf-8"
+            file.write(text.encode(encoding, errors="replace").decode(encoding))
+        file.flush()
 
     def note(self, text: str) -> None:
         self.err.print(text, markup=False, soft_wrap=True)

@@ -55,6 +55,9 @@ class Transport(Protocol):
 
 def targets(until: str | Iterable[Phase | ConditionType | str]) -> frozenset[str]:
     """The phases and condition types `until` names; Invalid naming `until` for any other name (or none)."""
+    if not isinstance(until, str | Iterable):
+        message = f"until: {until!r} is none of {', '.join(TARGETS)}, nor several of them, nor a predicate"
+        raise Invalid(message, [FieldError("until", message)], status=None)
     wanted = frozenset(str(each) for each in ([until] if isinstance(until, str) else until))
     unknown = sorted(wanted.difference(TARGETS))
     if unknown or not wanted:
@@ -240,7 +243,12 @@ class Client:
     def last_failure(self, name: str, namespace: str | None = None) -> LastFailure | None:
         """The job's last failure with the failed rank's last log lines (logTail), kept in its status when the pod
         may be gone; None when it has not failed. Through the REST API, the caller needs the right to read logs."""
-        raw = self.transport.failure(name, namespace)
+        failure = getattr(self.transport, "failure", None)  # a transport written before failure() was
+        if failure is not None:
+            raw = failure(name, namespace)
+        else:
+            status = self.transport.get(name, namespace).get("status")
+            raw = status.get("lastFailure") if isinstance(status, dict) else None
         try:
             return LastFailure.model_validate(raw) if raw else None
         except ValidationError:  # stored before the model changed: as good as none

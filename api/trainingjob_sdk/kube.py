@@ -26,6 +26,7 @@ from trainingjob_sdk.watching import JobWatch
 __all__ = ["KubeJobs", "answering", "kubernetes_message", "typed"]  # the REST API reads Kubernetes' errors so too
 
 PAGE = 500
+NO_CLUSTER = "NoCluster"  # NotConfigured's reason when neither a kubeconfig nor a pod's account was found
 SUSPEND_ATTEMPTS = 3
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
 # What reading a kubeconfig raises when it is not one: libyaml's errors, and the client's on a wrong shape.
@@ -45,7 +46,7 @@ def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[Any, s
         config.load_incluster_config(client_configuration=configuration)
         namespace = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
     except (ConfigException, OSError) as error:
-        raise NotConfigured(f"no cluster to talk to: {error}") from None
+        raise NotConfigured(f"no cluster to talk to: {error}", reason=NO_CLUSTER) from None
     return client.ApiClient(configuration), namespace or "default"
 
 

@@ -15,9 +15,10 @@ from trainingjob_sdk.errors import FieldError, Invalid, NotConfigured, TrainingJ
 from trainingjob_sdk.jobs import Manifest, Manifests
 from trainingjob_sdk.rest_watch import RestWatch, answering, sse_events
 
-__all__ = ["RestJobs", "answering", "problem", "sse_events"]
+__all__ = ["BAD_CA", "BAD_SERVER", "RestJobs", "answering", "problem", "sse_events"]
 
 SCHEMES = ("http", "https")
+BAD_SERVER, BAD_CA = "InvalidServerURL", "InvalidCACert"  # NotConfigured's reasons for what the caller named
 
 
 def problem(response: httpx.Response) -> TrainingJobError:
@@ -43,7 +44,8 @@ def _base(server: str) -> str:
     except httpx.InvalidURL:
         url = None
     if url is None or url.scheme not in SCHEMES or not url.host:
-        raise NotConfigured(f"the REST API's URL {server!r} must start with http:// or https:// and name a host")
+        message = f"the REST API's URL {server!r} must start with http:// or https:// and name a host"
+        raise NotConfigured(message, reason=BAD_SERVER)
     return text
 
 
@@ -54,9 +56,11 @@ def _verify(cacert: str | Path | None) -> ssl.SSLContext | bool:
     try:
         return ssl.create_default_context(cafile=str(cacert))
     except ssl.SSLError as error:
-        raise NotConfigured(f"the CA file {cacert} holds no PEM certificate ({error.reason or error})") from None
+        raise NotConfigured(
+            f"the CA file {cacert} holds no PEM certificate ({error.reason or error})", reason=BAD_CA
+        ) from None
     except OSError as error:
-        raise NotConfigured(f"the CA file {cacert} cannot be read: {error.strerror or error}") from None
+        raise NotConfigured(f"the CA file {cacert} cannot be read: {error.strerror or error}", reason=BAD_CA) from None
 
 
 def _loopback(host: str) -> bool:

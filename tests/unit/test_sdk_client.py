@@ -131,7 +131,7 @@ def test_job_failed_is_a_job_finished_and_both_say_why() -> None:
 @pytest.mark.parametrize(
     "until",
     [pytest.param("succeeded", id="the wrong case"), pytest.param(["Running", "Done"], id="one of several"),
-     pytest.param([], id="nothing")],
+     pytest.param([], id="nothing"), pytest.param(5, id="a number")],
 )  # fmt: skip
 def test_until_must_name_a_phase_or_a_condition(until: Any) -> None:
     client = Client(FakeJobs(job_manifest("a")))
@@ -169,10 +169,20 @@ def test_create_all_takes_models_and_says_what_it_created_before_a_refusal() -> 
     assert fake.created == [("default", "a")]
 
 
-def test_last_failure_comes_from_the_transport() -> None:
+class WithoutFailure(FakeJobs):
+    """A custom transport written before Transport.failure was."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "failure":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+@pytest.mark.parametrize("transport", [FakeJobs, WithoutFailure], ids=["failure()", "no failure(): the job's status"])
+def test_last_failure_comes_from_the_transport(transport: type[FakeJobs]) -> None:
     failure = {"pod": "a-worker-0-1", "attempt": 1, "failureClass": "OOMKilled", "reason": "OOMKilled",
                "time": "2026-01-01T00:00:00Z", "logTail": "boom\n"}  # fmt: skip
-    client = Client(FakeJobs(job_manifest("a") | {"status": phase("Failed") | {"lastFailure": failure}}))
+    client = Client(transport(job_manifest("a") | {"status": phase("Failed") | {"lastFailure": failure}}))
     found = client.last_failure("a")
     assert found is not None and found.log_tail == "boom\n"
 

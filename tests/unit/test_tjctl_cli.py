@@ -149,7 +149,14 @@ FAILED_JOB = TrainingJob.from_manifest(
         (Invalid("file: cannot read\nit as YAML", status=None), 2, "error: file: cannot read it as YAML"),
         (errors.UsageError("--kill x: no"), 2, "error: --kill x: no"),
         (WaitTimeout("did not reach Running in 3 s"), 3, "did not reach Running in 3 s"),
-        (NotConfigured("no cluster to talk to"), 4, "error: no cluster to talk to (tjctl finds the cluster by"),
+        (NotConfigured("no cluster", reason="NoCluster"), 4, "error: no cluster (tjctl finds the cluster by"),
+        (
+            NotConfigured("the CA file x cannot be read", reason="InvalidCACert"),
+            2,
+            "error: the CA file x cannot be read",
+        ),
+        (NotConfigured("the REST API's URL 'x' must", reason="InvalidServerURL"), 2, "error: the REST API's URL 'x'"),
+        (NotConfigured("the REST API at x answered 301", reason=None), 4, "error: the REST API at x answered 301"),
         (Unavailable("unreachable: cannot connect"), 4, "error: unreachable: cannot connect"),
         (Unavailable("overloaded", status=503), 4, "error from the server (ServiceUnavailable): overloaded"),
     ],
@@ -158,6 +165,7 @@ def test_each_error_is_a_line_and_an_exit_code(error: Exception, code: int, firs
     assert errors.exit_code(error) == code
     said = errors.lines(error)
     assert said[0].startswith(first) and len(said) == 1, said
+    assert ("tjctl finds the cluster" in said[0]) is (getattr(error, "reason", None) == "NoCluster"), said
 
 
 def test_an_invalid_job_names_each_field_on_a_line_of_its_own() -> None:

@@ -2,6 +2,8 @@
 with its exit code and no traceback; a file it cannot write, a server URL or CA file it cannot use, a kubeconfig it
 cannot read, a job the model refuses, a submit refused before anything is created, a reader that goes away."""
 
+import io
+import logging
 import os
 import subprocess
 import sys
@@ -16,8 +18,8 @@ from tests.builders import job_manifest
 from tests.e2e.test_local_mode import REPO, tjctl_env
 from tests.unit.test_sdk_client import FakeJobs
 
-from tjctl import cli, commands
-from trainingjob_sdk import Client, Conflict, NotFound, RestJobs, TrainingJob
+from tjctl import cli, commands, output
+from trainingjob_sdk import Client, Conflict, NotConfigured, NotFound, RestJobs, TrainingJob
 
 Said = tuple[int, str, str]  # the exit code, stdout, stderr
 
@@ -48,10 +50,16 @@ def one_line(said: Said, code: int, *words: str) -> None:
 @pytest.mark.parametrize(
     ("argv", "code", "words"),
     [
-        pytest.param(["--server", "http://[::1"], 4, "must start with http:// or https://", id="an invalid URL"),
-        pytest.param(["--server", "127.0.0.1:1"], 4, "must start with http:// or https://", id="no scheme"),
-        pytest.param(["--cacert", "{tmp}/missing.pem"], 4, "missing.pem cannot be read", id="no CA file"),
-        pytest.param(["--cacert", "{tmp}/text.pem"], 4, "text.pem holds no PEM certificate", id="a CA file not PEM"),
+        pytest.param(["--server", "http://[::1"], 2, "must start with http:// or https://", id="an invalid URL"),
+        pytest.param(["--server", "127.0.0.1:1"], 2, "must start with http:// or https://", id="no scheme"),
+        pytest.param(["--cacert", "{tmp}/missing.pem"], 2, "missing.pem cannot be read", id="no CA file"),
+        pytest.param(["--cacert", "{tmp}/text.pem"], 2, "text.pem holds no PEM certificate", id="a CA file not PEM"),
+        pytest.param(
+            ["--token", "tök"], 2, "--token (or $TJCTL_TOKEN) must be printable ASCII", id="a non-ASCII token"
+        ),
+        pytest.param(
+            ["--token", "t\n"], 2, "--token (or $TJCTL_TOKEN) must be printable ASCII", id="a token with a newline"
+        ),
         pytest.param(["--kubeconfig", "{tmp}/kc"], 2, "--server names the REST API", id="a server and a kubeconfig"),
     ],
 )
@@ -61,7 +69,10 @@ def test_a_server_tjctl_cannot_use(
     (tmp_path / "text.pem").write_text("hello\n")
     server = [] if "--server" in argv else ["--server", "https://api.test"]
     given = [each.replace("{tmp}", str(tmp_path)) for each in argv]
-    one_line(run([*server, *given, "--token", "t", "get", "a"], capsys), code, words)
+    token = [] if "--token" in argv else ["--token", "t"]
+    said = run([*server, *given, *token, "get", "a"], capsys)
+    one_line(said, code, words)
+    assert "tjctl finds the cluster" not in said[2]
 
 
 @pytest.mark.parametrize(
@@ -193,3 +204,48 @@ def test_a_reader_that_went_away_is_exit_141_without_a_traceback(argv: list[str]
     finally:
         os.close(writer)
     assert done.returncode == 141 and done.stderr == "", done.stderr
+
+
+class Broken:
+    """A stream whose reader went away."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError
+
+    def flush(self) -> None:
+        raise BrokenPipeError
+
+    def isatty(self) -> bool:
+        return False
+
+
+def test_an_error_whose_reader_went_away_is_exit_141(monkeypatch: pytest.MonkeyPatch) -> None:
+    ui = output.Ui(output.PipedConsole(file=io.StringIO()), output.PipedConsole(file=Broken()))  # type: ignore[arg-type]
+    monkeypatch.setattr(output.Ui, "create", classmethod(lambda cls: ui))
+    monkeypatch.setattr(cli, "connect", lambda **_: (_ for _ in ()).throw(NotConfigured("no cluster")))
+    assert cli.main(["get", "a"]) == 141  # the error line cannot be written
+
+
+def test_a_log_stdout_cannot_encode_is_written_with_replacements(
+    fake: FakeJobs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    ui = output.Ui(output.PipedConsole(file=out), output.PipedConsole(file=io.StringIO()))
+    monkeypatch.setattr(output.Ui, "create", classmethod(lambda cls: ui))
+    monkeypatch.setattr(fake, "logs", lambda *_, **__: iter(["héllo wörld\n"]), raising=False)
+    assert cli.main(["logs", "a"]) == 0
+    assert out.buffer.getvalue() == b"h?llo w?rld\n"
+
+
+def test_what_libraries_log_is_one_line_of_tjctls(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def connect(**_: Any) -> Client:
+        logging.getLogger().error("exec: process returned 1.\nStderr: token expired")
+        raise NotConfigured("the kubeconfig's credentials could not be refreshed")
+
+    monkeypatch.setattr(cli, "connect", connect)
+    code, _, err = run(["get", "a"], capsys)
+    assert code == 4 and err.splitlines()[0] == "warning: exec: process returned 1. Stderr: token expired", err
