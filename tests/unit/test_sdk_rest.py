@@ -1,7 +1,7 @@
 """The SDK's REST transport against fake APIs (httpx's MockTransport, or a small local server where a real socket
-matters): the watch reopened past its ends and read timeouts until its deadline, server-sent events read as the
-spec says, and every odd answer (a redirect, a body that is no JSON, a broken gzip, a bad URL or CA file) as a
-typed error."""
+matters): the job read first, the watch reopened past its ends and read timeouts until its deadline (after pauses
+when streams end at once, an outage when they never send the job), server-sent events read as the spec says.
+Answers it cannot use: test_sdk_rest_answers."""
 
 import json
 import threading
@@ -9,15 +9,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from tests.builders import job_manifest
 
-from trainingjob_sdk import Client, NotConfigured, NotFound, TrainingJobError, Unavailable, WaitTimeout, deadline
-from trainingjob_sdk.manifests import as_job
+from trainingjob_sdk import Client, NotFound, TrainingJobError, Unavailable, WaitTimeout, deadline
 from trainingjob_sdk.rest import RestJobs, sse_events
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -168,62 +166,6 @@ def test_streams_that_end_at_once_are_opened_again_after_growing_pauses() -> Non
     assert 2 <= len(asked) <= 4, len(asked)
 
 
-def job_calls() -> list[Any]:
-    return [
-        pytest.param(lambda jobs: jobs.get("a"), id="get"),
-        pytest.param(lambda jobs: jobs.list(), id="list"),
-        pytest.param(lambda jobs: jobs.set_suspend("a", True), id="suspend"),
-        pytest.param(lambda jobs: jobs.events("a"), id="events"),
-        pytest.param(lambda jobs: jobs.pods("a"), id="pods"),
-    ]
-
-
-def json_answer(body: Any) -> httpx.Response:
-    return httpx.Response(200, content=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-
-
-SHAPES = [pytest.param([], id="[]"), pytest.param("x", id="a string"), pytest.param(None, id="null")]
-
-
-@pytest.mark.parametrize("body", [*SHAPES, pytest.param({}, id="{}")])
-@pytest.mark.parametrize("call", job_calls())
-def test_answers_of_the_wrong_shape_are_bad_responses(call: Callable[[RestJobs], Any], body: Any) -> None:
-    with pytest.raises(TrainingJobError) as raised:
-        call(rest(lambda request: json_answer(body)))
-    assert raised.value.reason == "BadResponse"
-
-
-@pytest.mark.parametrize("body", SHAPES)
-@pytest.mark.parametrize(
-    "call",
-    [pytest.param(lambda jobs: jobs.timeline("a"), id="timeline"),
-     pytest.param(lambda jobs: jobs.failure("a"), id="failure")],
-)  # fmt: skip
-def test_objects_of_the_wrong_shape_are_bad_responses(call: Callable[[RestJobs], Any], body: Any) -> None:
-    with pytest.raises(TrainingJobError) as raised:
-        call(rest(lambda request: json_answer(body)))
-    assert raised.value.reason == "BadResponse"
-
-
-@pytest.mark.parametrize(
-    ("items", "words"),
-    [pytest.param([1], "items are not JSON objects", id="not objects"),
-     pytest.param([{"metadata": {}}], "a job without metadata.name", id="no name"),
-     pytest.param([{"metadata": {"name": ""}}], "a job without metadata.name", id="an empty name")],
-)  # fmt: skip
-def test_listed_jobs_are_objects_with_names(items: list[Any], words: str) -> None:
-    with pytest.raises(TrainingJobError, match=words) as raised:
-        rest(lambda request: httpx.Response(200, json={"items": items})).list()
-    assert raised.value.reason == "BadResponse"
-
-
-@pytest.mark.parametrize("raw", SHAPES)
-def test_as_job_refuses_what_is_no_mapping(raw: Any) -> None:
-    with pytest.raises(TrainingJobError, match="not a JSON object") as raised:
-        as_job(raw)
-    assert raised.value.reason == "BadResponse"
-
-
 @contextmanager
 def serving(write: Callable[[Callable[[bytes], None], threading.Event], None]) -> Iterator[str]:
     """A local HTTP server answering every GET with an event stream that `write` writes (given a chunk writer and
@@ -303,84 +245,3 @@ def test_wait_ends_at_its_deadline_between_keepalives() -> None:
         with pytest.raises(WaitTimeout):
             client.wait("a", timeout=1.0)
         assert time.monotonic() - started < 1.5  # not at the second keepalive, 1.8 s in
-
-
-def redirect(location: str | None) -> Handler:
-    headers = {"Location": location} if location else {}
-    return lambda request: httpx.Response(301, headers=headers)
-
-
-def gzip_broken(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, headers={"Content-Encoding": "gzip"}, content=b"not gzip at all")
-
-
-@pytest.mark.parametrize(
-    ("handler", "kind", "words"),
-    [
-        pytest.param(
-            redirect("https://api.test/api/v1/namespaces/default/trainingjobs/a"), NotConfigured,
-            "answered 301 Moved Permanently: it points to https://api.test: use that URL", id="a redirect",
-        ),
-        pytest.param(redirect(None), NotConfigured, "does not say where to", id="a redirect to nowhere"),
-        pytest.param(
-            lambda request: httpx.Response(200, html="<html>hello</html>"), TrainingJobError,
-            "answered 200 with text/html; charset=utf-8, not JSON", id="HTML",
-        ),
-        pytest.param(gzip_broken, TrainingJobError, "cannot be decoded", id="a broken gzip"),
-    ],
-)  # fmt: skip
-def test_answers_the_sdk_cannot_use_are_typed_errors(handler: Handler, kind: type[Exception], words: str) -> None:
-    with pytest.raises(kind, match=words) as raised:
-        rest(handler).get("a")
-    assert type(raised.value) is kind
-
-
-@pytest.mark.parametrize(
-    "server",
-    [
-        pytest.param("http://[::1", id="an invalid URL"),
-        pytest.param("127.0.0.1:8000", id="no scheme"),
-        pytest.param("localhost:8000", id="a host taken for a scheme"),
-        pytest.param("ftp://api.test", id="another scheme"),
-        pytest.param("http://", id="no host"),
-    ],
-)
-def test_a_server_url_must_be_http_or_https(server: str) -> None:
-    with pytest.raises(NotConfigured, match="must start with http:// or https://"):
-        RestJobs(server, "token")
-
-
-def test_a_ca_file_must_exist_and_hold_certificates(tmp_path: Path) -> None:
-    with pytest.raises(NotConfigured, match=r"missing\.pem cannot be read: No such file or directory"):
-        RestJobs("https://api.test", "token", cacert=tmp_path / "missing.pem")
-    (tmp_path / "text.pem").write_text("hello\n")
-    with pytest.raises(NotConfigured, match=r"text\.pem holds no PEM certificate"):
-        RestJobs("https://api.test", "token", cacert=tmp_path / "text.pem")
-
-
-@pytest.mark.parametrize(
-    ("server", "unencrypted"),
-    [("http://127.0.0.1:8000", False), ("http://localhost:8000", False), ("http://[::1]:8000", False),
-     ("http://api.example:8000", True), ("https://api.example", False)],
-)  # fmt: skip
-def test_which_servers_get_the_token_unencrypted(server: str, unencrypted: bool) -> None:
-    assert RestJobs(server, "token").unencrypted is unencrypted
-
-
-def test_logs_are_asked_uncompressed_and_tail_zero_is_sent() -> None:
-    asked: list[httpx.Request] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        asked.append(request)
-        return httpx.Response(200, text="")
-
-    assert list(rest(answer).logs("a", tail=0)) == [""]
-    assert asked[0].headers["accept-encoding"] == "identity" and asked[0].url.params["tailLines"] == "0"
-
-
-def test_a_log_error_whose_body_breaks_off_is_unavailable() -> None:
-    def answer(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(404, stream=Chunks(b'{"mess', then=httpx.ReadError("reset")))
-
-    with pytest.raises(Unavailable, match="connection was lost"):
-        rest(answer).logs("a")
