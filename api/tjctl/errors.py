@@ -17,7 +17,7 @@ from trainingjob_sdk import (
 )
 from trainingjob_sdk.errors import one_line
 from trainingjob_sdk.kube import NO_CLUSTER
-from trainingjob_sdk.rest import BAD_CA, BAD_SERVER
+from trainingjob_sdk.rest import BAD_CA, BAD_SERVER, BAD_TOKEN
 
 OK = 0
 FAILED = 1  # the job failed (or finished without reaching what wait waited for), or the server refused the request
@@ -62,7 +62,7 @@ def user_file(path: Path | str) -> Iterator[None]:
 def exit_code(error: Exception) -> int:
     if isinstance(error, UsageError | Invalid):
         return USAGE
-    if isinstance(error, NotConfigured) and error.reason in (BAD_SERVER, BAD_CA):
+    if isinstance(error, NotConfigured) and error.reason in (BAD_SERVER, BAD_CA, BAD_TOKEN):
         return USAGE  # --server or --cacert as typed
     if isinstance(error, WaitTimeout):
         return TIMEOUT

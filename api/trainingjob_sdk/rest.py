@@ -15,10 +15,11 @@ from trainingjob_sdk.errors import FieldError, Invalid, NotConfigured, TrainingJ
 from trainingjob_sdk.jobs import Manifest, Manifests
 from trainingjob_sdk.rest_watch import RestWatch, answering, sse_events
 
-__all__ = ["BAD_CA", "BAD_SERVER", "RestJobs", "answering", "problem", "sse_events"]
+__all__ = ["BAD_CA", "BAD_SERVER", "BAD_TOKEN", "RestJobs", "answering", "problem", "sse_events"]
 
 SCHEMES = ("http", "https")
-BAD_SERVER, BAD_CA = "InvalidServerURL", "InvalidCACert"  # NotConfigured's reasons for what the caller named
+# NotConfigured's reasons for what the caller named
+BAD_SERVER, BAD_CA, BAD_TOKEN = "InvalidServerURL", "InvalidCACert", "InvalidToken"
 
 
 def problem(response: httpx.Response) -> TrainingJobError:
@@ -79,6 +80,8 @@ class RestJobs:
         self, server: str, token: str, namespace: str | None = None, *, cacert: str | Path | None = None,
         timeout: float | None = 30.0, transport: httpx.BaseTransport | None = None,
     ) -> None:  # fmt: skip
+        if not (token.isascii() and token.isprintable()):  # it goes into a header as it is
+            raise NotConfigured("the token must be printable ASCII: no other letters, no newline", reason=BAD_TOKEN)
         self.server, self.namespace, self.timeout = _base(server), namespace or "default", timeout
         self.http = httpx.Client(
             base_url=f"{self.server}/api/v1", headers={"Authorization": f"Bearer {token}"}, verify=_verify(cacert),

@@ -145,3 +145,10 @@ def test_a_log_error_whose_body_breaks_off_is_unavailable() -> None:
 
     with pytest.raises(Unavailable, match="connection was lost"):
         rest(answer).logs("a")
+
+
+@pytest.mark.parametrize("token", ["tök", "abc\ndef", "tab\there"], ids=["non-ascii", "newline", "tab"])
+def test_a_token_must_be_printable_ascii(token: str) -> None:
+    with pytest.raises(NotConfigured, match="printable ASCII") as refused:
+        RestJobs("https://api.example", token)
+    assert refused.value.reason == "InvalidToken"
