@@ -2,6 +2,10 @@
 pauses that grow while trying again gets nowhere, so that a failing server is not asked again at once, forever."""
 
 import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from trainingjob_sdk.errors import Unavailable
 
 FIRST_PAUSE = 0.5
 LONGEST_PAUSE = 8.0
@@ -50,3 +54,23 @@ class Retry:
         self.pause = min(LONGEST_PAUSE, max(FIRST_PAUSE, self.pause * 2))
         self.opened = time.monotonic()
         return not self.deadline.passed()
+
+
+def followed(
+    seconds: float | None, first: Callable[[], Any], streams: Callable[[Deadline, Retry], Iterator[Any]]
+) -> Iterator[Any]:
+    """What `first()` reads now, then what each stream of `streams(deadline, retry)` yields, opened again after it
+    ends (see Retry) until `seconds` have passed (forever when None). Unavailable from a stream is a failed attempt;
+    other errors end the watch."""
+    deadline = Deadline(seconds)
+    retry = Retry(deadline)
+    yield first()
+    retry.answered()
+    while not deadline.passed():
+        failed: Unavailable | None = None
+        try:
+            yield from streams(deadline, retry)
+        except Unavailable as error:  # no answer, a dropped connection, a failing server: after a pause, again
+            failed = error
+        if deadline.passed() or not retry.again(failed):
+            return

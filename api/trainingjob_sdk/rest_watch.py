@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from trainingjob_sdk.deadline import Deadline, Retry
+from trainingjob_sdk.deadline import Deadline, Retry, followed
 from trainingjob_sdk.errors import NotFound, TrainingJobError, Unavailable, one_line, unreachable_reason
 from trainingjob_sdk.jobs import Manifest, describe_job, json_object
 
@@ -86,18 +86,7 @@ class RestWatch:
     def follow(self, seconds: float | None) -> Iterator[Manifest]:
         """The job now, then every new status of it, until `seconds` have passed (forever when None); NotFound
         once it is deleted."""
-        deadline = Deadline(seconds)
-        retry = Retry(deadline)
-        yield self.jobs.get(self.name, self.namespace)
-        retry.answered()
-        while not deadline.passed():
-            failed: Unavailable | None = None
-            try:
-                yield from self._stream(deadline, retry)
-            except Unavailable as error:  # no answer, a dropped connection, or a stream that never sent the job
-                failed = error
-            if deadline.passed() or not retry.again(failed):
-                return
+        return followed(seconds, lambda: self.jobs.get(self.name, self.namespace), self._stream)
 
     def _stream(self, deadline: Deadline, retry: Retry) -> Iterator[Manifest]:
         """The jobs of one event stream, until it ends, the deadline passes or nothing comes for KEEPALIVE_GRACE

@@ -11,8 +11,8 @@ from typing import Any
 from kubernetes.watch.watch import iter_resp_lines
 
 from trainingjob.model import GROUP, PLURAL, VERSION
-from trainingjob_sdk.deadline import Deadline, Retry
-from trainingjob_sdk.errors import NotFound, Unavailable
+from trainingjob_sdk.deadline import Deadline, Retry, followed
+from trainingjob_sdk.errors import NotFound
 from trainingjob_sdk.jobs import Manifest, describe_job, json_object
 from trainingjob_sdk.kube_answers import answering, status_error
 
@@ -21,42 +21,40 @@ READ_GRACE = 30  # past the server's own time limit, a WATCH that sends nothing 
 GONE = 410
 
 
-@dataclass(frozen=True)
+@dataclass
 class JobWatch:
     """One job's WATCH requests: `custom` is the CustomObjectsApi, `get` reads the job now, `timeout` bounds the
-    connection (None: no bound)."""
+    connection (None: no bound); `version` is the resourceVersion the next WATCH starts from."""
 
     custom: Any
     get: Callable[[], Manifest]
     namespace: str
     name: str
     timeout: float | None
+    version: str = ""
 
     def follow(self, seconds: float | None) -> Iterator[Manifest]:
         """The job now, then every new version of it, until `seconds` have passed (forever when None); NotFound
         once it is deleted."""
-        deadline = Deadline(seconds)
-        retry = Retry(deadline)
+        return followed(seconds, self._read, self._stream)
+
+    def _read(self) -> Manifest:
         current = self.get()
-        yield current
-        version = current["metadata"]["resourceVersion"]
-        while not deadline.passed():
-            failed: Unavailable | None = None
-            try:
-                for kind, found in self._events(version, deadline, retry):
-                    if kind == "ERROR":
-                        current = self._gone(found)
-                        retry.answered()
-                        version = current["metadata"]["resourceVersion"]
-                        yield current
-                        break
-                    version = found.get("metadata", {}).get("resourceVersion", version)
-                    if kind in ("ADDED", "MODIFIED"):
-                        yield found
-            except Unavailable as error:  # the connection dropped, or the server failed: after a pause, again
-                failed = error
-            if not retry.again(failed):
+        self.version = current["metadata"]["resourceVersion"]
+        return current
+
+    def _stream(self, deadline: Deadline, retry: Retry) -> Iterator[Manifest]:
+        """The new versions of the job one WATCH request sends; after 410 Gone the job read again, and the next
+        WATCH from there."""
+        for kind, found in self._events(self.version, deadline, retry):
+            if kind == "ERROR":
+                current = self._gone(found)
+                retry.answered()
+                yield current
                 return
+            self.version = found.get("metadata", {}).get("resourceVersion", self.version)
+            if kind in ("ADDED", "MODIFIED"):
+                yield found
 
     def _gone(self, status: dict[str, Any]) -> Manifest:
         """The job read again after an ERROR event that is 410 Gone; any other as the SDK's error."""
@@ -65,7 +63,7 @@ class JobWatch:
             raise status_error(
                 int(code) if isinstance(code, int) else 0, status, describe_job(self.namespace, self.name)
             )
-        return self.get()
+        return self._read()
 
     def _events(self, version: str, deadline: Deadline, retry: Retry) -> Iterator[tuple[str, dict[str, Any]]]:
         """The events of one WATCH request from `version` (the type and the object), until the deadline; each
