@@ -12,7 +12,7 @@ from kubernetes import client
 from tests.builders import job_manifest
 from tests.support.controlplane import ControlPlane
 
-from trainingjob.model import GROUP, PLURAL
+from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -114,6 +114,16 @@ def create(world: World, name: str, labels: dict[str, str] | None = None) -> dic
     response = world.writer.post(jobs_path(world.home), json=manifest(name, labels))
     assert response.status_code == 201, response.text
     return dict(response.json())
+
+
+def worker_failed(admin: client.ApiClient, namespace: str, job: str, uid: str | None) -> None:
+    """A Warning event about `job`, as the operator posts one when a worker fails."""
+    involved = client.V1ObjectReference(api_version=API_VERSION, kind=KIND, name=job, namespace=namespace, uid=uid)
+    event = client.CoreV1Event(
+        metadata={"name": f"{job}.1"}, involved_object=involved, reason="WorkerFailed", type="Warning",
+        message="a worker exited with code 1.", source=client.V1EventSource(component="trainingjob-operator"),
+    )  # fmt: skip
+    client.CoreV1Api(admin).create_namespaced_event(namespace, event)
 
 
 def names(response: httpx.Response) -> list[str]:

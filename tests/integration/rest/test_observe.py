@@ -24,9 +24,8 @@ from tests.support.rest_api import (
     manifest,
     pod_of,
     service_account,
+    worker_failed,
 )
-
-from trainingjob.model import GROUP, VERSION
 
 pytestmark = pytest.mark.envtest
 
@@ -35,15 +34,7 @@ STREAMERS, STREAMS_EACH = 10, 20  # 200 idle follow streams; 20 is the default b
 
 def test_events_of_a_job(world: World, admin: client.ApiClient) -> None:
     job = create(world, "eventful")
-    involved = client.V1ObjectReference(
-        api_version=f"{GROUP}/{VERSION}", kind="TrainingJob", name="eventful", namespace=world.home,
-        uid=job["metadata"]["uid"],
-    )  # fmt: skip
-    event = client.CoreV1Event(
-        metadata={"name": "eventful.1"}, involved_object=involved, reason="WorkerFailed", type="Warning",
-        message="worker-1 exited with code 1.", source=client.V1EventSource(component="trainingjob-operator"),
-    )  # fmt: skip
-    client.CoreV1Api(admin).create_namespaced_event(world.home, event)
+    worker_failed(admin, world.home, "eventful", job["metadata"]["uid"])
     response = world.writer.get(jobs_path(world.home, "eventful") + "/events")
     assert response.status_code == 200, response.text
     [found] = response.json()["items"]

@@ -15,7 +15,17 @@ from kubernetes import client
 from tests.integration.rest import test_observe
 from tests.support.controlplane import ControlPlane
 from tests.support.processes import free_port, poll_until
-from tests.support.rest_api import TIMEOUT, Api, World, grant, manifest, pod_of, service_account, token_kubeconfig
+from tests.support.rest_api import (
+    TIMEOUT,
+    Api,
+    World,
+    grant,
+    manifest,
+    pod_of,
+    service_account,
+    token_kubeconfig,
+    worker_failed,
+)
 
 from trainingjob.model import GROUP, PLURAL, VERSION, Phase, TrainingJob
 from trainingjob_sdk import (
@@ -195,15 +205,7 @@ def test_watch_yields_each_status_and_ends_when_the_job_finishes(
 
 def test_events_timeline_and_logs(sdk: Client, admin: client.ApiClient, world: World, silent_node: str) -> None:
     job = sdk.create(manifest("observed"))
-    involved = client.V1ObjectReference(
-        api_version=f"{GROUP}/{VERSION}", kind="TrainingJob", name="observed", namespace=world.home,
-        uid=job.metadata.model_extra["uid"] if job.metadata.model_extra else None,
-    )  # fmt: skip
-    event = client.CoreV1Event(
-        metadata={"name": "observed.1"}, involved_object=involved, reason="WorkerFailed", type="Warning",
-        message="worker-0 exited with code 1.", source=client.V1EventSource(component="trainingjob-operator"),
-    )  # fmt: skip
-    client.CoreV1Api(admin).create_namespaced_event(world.home, event)
+    worker_failed(admin, world.home, "observed", (job.metadata.model_extra or {}).get("uid"))
     [found] = sdk.events("observed")
     assert (found.reason, found.source) == ("WorkerFailed", "trainingjob-operator")
     assert sdk.timeline("observed")["rows"][0]["id"] == "job"
