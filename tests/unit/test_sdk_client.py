@@ -178,7 +178,16 @@ class WithoutFailure(FakeJobs):
         return super().__getattribute__(name)
 
 
-@pytest.mark.parametrize("transport", [FakeJobs, WithoutFailure], ids=["failure()", "no failure(): the job's status"])
+class LikeRest(FakeJobs):
+    """As the REST API: a job as read has no logTail; only failure() gives the failed rank's last lines."""
+
+    def get(self, name: str, namespace: str | None = None) -> Manifest:
+        job = copy.deepcopy(super().get(name, namespace))
+        job["status"]["lastFailure"].pop("logTail", None)
+        return job
+
+
+@pytest.mark.parametrize("transport", [LikeRest, WithoutFailure], ids=["failure()", "no failure(): the job's status"])
 def test_last_failure_comes_from_the_transport(transport: type[FakeJobs]) -> None:
     failure = {"pod": "a-worker-0-1", "attempt": 1, "failureClass": "OOMKilled", "reason": "OOMKilled",
                "time": "2026-01-01T00:00:00Z", "logTail": "boom\n"}  # fmt: skip

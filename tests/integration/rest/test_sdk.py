@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -164,9 +165,17 @@ def test_wait_returns_when_the_job_gets_there_and_raises_otherwise(
 ) -> None:
     for name in ("winner", "loser", "slow"):
         sdk.create(manifest(name))
+    read, watch = threading.Event(), sdk.transport.watch
+
+    def watching(*args: Any, **options: Any) -> Iterator[Any]:
+        for job in watch(*args, **options):
+            read.set()  # the job as it was, without a status: what follows must come through the watch
+            yield job
+
+    sdk.transport.watch = watching  # type: ignore[method-assign]
     with ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(sdk.wait, "winner", timeout=TIMEOUT)
-        poll_until(lambda: waiting.running() or waiting.done(), timeout=TIMEOUT, what="the waiter")
+        poll_until(read.is_set, timeout=TIMEOUT, what="the waiter to have read the job")
         set_status(admin, world.home, "winner", {"phase": "Running"})
         set_status(admin, world.home, "winner", {"phase": "Succeeded", "attempt": 1})
         assert phase_of(waiting.result(TIMEOUT)) == Phase.SUCCEEDED
@@ -206,6 +215,7 @@ def test_watch_yields_each_status_and_ends_when_the_job_finishes(
 def test_events_timeline_and_logs(sdk: Client, admin: client.ApiClient, world: World, silent_node: str) -> None:
     job = sdk.create(manifest("observed"))
     worker_failed(admin, world.home, "observed", (job.metadata.model_extra or {}).get("uid"))
+    worker_failed(admin, world.home, "other", None)  # about another job: not this one's
     [found] = sdk.events("observed")
     assert (found.reason, found.source) == ("WorkerFailed", "trainingjob-operator")
     assert sdk.timeline("observed")["rows"][0]["id"] == "job"

@@ -99,7 +99,7 @@ def test_tjctl_wait_times_out_between_keepalives(api_server: Api, world: World) 
     rest = _rest(api_server, world)
     assert world.writer.post(f"/api/v1/namespaces/{world.home}/trainingjobs", json=manifest("idle")).status_code == 201
     waited = tjctl("wait", "idle", "--for", "Running", "--timeout", "0.4s", *rest)
-    assert waited.returncode == 3 and "did not reach Running" in waited.stderr, waited.stderr
+    assert waited.returncode == 3 and "did not reach Running in 0 s" in waited.stderr, waited.stderr  # not 1 s
     late = tjctl("wait", "idle", "--timeout", "2.5s", *rest)  # past two keepalives
     assert late.returncode == 3 and "did not reach Succeeded" in late.stderr, late.stderr
 
