@@ -7,7 +7,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -69,15 +69,28 @@ def read_bounded(host: str, port: int, path: str, limit: int, seconds: float) ->
         connection.close()
 
 
-class KubernetesCluster:
-    """reconcile.Cluster on a real API server; 409 on create and 404 on delete mean "already done"."""
+def _ignore_written(_: Manifest) -> None:
+    pass
 
-    def __init__(self, api: client.ApiClient, *, read_progress: bool = False, parallelism: int = 16) -> None:
+
+class KubernetesCluster:
+    """reconcile.Cluster on a real API server; 409 on create and 404 on delete mean "already done". What the
+    apiserver answers to each write (the job, pods and Services as written) goes to `on_written`."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        read_progress: bool = False,
+        parallelism: int = 16,
+        on_written: Callable[[Manifest], None] = _ignore_written,
+    ) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.networking = client.NetworkingV1Api(api)
         self.read_progress = read_progress
         self.pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="tj-write")
+        self.on_written = on_written
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         try:
@@ -141,6 +154,7 @@ class KubernetesCluster:
             if error.status == 409:
                 raise Conflict(f"{namespace}/{name}") from error
             raise
+        self.on_written(written)
         return str(written["metadata"]["resourceVersion"])
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
@@ -161,7 +175,9 @@ class KubernetesCluster:
                 if error.status is None or error.status >= 500 or error.status == 429:
                     raise
                 return Refusal(name, int(error.status), _message(error))
-            return name, str(json.loads(response.data)["metadata"]["uid"])
+            pod: Manifest = json.loads(response.data)
+            self.on_written(pod)
+            return name, str(pod["metadata"]["uid"])
 
         others = [m for m in manifests if m["kind"] != "Pod"]  # the key and the policy exist before the pods
         results = list(self.pool.map(create_one, others))
@@ -180,16 +196,25 @@ class KubernetesCluster:
         elif kind == "NetworkPolicy":
             self.networking.create_namespaced_network_policy(namespace, manifest, _request_timeout=TIMEOUT)
         else:
-            self.core.create_namespaced_service(namespace, manifest, _request_timeout=TIMEOUT)
+            response = self.core.create_namespaced_service(
+                namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+            )
+            self.on_written(json.loads(response.data))
 
     def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
         def delete_one(name: str) -> None:
             try:
-                self.core.delete_namespaced_pod(
-                    name, namespace, grace_period_seconds=0 if force else None, _request_timeout=TIMEOUT
+                response = self.core.delete_namespaced_pod(
+                    name,
+                    namespace,
+                    grace_period_seconds=0 if force else None,
+                    _preload_content=False,
+                    _request_timeout=TIMEOUT,
                 )
             except client.ApiException as error:
                 _ignore(404, error)
+                return
+            self.on_written(json.loads(response.data))
 
         list(self.pool.map(delete_one, names))
 
@@ -199,9 +224,13 @@ class KubernetesCluster:
 
         def ungate_one(name: str) -> None:
             try:
-                self.core.patch_namespaced_pod(name, namespace, patch, _request_timeout=TIMEOUT)
+                response = self.core.patch_namespaced_pod(
+                    name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
+                )
             except client.ApiException as error:
                 _ignore(404, error)
+                return
+            self.on_written(json.loads(response.data))
 
         list(self.pool.map(ungate_one, names))
 

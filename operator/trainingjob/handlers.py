@@ -1,11 +1,12 @@
-"""The kopf layer: startup wiring, leader election, and watch events that wake a job's reconcile loop."""
+"""The kopf layer: startup wiring, leader election, and the informers whose watch events wake a job's reconcile
+loop. kopf runs the operator's lifecycle; jobs, pods and Services are watched by our informers (informer.py), which
+keep the stores every reconcile reads from, so kopf watches nothing itself."""
 
 import asyncio
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -15,12 +16,13 @@ import kopf
 import urllib3
 from kubernetes import client, config
 
+from trainingjob.cache import CachedCluster, Stores
 from trainingjob.cluster import KubernetesCluster
+from trainingjob.informer import Informer, sources
 from trainingjob.leader import LeaderElector, existing_lease_namespace
 from trainingjob.metrics import Metrics
 from trainingjob.metrics_server import MetricsServer
-from trainingjob.model import GROUP, PLURAL, VERSION
-from trainingjob.naming import JOB_LABEL
+from trainingjob.model import GROUP
 from trainingjob.plan import Settings
 from trainingjob.queue import Key, ReconcileQueue
 from trainingjob.reconcile import Conflict, reconcile
@@ -78,9 +80,10 @@ def _plan_settings(options: OperatorSettings) -> Settings:
     )
 
 
-async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float, metrics: Metrics) -> None:
-    """Keep trying to lead; open the gate while leading, close it as soon as leadership may be lost (and stop
-    reporting on jobs: the new leader does)."""
+async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float, metrics: Metrics, stores: Stores) -> None:
+    """Once the stores hold a whole list of every kind, keep trying to lead; open the gate while leading, close it
+    as soon as leadership may be lost (and stop reporting on jobs: the new leader does)."""
+    await _synced(stores)
     while True:
         try:
             leading = await asyncio.to_thread(elector.try_once)
@@ -97,6 +100,18 @@ async def _lead(elector: LeaderElector, gate: asyncio.Event, every: float, metri
         await asyncio.sleep(every)
 
 
+async def _synced(stores: Stores) -> None:
+    """Return once the stores hold a whole list of every kind (waiting in short turns, so it can be cancelled)."""
+    while not await asyncio.to_thread(stores.wait_synced, 0.5):
+        pass
+
+
+async def _open_when_synced(gate: asyncio.Event, stores: Stores) -> None:
+    """Without leader election: reconcile once the stores are filled."""
+    await _synced(stores)
+    gate.set()
+
+
 def _health_problem(memo: kopf.Memo) -> str:
     """Why the operator is not healthy ("" when it is): /healthz answers from the event loop, so a wedged loop
     fails it too."""
@@ -105,7 +120,8 @@ def _health_problem(memo: kopf.Memo) -> str:
     leading = getattr(memo, "leading", None)
     if leading is not None and leading.done():
         return "leader election stopped"
-    return ""
+    stopped = [i.source.resource for i in getattr(memo, "informers", ()) if not i.alive]
+    return f"watching {', '.join(stopped)} stopped" if stopped else ""
 
 
 @kopf.on.startup()
@@ -122,7 +138,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         memo.metrics_server = MetricsServer(metrics.registry, partial(_health_problem, memo))
         await memo.metrics_server.start(options.metrics_port)
     api = _api_client()
-    cluster = KubernetesCluster(api, read_progress=options.read_progress)
+    stores = Stores()
+    direct = KubernetesCluster(api, read_progress=options.read_progress, on_written=stores.saw)
+    cluster = CachedCluster(direct, stores, on_fallback=metrics.cache_fallback_lists.inc)
     gate = asyncio.Event()
     elector = None
     if options.leader_election:
@@ -136,10 +154,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
             lease_seconds=options.lease_duration_seconds,
         )
         memo.leading = asyncio.create_task(
-            _lead(elector, gate, options.lease_renew_seconds, metrics), name="leader election"
+            _lead(elector, gate, options.lease_renew_seconds, metrics, stores), name="leader election"
         )
     else:
-        gate.set()
+        memo.opening = asyncio.create_task(_open_when_synced(gate, stores), name="waiting for the stores")
     memo.elector = elector
     plan_settings = _plan_settings(options)
 
@@ -167,7 +185,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     async def run(key: Key) -> float | None:
         return await asyncio.to_thread(reconcile_now, key)
 
-    memo.queue = ReconcileQueue(
+    memo.queue = queue = ReconcileQueue(
         run,
         workers=options.workers,
         resync_seconds=options.resync_seconds,
@@ -175,6 +193,20 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         is_transient=is_transient,
         gate=gate,
     )
+    loop = asyncio.get_running_loop()
+
+    def wake(keys: set[Key]) -> None:  # from an informer's thread
+        loop.call_soon_threadsafe(queue.wake_all, keys)
+
+    def relisted(resource: str) -> None:
+        metrics.cache_relists.labels(resource).inc()
+
+    memo.informers = [
+        Informer(api, source, store, wake, on_relist=relisted)
+        for source, store in zip(sources(options.namespace), stores.all, strict=True)
+    ]
+    for informer in memo.informers:
+        informer.start()
     log.info(
         "trainingjob operator started: namespace=%s metrics_port=%s leader_election=%s",
         options.namespace or "*",
@@ -185,20 +217,13 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    if getattr(memo, "leading", None) is not None:
-        memo.leading.cancel()
+    for task in (getattr(memo, "leading", None), getattr(memo, "opening", None)):
+        if task is not None:
+            task.cancel()
     await memo.queue.stop()
+    for informer in getattr(memo, "informers", ()):
+        await asyncio.to_thread(informer.stop)
     if memo.elector is not None:
         await asyncio.to_thread(memo.elector.release)
     if memo.metrics_server is not None:
         await memo.metrics_server.stop()
-
-
-@kopf.on.event(GROUP, VERSION, PLURAL)
-async def job_changed(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
-    memo.queue.wake((namespace or "", name))
-
-
-@kopf.on.event("", "v1", "pods", labels={JOB_LABEL: kopf.PRESENT})
-async def pod_changed(labels: Mapping[str, str], namespace: str | None, memo: Any, **_: Any) -> None:
-    memo.queue.wake((namespace or "", labels[JOB_LABEL]))

@@ -42,6 +42,17 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
         self.queue_depth = Gauge("trainingjob_queue_depth", "Jobs waiting to be reconciled.", registry=self.registry)
+        self.cache_relists = Counter(
+            "trainingjob_cache_relists",
+            "Lists of a watched resource after its watch could not resume (410 Gone), by resource.",
+            ["resource"],
+            registry=self.registry,
+        )
+        self.cache_fallback_lists = Counter(
+            "trainingjob_cache_fallback_lists",
+            "Reconciles that listed a job's pods from the apiserver because the pod cache had not caught up yet.",
+            registry=self.registry,
+        )
         self.job_phase = self._gauge("phase", "1 for the job's current phase (one series per job).", "phase")
         self.job_attempt = self._gauge("attempt", "The job's current attempt (status.attempt).")
         self.job_restarts = self._gauge("restarts", "The job's restarts so far by failure class.", "failure_class")

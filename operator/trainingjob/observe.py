@@ -168,6 +168,20 @@ def _replica(labels: Mapping[str, Any]) -> tuple[Replica, int] | None:
     return (Replica(role, index), attempt) if role in ROLES and index >= 0 and attempt >= 0 else None
 
 
+# What pod_state, report.final_report and the progress reader read of a pod outside its metadata and status.
+OBSERVED_SPEC_FIELDS = ("nodeName", "schedulingGates")
+
+
+def essentials(pod: dict[str, Any]) -> dict[str, Any]:
+    """The part of a pod the operator reads (its metadata less managedFields, its status, and the spec fields
+    above): what the pod store keeps, a fraction of the whole pod."""
+    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "managedFields"}
+    spec = pod.get("spec") or {}
+    kept = {"kind": pod.get("kind", "Pod"), "metadata": metadata, "spec": {}, "status": pod.get("status") or {}}
+    kept["spec"] = {k: spec[k] for k in OBSERVED_SPEC_FIELDS if k in spec}
+    return kept
+
+
 def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> PodState | None:
     """Read one pod (as the API returns it, camelCase); None for a pod without our labels."""
     metadata, status = pod.get("metadata") or {}, pod.get("status") or {}

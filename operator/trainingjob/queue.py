@@ -10,7 +10,7 @@ for other errors, which are logged with their traceback once, not on every retry
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -56,6 +56,10 @@ class ReconcileQueue:
         self._set_waiting(key, True)
         if key not in self._tasks:
             self._tasks[key] = asyncio.create_task(self._loop(key), name=f"reconcile {key[0]}/{key[1]}")
+
+    def wake_all(self, keys: Iterable[Key]) -> None:
+        for key in keys:
+            self.wake(key)
 
     def _set_waiting(self, key: Key, waiting: bool) -> None:
         """Set or clear the job's wake-up, and tell on_depth how many jobs wait for a reconcile."""

@@ -1,7 +1,9 @@
 """An in-memory reconcile.Cluster with the apiserver semantics the operator depends on: UIDs, resourceVersions
 (a stale status write is a Conflict, a write to a deleted job is Gone), JSON merge patches checked against
 the status schema, graceful deletion (a deletionTimestamp, then gone when the test's kubelet says so),
-controller owner references and garbage collection, refused creations, and crashes at any operation."""
+controller owner references and garbage collection, refused creations, and crashes at any operation. Every
+write of the operator's bumps a cluster-wide resourceVersion and passes the object as written to `on_written`,
+as the apiserver's answer reaches the operator's stores."""
 
 import copy
 import itertools
@@ -45,7 +47,9 @@ class FakeCluster:
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None
     operations_left: int | None = None  # crash when this many operations have run
+    on_written: Callable[[Manifest], None] = lambda _: None
     _ids: Iterator[int] = field(default_factory=itertools.count)
+    _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     # -- fault injection ---------------------------------------------------------------------------------
 
@@ -57,6 +61,14 @@ class FakeCluster:
 
     def _next(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
+
+    def version(self) -> str:
+        """The next resourceVersion: one counter for every object, as etcd's revision."""
+        return str(next(self._versions))
+
+    def _written(self, manifest: Manifest) -> None:
+        manifest["metadata"]["resourceVersion"] = self.version()
+        self.on_written(copy.deepcopy(manifest))
 
     # -- the Cluster protocol ------------------------------------------------------------------------------
 
@@ -94,10 +106,7 @@ class FakeCluster:
         except ValueError as error:
             raise InvalidStatus(f"{namespace}/{name}: {error}") from error
         job["status"] = status
-        return self._bump(job)
-
-    def _bump(self, job: Manifest) -> str:
-        job["metadata"]["resourceVersion"] = str(int(job["metadata"]["resourceVersion"]) + 1)
+        self._written(job)
         return str(job["metadata"]["resourceVersion"])
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
@@ -107,7 +116,10 @@ class FakeCluster:
             self._operation()
             name = manifest["metadata"]["name"]
             if manifest["kind"] == "Service":
-                self.services.setdefault((namespace, name), copy.deepcopy(manifest))
+                if (namespace, name) not in self.services:
+                    self.services[(namespace, name)] = service = copy.deepcopy(manifest)
+                    service["metadata"].update(namespace=namespace, uid=self._next("service"))
+                    self._written(service)
                 continue
             if manifest["kind"] != "Pod":  # the key Secret and the NetworkPolicy: nothing observes them
                 self.others.setdefault((namespace, manifest["kind"], name), copy.deepcopy(manifest))
@@ -119,12 +131,17 @@ class FakeCluster:
                 refusals.append(refusal)
                 continue
             pods[name] = self.add_pod(namespace, manifest)
+            self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
         return Created(pods, refusals)
 
     def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
         for name in names:
             self._operation()
+            pod = self.pods.get((namespace, name))
             self.delete_pod(namespace, name, force=force)
+            if pod is not None:
+                pod["metadata"].setdefault("deletionTimestamp", self.clock().isoformat())
+                self._written(pod)
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         for name in names:
@@ -133,6 +150,7 @@ class FakeCluster:
             if pod is not None:
                 gates = [g for g in pod["spec"].get("schedulingGates", []) if g["name"] != TRACKING_GATE]
                 pod["spec"]["schedulingGates"] = gates
+                self._written(pod)
 
     def delete_job(self, namespace: str, name: str) -> None:
         self._operation()
@@ -147,7 +165,7 @@ class FakeCluster:
     def submit(self, manifest: Manifest) -> Manifest:
         """Create a job as the apiserver would: a fresh UID, generation 1."""
         job = copy.deepcopy(manifest)
-        job["metadata"].update(uid=self._next("job"), resourceVersion="1", generation=1)
+        job["metadata"].update(uid=self._next("job"), resourceVersion=self.version(), generation=1)
         job.pop("status", None)
         self.jobs[(job["metadata"]["namespace"], job["metadata"]["name"])] = job
         return job
@@ -156,12 +174,14 @@ class FakeCluster:
         job = self.jobs[(namespace, name)]
         change(job["spec"])
         job["metadata"]["generation"] += 1
-        self._bump(job)
+        job["metadata"]["resourceVersion"] = self.version()
 
     def add_pod(self, namespace: str, manifest: Manifest) -> str:
         pod = copy.deepcopy(manifest)
         uid = self._next("pod")
-        pod["metadata"].update(namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat())
+        pod["metadata"].update(
+            namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat(), resourceVersion=self.version()
+        )
         pod["status"] = {"phase": "Pending"}
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return uid

@@ -59,13 +59,18 @@ class OperatorProcess:
 
     def reconciles(self) -> int:
         """How many reconciles this process has finished (its /metrics), or -1 while it does not answer."""
+        return int(self.metric("trainingjob_reconcile_duration_seconds_count"))
+
+    def metric(self, series: str) -> float:
+        """One series of its /metrics, e.g. 'trainingjob_cache_relists_total{resource="pods"}': 0 when absent,
+        -1 while it does not answer."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
                 text = response.read().decode()
         except OSError:
             return -1
-        found = re.search(r"^trainingjob_reconcile_duration_seconds_count (\S+)$", text, re.MULTILINE)
-        return int(float(found.group(1))) if found else 0
+        found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+        return float(found.group(1)) if found else 0
 
 
 @contextlib.contextmanager

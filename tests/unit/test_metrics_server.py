@@ -2,17 +2,20 @@
 it): /metrics, /healthz that fails while the operator is unhealthy or its loop is wedged, and 404 for the rest."""
 
 import asyncio
+import contextlib
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import cast
 
 import kopf
 import pytest
 
-from trainingjob.handlers import _health_problem, _lead
+from trainingjob.cache import Stores
+from trainingjob.handlers import _health_problem, _lead, _open_when_synced
 from trainingjob.leader import LeaderElector
 from trainingjob.metrics import Metrics
 from trainingjob.metrics_server import MetricsServer
@@ -96,18 +99,51 @@ def test_a_wedged_event_loop_fails_healthz(served: Served) -> None:
     assert get(served.url + "/healthz")[0] == 200
 
 
-def test_the_operators_health_needs_its_queue_and_a_live_leader_election() -> None:
+def test_the_operators_health_needs_its_queue_a_live_leader_election_and_live_watches() -> None:
     async def scenario() -> list[str]:
         memo = kopf.Memo()
         found = [_health_problem(memo)]
         memo.queue = object()
+        memo.informers = [SimpleNamespace(source=SimpleNamespace(resource=r), alive=True) for r in ("jobs", "pods")]
         memo.leading = asyncio.get_running_loop().create_future()
+        found.append(_health_problem(memo))
+        memo.informers[1].alive = False
         found.append(_health_problem(memo))
         memo.leading.set_result(None)
         found.append(_health_problem(memo))
         return found
 
-    assert asyncio.run(scenario()) == ["the reconcile queue has not started", "", "leader election stopped"]
+    assert asyncio.run(scenario()) == [
+        "the reconcile queue has not started",
+        "",
+        "watching pods stopped",
+        "leader election stopped",
+    ]
+
+
+def synced() -> Stores:
+    stores = Stores()
+    for store in stores.all:
+        store.replace([], "1")
+    return stores
+
+
+def test_no_reconcile_starts_before_every_store_holds_a_whole_list() -> None:
+    """Before the pod store is filled every tracked pod would look vanished: the gate stays shut until then."""
+
+    async def scenario() -> tuple[bool, bool]:
+        gate, stores = asyncio.Event(), Stores()
+        stores.jobs.replace([], "1")
+        stores.services.replace([], "1")
+        opening = asyncio.create_task(_open_when_synced(gate, stores))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(opening), 1.0)
+        shut = not gate.is_set()
+        stores.pods.replace([], "1")
+        await asyncio.wait_for(opening, TIMEOUT)
+        return shut, gate.is_set()
+
+    assert asyncio.run(scenario()) == (True, True)
 
 
 class Elector:
@@ -129,7 +165,7 @@ def test_an_operator_that_loses_the_lease_drops_every_jobs_series() -> None:
     async def scenario() -> tuple[float | None, float | None]:
         metrics, gate = Metrics(), asyncio.Event()
         metrics.record(("ns", "a"), None, TrainingJobStatus(phase=Phase.RUNNING))
-        leading = asyncio.create_task(_lead(cast(LeaderElector, Elector()), gate, 0.01, metrics))
+        leading = asyncio.create_task(_lead(cast(LeaderElector, Elector()), gate, 0.01, metrics, synced()))
         await asyncio.wait_for(gate.wait(), TIMEOUT)
         before = value(metrics)
         deadline = asyncio.get_running_loop().time() + TIMEOUT

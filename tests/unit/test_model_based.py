@@ -6,7 +6,9 @@ image, exiting with any code and any reason string, OOM-killed, evicted by the k
 their own storage limits), evicted through the API, lost with their node, deleted by a user, stuck
 terminating; creations refused in part or in full; suspend and resume at any moment; the clock jumping;
 garbage progress reports; and the operator killed at any point of a reconcile (after any write, create or
-delete), its successor starting from whatever the cluster holds.
+delete), its successor starting from whatever the cluster holds. The operator reads through its watch-fed stores
+(cache.CachedCluster), whose watches deliver the cluster's changes late, kind by kind, by any number of events,
+or relist after a 410 Gone; a reconcile on a stale job must change nothing (its write conflicts).
 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
@@ -29,10 +31,12 @@ from hypothesis.stateful import (
 from tests.builders import T0, job_manifest
 from tests.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.fake_cluster import Crash, FakeCluster
+from tests.support.fake_watch import KINDS, FakeWatch
 
+from trainingjob.cache import CachedCluster
 from trainingjob.plan import Settings
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import reconcile
+from trainingjob.reconcile import Conflict, reconcile
 from trainingjob.report import parse_report
 
 NS = "ns"
@@ -41,6 +45,7 @@ SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
 EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "3000"))
 STEPS = int(os.environ.get("TJ_MODEL_STEPS", "80"))
 TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
+CAUGHT_UP = st.sampled_from([True, True, True, False])  # most reconciles follow a watch that has caught up
 PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
 REASONS = st.sampled_from(
     [
@@ -109,6 +114,15 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         self.now = T0
         self.cluster = FakeCluster(clock=lambda: self.now)
         self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds)
+        self.start_operator()
+
+    def start_operator(self) -> None:
+        """A new operator process: its stores start from a fresh list of everything."""
+        self.watch = FakeWatch(self.cluster)
+        self.cached = CachedCluster(self.cluster, self.watch.stores, on_fallback=self._fell_back)
+
+    def _fell_back(self) -> None:
+        self.ledger.stats["fallback lists"] += 1
 
     # -- users ---------------------------------------------------------------------------------------------
 
@@ -141,7 +155,17 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         """Time passes and the operator reconciles every job once, as on a resync, without dying."""
         self.now += timedelta(seconds=seconds)
         for _, name in sorted(self.cluster.jobs):
-            self.reconcile(name, None)
+            self.reconcile(name, None, caught_up=True)
+
+    @rule(kind=st.sampled_from(KINDS), count=st.none() | st.integers(1, 4))
+    def watch_delivers(self, kind: str, count: int | None) -> None:
+        """The operator's watch of one kind catches up by `count` events (None: all of them)."""
+        self.watch.deliver(kind, count)
+
+    @rule(kind=st.sampled_from(KINDS))
+    def watch_expires(self, kind: str) -> None:
+        """410 Gone: the informer lists that kind again."""
+        self.watch.relist(kind)
 
     @rule()
     def kubelets_settle(self) -> None:
@@ -150,23 +174,36 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         for name in NAMES:
             self.whole_job(name, None)
 
-    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6))
-    def reconcile_one(self, name: str, crash_after: int | None) -> None:
-        self.reconcile(name, crash_after)
+    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6), caught_up=CAUGHT_UP)
+    def reconcile_one(self, name: str, crash_after: int | None, caught_up: bool) -> None:
+        self.reconcile(name, crash_after, caught_up)
 
-    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6))
-    def reconcile(self, name: str, crash_after: int | None) -> None:
-        before = self.cluster.read_job(NS, name)
-        pods = self.cluster.list_pods(NS, name)
+    @rule(name=st.sampled_from(NAMES), crash_after=st.none() | st.integers(0, 6), caught_up=CAUGHT_UP)
+    def reconcile(self, name: str, crash_after: int | None, caught_up: bool) -> None:
+        """One reconcile through the stores, caught up with the cluster or lagging it."""
+        if caught_up:
+            self.watch.deliver_all()
+        self.watch.record()
+        before, seen = self.cluster.read_job(NS, name), self.cached.read_job(NS, name)
+        current = _version(seen) == _version(before)
+        pods = self.cached.list_pods(NS, name)  # what the reconcile will read
         self.cluster.operations_left = crash_after
-        crashed = False
+        crashed = conflicted = False
         try:
-            reconcile(self.cluster, NS, name, now=self.now, settings=PLAN_SETTINGS)
+            reconcile(self.cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
         except Crash:
             crashed = True
+            self.start_operator()
+        except Conflict:
+            conflicted = True
         finally:
             self.cluster.operations_left = None
         after = self.cluster.read_job(NS, name)
+        if not current:
+            self.ledger.stats["reconciles of a stale job"] += 1
+            assert (after or {}).get("status") == (before or {}).get("status"), "a stale job's status was written"
+            return
+        assert not conflicted, "a write conflicted though the store held the current job"
         check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
 
     # -- pods, kubelets, schedulers and controllers --------------------------------------------------------
@@ -311,6 +348,10 @@ class OperatorUnderEvents(RuleBasedStateMachine):
     def teardown(self) -> None:
         TOTALS.update(self.ledger.stats)
         TOTALS["sequences"] += 1
+
+
+def _version(job: dict[str, Any] | None) -> str | None:
+    return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
 RUN_SETTINGS = settings(

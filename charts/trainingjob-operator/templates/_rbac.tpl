@@ -1,12 +1,13 @@
 {{- /*
-The operator's rules, derived from operator/trainingjob/cluster.py and handlers.py (kopf, standalone, event
-handlers only). No wildcards, and Secrets only created, never read; tests/integration/test_chart.py runs the
+The operator's rules, derived from operator/trainingjob/cluster.py, informer.py and handlers.py (kopf,
+standalone, for the lifecycle only). No wildcards, and Secrets only created, never read; tests/integration/test_chart.py runs the
 operator under exactly these rules.
 */}}
 {{- define "tj.operator.namespacedRules" -}}
-# kopf watches the pods of every job (on.event with the job label); cluster.py creates the ranks, deletes
-# them on restart/suspend/cleanup, lists them to observe a job, and patches a new pod once to take it out of the
-# tracking scheduling gate after its UID is in the job's status.
+# The informer lists and watches the pods with a job label (the operator's memory of them); cluster.py creates
+# the ranks, deletes them on restart/suspend/cleanup, lists one job's pods when the watch has not caught up with
+# a pod its status tracks, and patches a new pod once to take it out of the tracking scheduling gate after its
+# UID is in the job's status.
 - apiGroups: [""]
   resources: [pods]
   verbs: [create, delete, list, watch, patch]
@@ -14,10 +15,11 @@ operator under exactly these rules.
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
-# The headless Service that gives every rank a stable DNS name: checked, then created once per job.
+# The headless Service that gives every rank a stable DNS name: created once per job; the informer lists and
+# watches the Services with a job label.
 - apiGroups: [""]
   resources: [services]
-  verbs: [create, get]
+  verbs: [create, list, watch]
 # Each job's key (its parameter servers sign their messages with it), created with the job's pods. Create only:
 # the operator never reads a Secret, its own or anyone's; a 409 means the job's key exists already.
 - apiGroups: [""]
@@ -31,10 +33,11 @@ operator under exactly these rules.
 - apiGroups: [""]
   resources: [events]
   verbs: [create]
-# kopf lists and watches TrainingJobs; reconcile reads one; the TTL policy deletes finished ones.
+# The informer lists and watches TrainingJobs (reconcile reads them from its memory); the TTL policy deletes
+# finished ones.
 - apiGroups: [trainingjob.io]
   resources: [trainingjobs]
-  verbs: [get, list, watch, delete]
+  verbs: [list, watch, delete]
 # Status is written through the status subresource, guarded by the resourceVersion (a merge patch).
 - apiGroups: [trainingjob.io]
   resources: [trainingjobs/status]

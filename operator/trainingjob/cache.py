@@ -1,0 +1,110 @@
+"""reconcile.Cluster reading jobs, pods and Services from watch-fed stores instead of the apiserver: a reconcile
+of a job that did not change reads nothing. Writes go to the direct cluster, which passes what the apiserver
+answered to `Stores.saw`, so the stores never lag the operator's own writes.
+
+One lag remains that write-through cannot close: pods another writer created (an earlier leader) that the pod
+watch has not delivered yet. A tracked pod missing from the store would count as vanished, a failure, so when the
+job's status tracks a live pod the store has neither seen nor seen deleted, that one reconcile lists the job's
+pods from the apiserver instead.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from trainingjob.naming import JOB_LABEL, service_name
+from trainingjob.observe import essentials
+from trainingjob.plan import Event
+from trainingjob.reconcile import Cluster, Created, Manifest
+from trainingjob.report import Report
+from trainingjob.store import Store
+
+
+def _own_name(manifest: Manifest) -> str | None:
+    return str(manifest["metadata"]["name"])
+
+
+def _job_label(manifest: Manifest) -> str | None:
+    labels = manifest["metadata"].get("labels") or {}
+    job = labels.get(JOB_LABEL)
+    return str(job) if job else None
+
+
+@dataclass
+class Stores:
+    """The operator's memory of the cluster: jobs by name, pods and Services by their job label."""
+
+    jobs: Store = field(default_factory=lambda: Store(_own_name))
+    pods: Store = field(default_factory=lambda: Store(_job_label, keep=essentials))
+    services: Store = field(default_factory=lambda: Store(_job_label))
+
+    def saw(self, manifest: Manifest) -> None:
+        """Take in what the apiserver answered to a write: a job, pod or Service (other kinds are not kept)."""
+        store = {"TrainingJob": self.jobs, "Pod": self.pods, "Service": self.services}.get(str(manifest.get("kind")))
+        if store is not None:
+            store.saw(manifest)
+
+    @property
+    def all(self) -> tuple[Store, Store, Store]:
+        """The stores in the order of informer.sources."""
+        return self.jobs, self.pods, self.services
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Whether every store holds a whole list (before that, a missing pod would look vanished), waiting up to
+        `timeout` seconds for each."""
+        return all(store.wait_synced(timeout) for store in self.all)
+
+
+def _live_tracked_uids(job: Manifest | None) -> list[str]:
+    """The UIDs the job's status tracks as running: those whose absence the planner counts as a vanished pod."""
+    status = (job or {}).get("status")
+    tracked = status.get("trackedPods") if isinstance(status, dict) else None
+    if not isinstance(tracked, list):
+        return []
+    return [str(t["uid"]) for t in tracked if isinstance(t, dict) and t.get("uid") and not t.get("outcome")]
+
+
+class CachedCluster:
+    """Reads from `stores`, writes (and the rare fallback list) through `direct`."""
+
+    def __init__(self, direct: Cluster, stores: Stores, *, on_fallback: Callable[[], None] = lambda: None) -> None:
+        self.direct, self.stores = direct, stores
+        self.on_fallback = on_fallback  # called when a reconcile lists pods because the pod store had not caught up
+
+    def read_job(self, namespace: str, name: str) -> Manifest | None:
+        return self.stores.jobs.get(namespace, name)
+
+    def list_pods(self, namespace: str, job: str) -> list[Manifest]:
+        pods = self.stores.pods.of_job(namespace, job)
+        present = {str(p["metadata"].get("uid")) for p in pods}
+        expected = _live_tracked_uids(self.stores.jobs.get(namespace, job))
+        if all(uid in present or self.stores.pods.seen_deleted(uid) for uid in expected):
+            return pods
+        self.on_fallback()
+        return self.direct.list_pods(namespace, job)
+
+    def read_service(self, namespace: str, job: str) -> Manifest | None:
+        return self.stores.services.get(namespace, service_name(job))
+
+    def log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        return self.direct.log_tail(namespace, pod, lines)
+
+    def progress(self, pod: Manifest) -> Report:
+        return self.direct.progress(pod)
+
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        return self.direct.write_status(namespace, name, resource_version, patch)
+
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        return self.direct.create(namespace, manifests)
+
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
+        self.direct.delete_pods(namespace, names, force=force)
+
+    def ungate(self, namespace: str, names: Sequence[str]) -> None:
+        self.direct.ungate(namespace, names)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.direct.delete_job(namespace, name)
+
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None:
+        self.direct.emit(job, events)

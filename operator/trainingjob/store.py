@@ -1,0 +1,174 @@
+"""Watch-fed memory of one kind of object, indexed by the job each belongs to: what a reconcile reads instead of
+the apiserver.
+
+An informer fills it (a list, then a watch from the list's resourceVersion; a relist after 410 Gone), and the
+operator's own writes go through it as the apiserver answered them, so a reconcile never reads an older version
+of what it has just written. An older version never replaces a newer one, and an object seen deleted stays
+deleted (its UID is remembered for a while), whichever order a watch event and a write's answer arrive in.
+
+Readers get the stored mappings themselves, not copies: nothing may change them. Every update replaces an
+object whole, so what a reader holds is a consistent snapshot of one version.
+"""
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+Manifest = dict[str, Any]
+Key = tuple[str, str]  # namespace, name
+TOMBSTONE_SECONDS = 600.0
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether resourceVersion `version` is later than `than`. The apiserver's versions are etcd revisions, which
+    grow; versions that are not numbers are compared only for equality (a different one counts as newer)."""
+    if version.isdigit() and than.isdigit():
+        return int(version) > int(than)
+    return version != than
+
+
+def without_managed_fields(manifest: Manifest) -> Manifest:
+    """The object less metadata.managedFields, which nothing reads and which is often its largest part."""
+    metadata = manifest.get("metadata") or {}
+    if "managedFields" not in metadata:
+        return manifest
+    return {**manifest, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
+def _identity(manifest: Mapping[str, Any]) -> tuple[Key, str, str]:
+    metadata = manifest.get("metadata") or {}
+    key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    return key, str(metadata.get("uid") or ""), str(metadata.get("resourceVersion") or "")
+
+
+class Store:
+    """The objects of one kind: by namespace and name, and by the job they belong to (`job_of` names it, or None
+    for an object of no job). `keep` trims what is stored to what the operator reads."""
+
+    def __init__(
+        self,
+        job_of: Callable[[Manifest], str | None],
+        *,
+        keep: Callable[[Manifest], Manifest] = without_managed_fields,
+        tombstone_seconds: float = TOMBSTONE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._job_of, self._keep = job_of, keep
+        self._objects: dict[Key, Manifest] = {}
+        self._by_job: dict[Key, dict[str, Manifest]] = {}
+        self._gone: OrderedDict[str, float] = OrderedDict()  # UID -> when it was seen deleted
+        self._tombstone_seconds, self._clock = tombstone_seconds, clock
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self.version = ""  # the newest resourceVersion of the list or watch that fed it
+
+    # -- reads ---------------------------------------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> Manifest | None:
+        return self._objects.get((namespace, name))
+
+    def of_job(self, namespace: str, job: str) -> list[Manifest]:
+        with self._lock:
+            found = list(self._by_job.get((namespace, job), {}).values())
+        return sorted(found, key=lambda m: str(m["metadata"].get("name")))
+
+    def seen_deleted(self, uid: str) -> bool:
+        return uid in self._gone
+
+    def __len__(self) -> int:
+        return len(self._objects)
+
+    @property
+    def synced(self) -> bool:
+        """Whether a whole list has been read in: before that, an absent object says nothing."""
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    # -- updates (each returns the jobs whose objects changed) -----------------------------------------------
+
+    def apply(self, kind: str, manifest: Manifest) -> set[Key]:
+        """One watch event: ADDED, MODIFIED or DELETED."""
+        with self._lock:
+            self._note_version(_identity(manifest)[2])
+            if kind == "DELETED":
+                return self._delete(manifest)
+            return self._put(manifest)
+
+    def saw(self, manifest: Manifest) -> set[Key]:
+        """What the apiserver answered to one of the operator's own writes."""
+        with self._lock:
+            return self._put(manifest)
+
+    def replace(self, manifests: Iterable[Manifest], version: str) -> set[Key]:
+        """A whole list, read at `version`: objects not in it are gone, unless written after it was read."""
+        listed = {_identity(m)[0]: m for m in manifests}
+        with self._lock:
+            changed: set[Key] = set()
+            for key, old in list(self._objects.items()):
+                if key not in listed and not newer(_identity(old)[2], version):
+                    changed |= self._delete(old)
+            for manifest in listed.values():
+                changed |= self._put(manifest)
+            self.version = version
+        self._synced.set()
+        return changed
+
+    def bookmark(self, version: str) -> None:
+        """The watch has seen everything up to `version`, though nothing of this kind changed."""
+        with self._lock:
+            self._note_version(version)
+
+    def _note_version(self, version: str) -> None:
+        if version and (not self.version or newer(version, self.version)):
+            self.version = version
+
+    def _put(self, manifest: Manifest) -> set[Key]:
+        key, uid, version = _identity(manifest)
+        if uid in self._gone:
+            return set()  # an answer that arrived after the watch said the object was deleted
+        old = self._objects.get(key)
+        if old is not None and not newer(version, _identity(old)[2]):
+            return set()
+        kept = self._keep(manifest)
+        changed = self._unindex(old) if old is not None else set()
+        self._objects[key] = kept
+        job = self._job_of(kept)
+        if job is not None:
+            self._by_job.setdefault((key[0], job), {})[key[1]] = kept
+            changed.add((key[0], job))
+        return changed
+
+    def _delete(self, manifest: Manifest) -> set[Key]:
+        key, uid, _ = _identity(manifest)
+        old = self._objects.get(key)
+        if uid:
+            self._bury(uid)
+        if old is None or (uid and _identity(old)[1] != uid):
+            return set()  # not stored, or a namesake created after it is (a name is free only once it is gone)
+        del self._objects[key]
+        return self._unindex(old)
+
+    def _unindex(self, old: Manifest) -> set[Key]:
+        key = _identity(old)[0]
+        job = self._job_of(old)
+        if job is None:
+            return set()
+        members = self._by_job.get((key[0], job), {})
+        members.pop(key[1], None)
+        if not members:
+            self._by_job.pop((key[0], job), None)
+        return {(key[0], job)}
+
+    def _bury(self, uid: str) -> None:
+        now = self._clock()
+        self._gone[uid] = now
+        self._gone.move_to_end(uid)
+        while self._gone:
+            oldest, when = next(iter(self._gone.items()))
+            if now - when <= self._tombstone_seconds:
+                break
+            del self._gone[oldest]

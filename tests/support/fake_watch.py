@@ -1,0 +1,76 @@
+"""The watches of a FakeCluster as the operator's informers see them: every change recorded in order, with a
+resourceVersion, and delivered to the operator's stores only when the test says, so the stores can lag the
+cluster by any number of events, kind by kind; and the relist that follows a 410 Gone."""
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.fake_cluster import FakeCluster
+
+from trainingjob.cache import Stores
+from trainingjob.store import Store
+
+Manifest = dict[str, Any]
+KINDS = ("jobs", "pods", "services")
+
+
+@dataclass
+class FakeWatch:
+    cluster: FakeCluster
+    stores: Stores = field(default_factory=Stores)
+    pending: dict[str, list[tuple[str, Manifest]]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    _seen: dict[str, dict[tuple[str, str], Manifest]] = field(default_factory=lambda: {k: {} for k in KINDS})
+
+    def __post_init__(self) -> None:
+        self.cluster.on_written = self.stores.saw
+        for kind in KINDS:
+            self.relist(kind)
+
+    def _objects(self, kind: str) -> dict[tuple[str, str], Manifest]:
+        found: dict[tuple[str, str], Manifest] = getattr(self.cluster, kind)
+        return found
+
+    def _store(self, kind: str) -> Store:
+        found: Store = getattr(self.stores, kind)
+        return found
+
+    def record(self) -> None:
+        """Turn what changed since the last record into watch events; a change no write of the operator's made
+        (a kubelet's, a user's) gets its resourceVersion here."""
+        for kind in KINDS:
+            seen, objects, events = self._seen[kind], self._objects(kind), []
+            for key in sorted(set(seen) | set(objects)):
+                old, new = seen.get(key), objects.get(key)
+                if old is not None and (new is None or old["metadata"]["uid"] != new["metadata"]["uid"]):
+                    gone = copy.deepcopy(old)
+                    gone["metadata"]["resourceVersion"] = self.cluster.version()
+                    events.append(("DELETED", gone))
+                    del seen[key]
+                    old = None
+                if new is not None and new != old:
+                    if old is not None and old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"]:
+                        new["metadata"]["resourceVersion"] = self.cluster.version()
+                    seen[key] = copy.deepcopy(new)
+                    events.append(("ADDED" if old is None else "MODIFIED", copy.deepcopy(new)))
+            self.pending[kind] += sorted(events, key=lambda e: int(e[1]["metadata"]["resourceVersion"]))
+
+    def deliver(self, kind: str, count: int | None = None) -> None:
+        """The first `count` pending events of one kind (all of them by default) reach the store."""
+        self.record()
+        events = self.pending[kind]
+        taken = len(events) if count is None else min(count, len(events))
+        self.pending[kind] = events[taken:]
+        for event, manifest in events[:taken]:
+            self._store(kind).apply(event, manifest)
+
+    def deliver_all(self) -> None:
+        for kind in KINDS:
+            self.deliver(kind)
+
+    def relist(self, kind: str) -> None:
+        """The watch could not resume: list everything now and start again from there."""
+        self.record()
+        self.pending[kind] = []
+        version = self.cluster.version()
+        self._store(kind).replace([copy.deepcopy(m) for m in self._objects(kind).values()], version)
