@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 
@@ -18,6 +18,7 @@ from trainingjob.access import KEY_BYTES, KEY_FILE
 from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.naming import TRACKING_GATE, job_selector, service_name
+from trainingjob.pacing import Pacer, Throttled, windowed
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
 from trainingjob.reconcile import Conflict, Created, Gone
@@ -25,6 +26,7 @@ from trainingjob.report import MAX_REPORT_BYTES, Report, final_report, parse_rep
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
+T = TypeVar("T")
 TIMEOUT = (5, 30)  # connect, read: a hung apiserver connection must not hold a reconcile for ever
 PROGRESS_SECONDS = 2.0
 
@@ -73,9 +75,17 @@ def _ignore_written(_: Manifest) -> None:
     pass
 
 
+def _retry_after(error: client.ApiException) -> float | None:
+    try:
+        return float(str((error.headers or {}).get("Retry-After")))
+    except ValueError:
+        return None
+
+
 class KubernetesCluster:
     """reconcile.Cluster on a real API server; 409 on create and 404 on delete mean "already done". What the
-    apiserver answers to each write (the job, pods and Services as written) goes to `on_written`."""
+    apiserver answers to each write (the job, pods and Services as written) goes to `on_written`. The parallel
+    writes of all reconciles share `pacer`, and each call sends at most `parallelism` of its own at once."""
 
     def __init__(
         self,
@@ -84,6 +94,7 @@ class KubernetesCluster:
         read_progress: bool = False,
         parallelism: int = 16,
         on_written: Callable[[Manifest], None] = _ignore_written,
+        pacer: Pacer | None = None,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
@@ -91,6 +102,24 @@ class KubernetesCluster:
         self.read_progress = read_progress
         self.pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="tj-write")
         self.on_written = on_written
+        self.pacer, self.window = pacer or Pacer(parallelism), parallelism
+
+    def _paced(self, write: Callable[[], T]) -> T:
+        """One write within the shared limit: a 429 is waited out and the write sent again, until the pacer's
+        deadline; then the 429 is raised as it came."""
+
+        def attempt() -> T:
+            try:
+                return write()
+            except client.ApiException as error:
+                if error.status == 429:
+                    raise Throttled(_retry_after(error), error) from error
+                raise
+
+        try:
+            return self.pacer.call(attempt)
+        except Throttled as throttled:
+            raise throttled.answer or throttled from None
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         try:
@@ -166,8 +195,10 @@ class KubernetesCluster:
                 if manifest["kind"] != "Pod":
                     self._create_other(namespace, manifest)
                     return name, ""
-                response = self.core.create_namespaced_pod(
-                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                response = self._paced(
+                    lambda: self.core.create_namespaced_pod(
+                        namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                    )
                 )
             except client.ApiException as error:
                 if manifest["kind"] != "Pod" and error.status == 409:
@@ -180,8 +211,8 @@ class KubernetesCluster:
             return name, str(pod["metadata"]["uid"])
 
         others = [m for m in manifests if m["kind"] != "Pod"]  # the key and the policy exist before the pods
-        results = list(self.pool.map(create_one, others))
-        results += self.pool.map(create_one, [m for m in manifests if m["kind"] == "Pod"])
+        results = windowed(self.pool, create_one, others, self.window)
+        results += windowed(self.pool, create_one, [m for m in manifests if m["kind"] == "Pod"], self.window)
         pods = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
         return Created(pods, [r for r in results if isinstance(r, Refusal)])
 
@@ -189,34 +220,38 @@ class KubernetesCluster:
         """The job's Service, key Secret (its key drawn here, never logged or read back) or NetworkPolicy."""
         kind = manifest["kind"]
         if kind == "Secret":
-            key = base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()
-            self.core.create_namespaced_secret(
-                namespace, {**manifest, "data": {KEY_FILE: key}}, _request_timeout=TIMEOUT
-            )
+            body = {**manifest, "data": {KEY_FILE: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
+            self._paced(lambda: self.core.create_namespaced_secret(namespace, body, _request_timeout=TIMEOUT))
         elif kind == "NetworkPolicy":
-            self.networking.create_namespaced_network_policy(namespace, manifest, _request_timeout=TIMEOUT)
+            self._paced(
+                lambda: self.networking.create_namespaced_network_policy(namespace, manifest, _request_timeout=TIMEOUT)
+            )
         else:
-            response = self.core.create_namespaced_service(
-                namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+            response = self._paced(
+                lambda: self.core.create_namespaced_service(
+                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                )
             )
             self.on_written(json.loads(response.data))
 
     def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
         def delete_one(name: str) -> None:
             try:
-                response = self.core.delete_namespaced_pod(
-                    name,
-                    namespace,
-                    grace_period_seconds=0 if force else None,
-                    _preload_content=False,
-                    _request_timeout=TIMEOUT,
+                response = self._paced(
+                    lambda: self.core.delete_namespaced_pod(
+                        name,
+                        namespace,
+                        grace_period_seconds=0 if force else None,
+                        _preload_content=False,
+                        _request_timeout=TIMEOUT,
+                    )
                 )
             except client.ApiException as error:
                 _ignore(404, error)
                 return
             self.on_written(json.loads(response.data))
 
-        list(self.pool.map(delete_one, names))
+        windowed(self.pool, delete_one, names, self.window)
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         """Remove the tracking gate: the pods may now be scheduled."""
@@ -224,15 +259,17 @@ class KubernetesCluster:
 
         def ungate_one(name: str) -> None:
             try:
-                response = self.core.patch_namespaced_pod(
-                    name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
+                response = self._paced(
+                    lambda: self.core.patch_namespaced_pod(
+                        name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
+                    )
                 )
             except client.ApiException as error:
                 _ignore(404, error)
                 return
             self.on_written(json.loads(response.data))
 
-        list(self.pool.map(ungate_one, names))
+        windowed(self.pool, ungate_one, names, self.window)
 
     def delete_job(self, namespace: str, name: str) -> None:
         try:

@@ -23,6 +23,7 @@ from trainingjob.leader import LeaderElector, existing_lease_namespace
 from trainingjob.metrics import Metrics
 from trainingjob.metrics_server import MetricsServer
 from trainingjob.model import GROUP
+from trainingjob.pacing import Pacer
 from trainingjob.plan import Settings
 from trainingjob.queue import Key, ReconcileQueue
 from trainingjob.reconcile import Conflict, reconcile
@@ -139,7 +140,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         await memo.metrics_server.start(options.metrics_port)
     api = _api_client()
     stores = Stores()
-    direct = KubernetesCluster(api, read_progress=options.read_progress, on_written=stores.saw)
+    pacer = Pacer(options.max_writes_in_flight, on_throttled=metrics.writes_throttled.inc)
+    metrics.write_limit.set_function(lambda: pacer.limit)
+    direct = KubernetesCluster(
+        api,
+        read_progress=options.read_progress,
+        on_written=stores.saw,
+        parallelism=options.max_writes_in_flight,
+        pacer=pacer,
+    )
     cluster = CachedCluster(direct, stores, on_fallback=metrics.cache_fallback_lists.inc)
     gate = asyncio.Event()
     elector = None
@@ -192,6 +201,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         on_depth=metrics.queue_depth.set,
         is_transient=is_transient,
         gate=gate,
+        batch_seconds=options.batch_seconds,
     )
     loop = asyncio.get_running_loop()
 
@@ -220,9 +230,9 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     for task in (getattr(memo, "leading", None), getattr(memo, "opening", None)):
         if task is not None:
             task.cancel()
-    await memo.queue.stop()
-    for informer in getattr(memo, "informers", ()):
+    for informer in getattr(memo, "informers", ()):  # first: no more wake-ups
         await asyncio.to_thread(informer.stop)
+    await memo.queue.stop()
     if memo.elector is not None:
         await asyncio.to_thread(memo.elector.release)
     if memo.metrics_server is not None:

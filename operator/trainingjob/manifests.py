@@ -40,12 +40,18 @@ PROGRESS_PORT = 29400
 TRAINER_COMMAND = ("python", "-m", "trainer")
 
 
+def server_count(job: TrainingJob) -> int:
+    return job.spec.parameter_servers.replicas if job.spec.parameter_servers else 0
+
+
+def replica_count(job: TrainingJob) -> int:
+    return server_count(job) + job.spec.workers.replicas
+
+
 def replicas(job: TrainingJob) -> list[Replica]:
     """Every pod slot of the job, parameter servers first."""
-    spec = job.spec
-    servers = spec.parameter_servers.replicas if spec.parameter_servers else 0
-    return [Replica(ROLE_PS, i) for i in range(servers)] + [
-        Replica(ROLE_WORKER, i) for i in range(spec.workers.replicas)
+    return [Replica(ROLE_PS, i) for i in range(server_count(job))] + [
+        Replica(ROLE_WORKER, i) for i in range(job.spec.workers.replicas)
     ]
 
 
@@ -106,7 +112,7 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     spec = job.spec
     workers, nproc = spec.workers.replicas, spec.workers.nproc_per_pod
-    servers = [r for r in replicas(job) if r.role == ROLE_PS]
+    servers = [Replica(ROLE_PS, i) for i in range(server_count(job))]
     master = Replica(ROLE_WORKER, 0).address(name, namespace)
     node_rank = replica.index if replica.role == ROLE_WORKER else 0
     env = {
@@ -240,12 +246,12 @@ def _pod_metadata(job: TrainingJob, replica: Replica, attempt: int) -> dict[str,
     labels = {k: v for k, v in (job.metadata.labels or {}).items() if not operator_owned(k, OPERATOR_LABELS)}
     labels |= (own.labels if own else None) or {}
     labels |= pod_labels(name, replica, attempt)
-    min_available = (scheduling.min_available if scheduling else None) or len(replicas(job))
+    min_available = (scheduling.min_available if scheduling else None) or replica_count(job)
     annotations = dict((own.annotations if own else None) or {})
     annotations |= {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name}
     if scheduling and scheduling.queue_name:
         labels |= {KUEUE_QUEUE_LABEL: scheduling.queue_name, KUEUE_POD_GROUP_LABEL: f"{name}-{attempt}"}
-        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(len(replicas(job)))
+        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(replica_count(job))
     return {"labels": labels, "annotations": annotations}
 
 

@@ -48,6 +48,16 @@ class Metrics:
             ["resource"],
             registry=self.registry,
         )
+        self.writes_throttled = Counter(
+            "trainingjob_writes_throttled",
+            "Writes the apiserver answered with 429 (too many requests); each is retried after the wait it asked.",
+            registry=self.registry,
+        )
+        self.write_limit = Gauge(
+            "trainingjob_writes_in_flight_limit",
+            "How many writes the operator lets fly at once now: halved on 429, grown back as writes succeed.",
+            registry=self.registry,
+        )
         self.cache_fallback_lists = Counter(
             "trainingjob_cache_fallback_lists",
             "Reconciles that listed a job's pods from the apiserver because the pod cache had not caught up yet.",

@@ -36,8 +36,10 @@ class ReconcileQueue:
         on_depth: Callable[[int], None] = lambda _: None,
         is_transient: Callable[[Exception], bool] = lambda _: False,
         gate: asyncio.Event | None = None,
+        batch_seconds: float = 0.0,
     ) -> None:
         self._reconcile = reconcile
+        self._batch = batch_seconds
         self._slots = asyncio.Semaphore(workers)
         self._resync = resync_seconds
         self._wakeups: dict[Key, asyncio.Event] = {}
@@ -78,6 +80,8 @@ class ReconcileQueue:
         try:
             while True:
                 await event.wait()
+                if self._batch:
+                    await asyncio.sleep(self._batch)  # let the rest of a burst of events arrive: one reconcile
                 await self.gate.wait()
                 async with self._slots:
                     self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile

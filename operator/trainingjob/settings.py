@@ -25,6 +25,12 @@ class OperatorSettings(BaseSettings):
     """Reconcile every job at least this often, even when nothing changed."""
     workers: int = Field(default=8, ge=1, le=256)
     """Jobs reconciled at the same time."""
+    batch_seconds: float = Field(default=0.05, gt=0, le=5)
+    """After a job's first change, wait this long before reconciling it, so that a burst of pod events (a gang
+    starting) makes one reconcile, not one per pod."""
+    max_writes_in_flight: int = Field(default=16, ge=1, le=256)
+    """The most writes (pod creations, deletions, releases) in flight at once, across all jobs; when the apiserver
+    answers 429 the operator halves its pace and waits as asked, then grows back."""
     read_progress: bool = True
     """Read rank 0's progress endpoint (pod IP, port 29400) for status.progress and progressDeadlineSeconds."""
     log_tail_lines: int = Field(default=20, ge=0, le=1000)

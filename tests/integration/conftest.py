@@ -36,6 +36,16 @@ def install_crd(api: client.ApiClient) -> None:
     poll_until(lambda: _is_established(extensions), timeout=_ESTABLISH_TIMEOUT, what=f"{crd.CRD_NAME} Established")
 
 
+def prepare_bare_plane(api: client.ApiClient, namespace: str) -> None:
+    """A plane of a test's own without a controller-manager: the CRD, a namespace and the ServiceAccount that
+    the controller-manager would have made in it."""
+    install_crd(api)
+    core = client.CoreV1Api(api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
+    core.create_namespaced_service_account(namespace, account)
+
+
 @pytest.fixture(scope="session")
 def trainingjob_crd(envtest: ControlPlane) -> ControlPlane:
     """The envtest control plane with the TrainingJob CRD installed and established."""

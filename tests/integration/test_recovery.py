@@ -7,9 +7,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
 from tests.builders import job_manifest
-from tests.integration.conftest import install_crd
+from tests.integration.conftest import prepare_bare_plane
 from tests.support.controlplane import ControlPlane, running
 from tests.support.harness import Harness
 from tests.support.operator import operator_running
@@ -24,11 +23,7 @@ RESOURCES = ("trainingjobs", "pods", "services")
 def plane() -> Iterator[ControlPlane]:
     with running(cluster=False, prefix="tj-recovery-") as own:
         with own.api_client() as api:
-            install_crd(api)
-            core = client.CoreV1Api(api)
-            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team")))
-            account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
-            core.create_namespaced_service_account("team", account)  # no controller-manager makes it here
+            prepare_bare_plane(api, "team")
         yield own
 
 

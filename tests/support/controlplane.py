@@ -246,10 +246,13 @@ class ControlPlane:
 
 
 @contextlib.contextmanager
-def running(*, cluster: bool, prefix: str = "tj-plane-") -> Iterator[ControlPlane]:
-    """A control plane of the tier asked for, in a temporary folder, stopped (by process group) on the way out."""
+def running(
+    *, cluster: bool, prefix: str = "tj-plane-", kind: type[ControlPlane] = ControlPlane
+) -> Iterator[ControlPlane]:
+    """A control plane of the tier asked for (a subclass of ControlPlane may change the apiserver's flags), in a
+    temporary folder, stopped (by process group) on the way out."""
     with tempfile.TemporaryDirectory(prefix=prefix) as root:
-        plane = ControlPlane(Path(root), Binaries.from_environment(), cluster=cluster)
+        plane = kind(Path(root), Binaries.from_environment(), cluster=cluster)
         plane.start()
         try:
             yield plane

@@ -137,3 +137,32 @@ def test_a_wakeup_during_the_reconcile_that_found_the_job_gone_is_not_lost() -> 
         return seen
 
     assert asyncio.run(scenario()) == [False, True]
+
+
+@pytest.mark.parametrize(("batch", "most"), [(0.0, 20), (0.3, 1)], ids=["no-batching", "batched"])
+def test_a_burst_of_events_is_batched_into_one_reconcile(batch: float, most: int) -> None:
+    """Twenty pod events 5 ms apart (a gang starting): without batching nearly each makes a reconcile; with a
+    batch window longer than the burst, they make one."""
+
+    async def scenario() -> int:
+        runs: list[float] = []
+
+        async def reconcile(key: Key) -> float | None:
+            runs.append(asyncio.get_running_loop().time())
+            return 60.0
+
+        queue = ReconcileQueue(reconcile, workers=2, resync_seconds=60, batch_seconds=batch)
+        for _ in range(20):
+            queue.wake(("ns", "gang"))
+            await asyncio.sleep(0.005)  # the events' arrival times
+        deadline = asyncio.get_running_loop().time() + 5
+        while not runs and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(batch)  # would a late second reconcile follow?
+        await queue.stop()
+        return len(runs)
+
+    runs = asyncio.run(scenario())
+    assert 1 <= runs <= most
+    if not batch:
+        assert runs > 5, "the burst was merged though nothing batches it: this test measures nothing"

@@ -1,6 +1,7 @@
 """The base of every TrainingJob API model and the small value types they share."""
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Self
@@ -95,8 +96,8 @@ def unique_by(key: str) -> Callable[[list[Any]], list[Any]]:
     """A validator refusing two list items with the same `key`, like x-kubernetes-list-type: map."""
 
     def check(items: list[Any]) -> list[Any]:
-        seen = [getattr(item, key) for item in items]
-        duplicates = sorted({value for value in seen if seen.count(value) > 1})
+        seen = Counter(getattr(item, key) for item in items)
+        duplicates = sorted(value for value, count in seen.items() if count > 1)
         if duplicates:
             raise ValueError(f"duplicate {key}: {', '.join(map(str, duplicates))}")
         return items

@@ -49,11 +49,10 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if created is not None and created.status == ConditionStatus.FALSE and created.reason == INVALID:
         message = f"The apiserver refuses the job's pods as invalid: {created.message}"
         return finished.finish(ctx, status, Phase.FAILED, INVALID, message)
-    awaited = [
-        p for p in ctx.observed.pods if p.deleting and (p.attempt != status.attempt or tracking.is_counted(status, p))
-    ]
+    counted_uids = tracking.counted_uids(status)
+    awaited = [p for p in ctx.observed.pods if p.deleting and (p.attempt != status.attempt or p.uid in counted_uids)]
     stale = ctx.stale(status.attempt)
-    counted = [p for p in ctx.pods_of(status.attempt) if tracking.is_counted(status, p)]
+    counted = [p for p in ctx.pods_of(status.attempt) if p.uid in counted_uids]
     delete = tuple(p.name for p in [*stale, *counted] if not p.deleting)  # again, if a crash cut the first off
     events = tuple(Event("Warning", "ForceDeleted", _forced(p)) for p in awaited if p.name in _stuck(ctx, awaited))
     base = Decision(

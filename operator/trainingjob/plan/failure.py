@@ -18,16 +18,17 @@ DELETED = "the pod was deleted by someone other than the operator before it fini
 
 def failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
     """The attempt's uncounted failures, oldest first: failed, deleted by others, or vanished."""
-    found = []
+    found, counted = [], tracking.counted_uids(status)
     for pod in ctx.pods_of(status.attempt):
-        if pod.phase == PodPhase.SUCCEEDED or tracking.is_counted(status, pod):
+        if pod.phase == PodPhase.SUCCEEDED or pod.uid in counted:
             continue
         if pod.has_failed:
             found.append(pod)
         elif pod.deleting:  # the operator deletes only counted pods of the current attempt
             found.append(replace(pod, disrupted=True, reason=pod.reason or "Deleted", message=DELETED))
+    slots = {r.pod_name(ctx.name, status.attempt): r for r in ctx.slots}
     for gone in tracking.vanished(ctx, status):
-        replica = next((r for r in ctx.slots if r.pod_name(ctx.name, status.attempt) == gone.name), None)
+        replica = slots.get(gone.name)
         found.append(_vanished(gone.name, gone.uid, replica or Replica("worker", 0), status.attempt))
     return found
 

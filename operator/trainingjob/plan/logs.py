@@ -10,8 +10,7 @@ MOST = 3
 
 def wanted(status: TrainingJobStatus | None, observed: Observed) -> list[str]:
     status = status or TrainingJobStatus()
-    return [
-        p.name
-        for p in observed.of_attempt(status.attempt)
-        if p.phase == PodPhase.FAILED and not tracking.is_counted(status, p)
-    ][:MOST]
+    counted = tracking.counted_uids(status)
+    return [p.name for p in observed.of_attempt(status.attempt) if p.phase == PodPhase.FAILED and p.uid not in counted][
+        :MOST
+    ]

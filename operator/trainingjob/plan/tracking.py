@@ -42,8 +42,9 @@ def vanished(ctx: Context, status: TrainingJobStatus) -> list[TrackedPod]:
     return [t for t in status.tracked_pods if t.outcome is None and t.uid not in present]
 
 
-def is_counted(status: TrainingJobStatus, pod: PodState) -> bool:
-    return any(t.uid == pod.uid and t.outcome == PodOutcome.FAILED for t in status.tracked_pods)
+def counted_uids(status: TrainingJobStatus) -> frozenset[str]:
+    """The UIDs of the pods whose failure is counted already: a set, so a gang of 1,024 is checked in O(n)."""
+    return frozenset(t.uid for t in status.tracked_pods if t.outcome == PodOutcome.FAILED)
 
 
 def succeeded_names(status: TrainingJobStatus) -> set[str]:

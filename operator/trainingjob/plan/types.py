@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from trainingjob.manifests import replicas
@@ -61,7 +62,7 @@ class Context:
     def generation(self) -> int | None:
         return self.job.metadata.generation
 
-    @property
+    @cached_property
     def slots(self) -> list[Replica]:
         return replicas(self.job)
 

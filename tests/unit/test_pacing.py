@@ -1,0 +1,128 @@
+"""Write pacing: the shared limit halves on 429 (once per burst), grows back as writes succeed, never lets more
+writes fly than it allows, retries a throttled write as asked and gives up at its deadline; and a big call's
+writes leave room in the shared pool for a small call's."""
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from trainingjob.pacing import Pacer, Throttled, windowed
+
+TIMEOUT = 10.0
+
+
+def test_a_burst_of_429s_halves_the_limit_once_and_successes_grow_it_back() -> None:
+    pacer = Pacer(16)
+    answers: Iterator[Throttled | str] = iter([Throttled(0.001), Throttled(0.001), "ok"])
+
+    def write() -> str:
+        answer = next(answers)
+        if isinstance(answer, Throttled):
+            raise answer
+        return answer
+
+    assert pacer.call(write) == "ok"
+    assert pacer.throttled == 2 and pacer.limit == pytest.approx(4 + 1 / 4)  # halved twice: each retry was sent anew
+    for _ in range(200):
+        pacer.call(lambda: None)
+    assert pacer.limit == 16
+
+
+def test_answers_to_writes_sent_before_a_decrease_do_not_halve_again() -> None:
+    """Eight writes in flight all get 429: the limit halves once, not eight times."""
+    pacer, release, entered = Pacer(8), threading.Event(), threading.Barrier(9)
+
+    def write() -> None:
+        entered.wait(TIMEOUT)
+        release.wait(TIMEOUT)
+        raise Throttled(0.001)
+
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        try:
+            pacer.call(write, deadline=0)
+        except Throttled as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    entered.wait(TIMEOUT)  # all eight are in flight
+    release.set()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    assert len(errors) == 8 and pacer.throttled == 8 and pacer.limit == 4
+
+
+def test_never_more_writes_in_flight_than_the_limit() -> None:
+    pacer, lock, peak, current = Pacer(3), threading.Lock(), [0], [0]
+
+    def write() -> None:
+        with lock:
+            current[0] += 1
+            peak[0] = max(peak[0], current[0])
+        with lock:
+            current[0] -= 1
+
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(lambda _: pacer.call(write), range(300)))
+    assert 1 <= peak[0] <= 3 and pacer.in_flight == 0
+
+
+def test_a_write_throttled_past_its_deadline_raises() -> None:
+    pacer = Pacer(4)
+
+    def write() -> None:
+        raise Throttled(5.0)
+
+    with pytest.raises(Throttled):
+        pacer.call(write, deadline=1.0)
+    assert pacer.throttled == 1
+
+
+def test_a_small_calls_writes_are_not_queued_behind_a_big_calls() -> None:
+    """A 1,000-item call and, just after, a 4-item call on one pool of 4 threads: the small call's items run
+    within the big call's next window, not after its 1,000."""
+    order: list[str] = []
+    lock, started = threading.Lock(), threading.Event()
+
+    def work(item: str) -> str:
+        with lock:
+            order.append(item)
+        started.set()
+        time.sleep(0.001)  # a write's round trip
+        return item
+
+    with ThreadPoolExecutor(4) as pool:
+        big = threading.Thread(target=windowed, args=(pool, work, [f"big-{i}" for i in range(1000)], 4))
+        big.start()
+        started.wait(TIMEOUT)
+        with lock:
+            sent_at = len(order)
+        small = windowed(pool, work, [f"small-{i}" for i in range(4)], 4)
+        big.join(TIMEOUT)
+    assert small == [f"small-{i}" for i in range(4)]
+    last_small = max(order.index(f"small-{i}") for i in range(4))
+    # Ahead of the small call's four: at most the big call's window running and its window queued.
+    assert last_small - sent_at < 4 + 4 + 4 + 4, order[sent_at : last_small + 1]
+    assert len(order) == 1004
+
+
+def test_windowed_keeps_order_and_raises_the_first_error_after_the_sent_ones_finish() -> None:
+    finished: list[int] = []
+
+    def work(item: int) -> int:
+        if item == 3:
+            raise ValueError("refused")
+        finished.append(item)
+        return item * 10
+
+    with ThreadPoolExecutor(2) as pool:
+        assert windowed(pool, lambda i: i * 10, range(7), 3) == [0, 10, 20, 30, 40, 50, 60]
+        with pytest.raises(ValueError, match="refused"):
+            windowed(pool, work, range(20), 2)
+    assert len(finished) < 20  # nothing more was sent once one had failed
