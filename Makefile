@@ -15,7 +15,7 @@ export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
 .PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test crds dist \
-	run-operator run-api bench dev-cluster dev-cluster-down clean-cache
+	run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -96,6 +96,11 @@ bench: venv controlplane node ## run the benchmarks (each prints ratios against 
 	for bench in bench/bench_*.py; do \
 	  echo "== $$bench"; TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	    TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) $(PY) $$bench; done
+
+bench-kubeflow: venv controlplane ## our operator against Kubeflow's PyTorchJob operator on the cluster tier; rewrites docs/performance.md
+	bash scripts/build-kubeflow.sh >/dev/null
+	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  $(PY) bench/bench_kubeflow.py --write-doc $${BENCH_KUBEFLOW_ARGS:-}
 
 demo-cluster: venv node ## a real node with the chart installed: digits DDP, a rank killed, resumed; the cluster stays up
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
