@@ -1073,7 +1073,8 @@ def method(results: Results, args: argparse.Namespace) -> list[str]:
         "`status.phase: Running`, Kubeflow's with a condition Running=True.",
         "- Status lag, per job: the watch's arrival time of the status turning Running minus the arrival time of "
         "the job's last running pod turning Running (signed; p50 and p99 over the jobs of a run). Kubeflow sets "
-        "Running as soon as its Master pod runs (not all workers), so its lag is negative for gangs.",
+        "Running once its Master pod runs (not all workers), so its lag can be negative; it is positive when its "
+        "work queue or client rate limit delays the status write.",
         "- CPU: user+system seconds of the operator process over the window (/proc/PID/stat); peak RSS: VmHWM "
         + ("reset at the start of each scenario (clear_refs 5)." if results.peak_reset else "since its start."),
         "- Requests: the apiserver's audit log (policy: level Metadata for the two operators' users, stage "
