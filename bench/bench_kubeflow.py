@@ -50,6 +50,7 @@ from kubernetes import client, config  # noqa: E402
 from tests.integration.conftest import install_crd as install_trainingjob_crd  # noqa: E402
 from tests.support import kwok, pods  # noqa: E402
 from tests.support.controlplane import Binaries, ControlPlane, node_ready  # noqa: E402
+from tests.support.namespaces import create_namespace  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 from tests.support.processes import Server, poll_until  # noqa: E402
 
@@ -692,13 +693,7 @@ class Run:
     def fresh_namespace(self, prefix: str) -> str:
         self.namespaces += 1
         name = f"{prefix}-{self.namespaces}"
-        core = client.CoreV1Api(self.api)
-        core.create_namespace({"metadata": {"name": name}})
-        try:  # pods are refused until their service account exists; do not wait for the controller-manager
-            core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
-        except client.ApiException as error:
-            if error.status != 409:
-                raise
+        create_namespace(client.CoreV1Api(self.api), name)
         return name
 
     def delete_namespace(self, namespace: str) -> None:

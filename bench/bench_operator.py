@@ -25,6 +25,7 @@ from kubernetes import client  # noqa: E402
 from tests.integration.conftest import install_crd  # noqa: E402
 from tests.support import kwok, pods  # noqa: E402
 from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
+from tests.support.namespaces import create_namespace  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 from tests.support.processes import poll_until  # noqa: E402
 
@@ -121,13 +122,7 @@ def measure_in_fresh_namespace(
 def fresh_namespace(api: client.ApiClient, counter: list[int]) -> str:
     counter[0] += 1
     name = f"bench-{counter[0]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace({"metadata": {"name": name}})
-    try:
-        core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
-    except client.ApiException as error:
-        if error.status != 409:  # the controller-manager made it first
-            raise
+    create_namespace(client.CoreV1Api(api), name)
     return name
 
 

@@ -30,20 +30,12 @@ from bench.kubeflow import (  # noqa: E402
 )
 from kubernetes import client  # noqa: E402
 from tests.support.controlplane import running  # noqa: E402
+from tests.support.namespaces import create_namespace  # noqa: E402
 from tests.support.processes import poll_until  # noqa: E402
 
 IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"  # kwok runs no containers: any name will do
 SCENARIOS = ((1, 4), (10, 8))  # (jobs, ranks)
 DEADLINE = 180.0
-
-
-def fresh_namespace(core: client.CoreV1Api, name: str) -> None:
-    core.create_namespace({"metadata": {"name": name}})
-    try:  # pods are refused until their service account exists; do not wait for the controller-manager
-        core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
-    except client.ApiException as error:
-        if error.status != 409:
-            raise
 
 
 def running_pods(core: client.CoreV1Api, namespace: str) -> int:
@@ -63,7 +55,7 @@ def running_jobs(custom: client.CustomObjectsApi, namespace: str) -> int:
 
 def scenario(api: client.ApiClient, operator: KubeflowOperator, namespace: str, jobs: int, ranks: int) -> None:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    fresh_namespace(core, namespace)
+    create_namespace(core, namespace)
     cpu_before = operator.cpu_seconds()
     names = [f"pt-{index}" for index in range(jobs)]
     began = time.monotonic()

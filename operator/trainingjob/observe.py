@@ -176,10 +176,8 @@ def essentials(pod: dict[str, Any]) -> dict[str, Any]:
     """The part of a pod the operator reads (its metadata less managedFields, its status, and the spec fields
     above): what the pod store keeps, a fraction of the whole pod."""
     metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "managedFields"}
-    spec = pod.get("spec") or {}
-    kept = {"kind": pod.get("kind", "Pod"), "metadata": metadata, "spec": {}, "status": pod.get("status") or {}}
-    kept["spec"] = {k: spec[k] for k in OBSERVED_SPEC_FIELDS if k in spec}
-    return kept
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k in OBSERVED_SPEC_FIELDS}
+    return {"kind": pod.get("kind", "Pod"), "metadata": metadata, "spec": spec, "status": pod.get("status") or {}}
 
 
 def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> PodState | None:

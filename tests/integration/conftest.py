@@ -7,6 +7,7 @@ import pytest
 from kubernetes import client
 from tests.support.controlplane import ControlPlane
 from tests.support.harness import Harness
+from tests.support.namespaces import create_namespace
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
@@ -40,10 +41,7 @@ def prepare_bare_plane(api: client.ApiClient, namespace: str) -> None:
     """A plane of a test's own without a controller-manager: the CRD, a namespace and the ServiceAccount that
     the controller-manager would have made in it."""
     install_crd(api)
-    core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
-    account = client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
-    core.create_namespaced_service_account(namespace, account)
+    create_namespace(client.CoreV1Api(api), namespace)
 
 
 @pytest.fixture(scope="session")

@@ -9,18 +9,22 @@ from kubernetes import client
 from tests.support.controlplane import ControlPlane
 
 
+def create_namespace(core: client.CoreV1Api, name: str) -> None:
+    """A namespace and its default ServiceAccount (pods are refused until it exists): no waiting for the
+    controller-manager, on a plane that has one or not."""
+    core.create_namespace({"metadata": {"name": name}})
+    try:
+        core.create_namespaced_service_account(name, {"metadata": {"name": "default"}})
+    except client.ApiException as error:
+        if error.status != 409:  # the controller-manager made it first
+            raise
+
+
 def fresh_namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{stem}-{uuid.uuid4().hex[:6]}"
     with plane.api_client() as api:
         core = client.CoreV1Api(api)
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-        try:
-            core.create_namespaced_service_account(
-                name, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="default"))
-            )
-        except client.ApiException as error:
-            if error.status != 409:  # the controller-manager made it first
-                raise
+        create_namespace(core, name)
         yield name
         core.delete_namespace(name)

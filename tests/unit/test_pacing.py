@@ -65,6 +65,7 @@ def test_never_more_writes_in_flight_than_the_limit() -> None:
         with lock:
             current[0] += 1
             peak[0] = max(peak[0], current[0])
+        time.sleep(0.001)  # a write's round trip, so that twelve threads would overlap without the limit
         with lock:
             current[0] -= 1
 
