@@ -499,8 +499,7 @@ def test_chart_rbac_runs_a_job_to_success(h: Harness) -> None:
         h.finish(pod.metadata.name, 0)
     done = h.wait_phase("ok", "Succeeded")
     assert condition(done, "Succeeded")["status"] == "True"
-    events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
-    assert {"JobCreated", "JobSucceeded"} <= {e.reason for e in events}  # events: create
+    assert "JobCreated" in h.wait_event("ok", "JobSucceeded")  # events: create
     assert h.core.read_namespaced_service("ok", h.ns)  # services: create
 
 

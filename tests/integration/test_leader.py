@@ -119,8 +119,7 @@ def test_two_operators_one_acts_and_the_standby_takes_over_when_it_dies(
         first = h.wait_running_pods("led", 3, attempt=1)
         h.wait_phase("led", "Running")
         assert standby.reconciles() == 0, "the standby reconciled while the leader lived"
-        events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=led").items
-        assert [e.reason for e in events].count("JobCreated") == 1
+        assert h.wait_event("led", "JobCreated").count("JobCreated") == 1
         leader.kill()
         died = time.monotonic()
         h.finish(first[0].metadata.name, 75)

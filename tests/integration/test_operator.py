@@ -60,8 +60,7 @@ def test_a_job_runs_to_success_reporting_progress_and_records_its_result(
     assert result["checkpoint"]["path"] == "/checkpoints/step-168"
     wide = _kubectl_get(cluster, h.ns, "ok", "-o", "wide")
     assert (wide["STEP"], wide["PROGRESS"], wide["ETA"]) == ("168", "100", "")  # finished: no estimate
-    events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=ok").items
-    assert {"JobCreated", "AllReplicasRunning", "JobSucceeded"} <= {e.reason for e in events}
+    assert {"JobCreated", "AllReplicasRunning"} <= set(h.wait_event("ok", "JobSucceeded"))
     log = operator.log()
     assert f"{h.ns}/ok attempt 1: JobSucceeded: All 2 workers finished successfully." in log
     assert "Handler 'pod_changed' succeeded" not in log  # the decisions, not kopf's chatter

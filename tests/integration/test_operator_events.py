@@ -53,8 +53,7 @@ def test_a_partly_refused_gang_waits_says_why_and_starts_when_the_quota_allows(h
     )
     assert "exceeded quota" in condition(refused, "Created")["message"]
     assert refused["status"]["restarts"]["disruption"] == 0 and refused["status"]["phase"] == "Pending"
-    events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=squeezed").items
-    assert [e.reason for e in events].count("PodCreateRefused") == 1
+    assert h.wait_event("squeezed", "PodCreateRefused").count("PodCreateRefused") == 1
     h.core.delete_namespaced_resource_quota("pods", h.ns)
     running = h.wait_phase("squeezed", "Running", timeout=90)
     assert running["status"]["attempt"] == 1 and running["status"]["restarts"]["disruption"] == 0
@@ -125,8 +124,7 @@ def test_a_pod_stuck_terminating_on_an_unreachable_node_is_force_deleted(h: Harn
             timeout=GRACE + TERMINATING_TIMEOUT + 30,
             what="attempt 2's pods after the stuck ones were force-deleted",
         )
-        events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=stranded").items
-        assert {"ForceDeleted"} <= {e.reason for e in events}
+        h.wait_event("stranded", "ForceDeleted")
     finally:
         h.core.delete_node("unreachable-node")
 

@@ -76,6 +76,17 @@ class Harness:
 
         return poll_until(running, timeout=timeout, interval=0.2, what=f"{count} running pods of attempt {attempt}")
 
+    def wait_event(self, name: str, reason: str, timeout: float = 30) -> list[str]:
+        """The reasons of the events about job `name`, once one has `reason` (the operator may record an event
+        after the status write a test waited for)."""
+
+        def recorded() -> list[str] | None:
+            events = self.core.list_namespaced_event(self.ns, field_selector=f"involvedObject.name={name}").items
+            reasons = [e.reason for e in events]
+            return reasons if reason in reasons else None
+
+        return poll_until(recorded, timeout=timeout, interval=0.2, what=f"{name}: a {reason} event")
+
     def wait_gone(self, name: str, what: str = "the job deleted after its TTL") -> None:
         def gone() -> bool:
             try:
