@@ -30,9 +30,23 @@ rules:
 """
 
 
-class AuditedControlPlane(ControlPlane):
-    """The cluster tier with an audit log of the operators' users (Metadata level, RequestReceived omitted) and the
-    scheduler's client rate limit raised, so that binding pods is not what both sides wait for."""
+POD_CIDR = "10.128.0.0/12"
+
+
+class RoutablePlane(ControlPlane):
+    """The cluster tier with kwok's pod addresses outside the loopback range, as a real cluster's are: the tests'
+    127.1.0.0/16 lets them serve a pod's progress port, but the apiserver refuses loopback addresses in Endpoints
+    and EndpointSlices, so a job's Service would cost the controllers a string of refused, retried writes."""
+
+    def _serve(self, name: str, args: list[str]) -> Server:
+        if name == "kwok":
+            args = [f"--cidr={POD_CIDR}" if a.startswith("--cidr=") else a for a in args]
+        return super()._serve(name, args)
+
+
+class AuditedControlPlane(RoutablePlane):
+    """The routable cluster tier with an audit log of the operators' users (Metadata level, RequestReceived
+    omitted) and the scheduler's client rate limit raised, so that binding pods is not what both sides wait for."""
 
     def __init__(self, root: Path, binaries: Binaries, *, scheduler_qps: int) -> None:
         super().__init__(root, binaries, cluster=True)

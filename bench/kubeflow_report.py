@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.kubeflow import REPO
 from bench.kubeflow_measure import Measurement, Results, Scenario
-from bench.kubeflow_plane import CREATE_THREADS, KUBEFLOW_USER, OURS_USER, PODS_PER_NODE
+from bench.kubeflow_plane import CREATE_THREADS, KUBEFLOW_USER, OURS_USER, POD_CIDR, PODS_PER_NODE
 from bench.kubeflow_sides import OURS
 
 DOC = REPO / "docs" / "performance.md"
@@ -163,7 +163,8 @@ def method(results: Results, args: argparse.Namespace) -> list[str]:
     lines = [
         f"- Cluster tier ({plane}): etcd, kube-apiserver (priority and fairness off, as in the tests), "
         f"kube-scheduler (client limit raised to --kube-api-qps={args.scheduler_qps} so that binding pods is not "
-        "what both sides wait for), kube-controller-manager, kwok; "
+        "what both sides wait for), kube-controller-manager, kwok giving pods addresses in "
+        f"{POD_CIDR} (outside loopback, so that the Endpoints of both sides' Services are written, not refused); "
         f"{results.nodes} kwok nodes of {PODS_PER_NODE} pods plus the tier's two of 110.",
         "- One fresh cluster tier per side and repetition; one operator runs at a time. The order of the sides "
         "rotates every repetition: " + "; ".join(", ".join(order) for order in results.orders) + ".",
