@@ -28,7 +28,7 @@ from bench.kubeflow_plane import CREATE_THREADS, PODS_PER_NODE, RoutablePlane, a
 from kubernetes import client  # noqa: E402
 from tests.builders import make_job  # noqa: E402
 from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.support.namespaces import create_namespace  # noqa: E402
+from tests.support.namespaces import create_namespace, delete_namespace  # noqa: E402
 from tests.support.processes import poll_until  # noqa: E402
 
 from trainingjob.manifests import pod_manifest, replicas, service_manifest  # noqa: E402
@@ -80,19 +80,8 @@ def one_run(
         list(pool.map(lambda pod: core.create_namespaced_pod(namespace, pod), pods))
     poll_until(lambda: settled(core, discovery, namespace, ranks, selected), timeout=1800, interval=0.5, what="settled")
     wall, spent = time.monotonic() - started, cpu() - before
-    core.delete_namespace(namespace)
-    poll_until(lambda: not _exists(core, namespace), timeout=1800, interval=1, what=f"{namespace} deleted")
+    delete_namespace(core, namespace, timeout=1800)
     return wall, spent
-
-
-def _exists(core: client.CoreV1Api, namespace: str) -> bool:
-    try:
-        core.read_namespace(namespace)
-    except client.ApiException as error:
-        if error.status == 404:
-            return False
-        raise
-    return True
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ from bench.kubeflow_plane import CREATE_THREADS, AuditedControlPlane, AuditLog, 
 from bench.kubeflow_sides import Contender
 from kubernetes import client
 from tests.support import pods
-from tests.support.namespaces import create_namespace
+from tests.support.namespaces import create_namespace, delete_namespace
 from tests.support.processes import poll_until
 
 
@@ -107,18 +107,7 @@ class Run:
             interval=0.2,
             what=f"the jobs of {namespace} deleted",
         )
-        core.delete_namespace(namespace)
-
-        def gone() -> bool:
-            try:
-                core.read_namespace(namespace)
-            except client.ApiException as error:
-                if error.status == 404:
-                    return True
-                raise
-            return False
-
-        poll_until(gone, timeout=self.deadline, interval=0.2, what=f"namespace {namespace} deleted")
+        delete_namespace(core, namespace, timeout=self.deadline)
 
     def create_jobs(self, namespace: str, names: Sequence[str], ranks: int) -> None:
         custom, side = client.CustomObjectsApi(self.api), self.contender

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 from tests.support.controlplane import ControlPlane
+from tests.support.processes import poll_until
 
 
 def create_namespace(core: client.CoreV1Api, name: str) -> None:
@@ -18,6 +19,22 @@ def create_namespace(core: client.CoreV1Api, name: str) -> None:
     except client.ApiException as error:
         if error.status != 409:  # the controller-manager made it first
             raise
+
+
+def delete_namespace(core: client.CoreV1Api, name: str, *, timeout: float) -> None:
+    """Delete a namespace and wait until it is wholly gone (its objects too), failing after `timeout` seconds."""
+    core.delete_namespace(name)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return True
+            raise
+        return False
+
+    poll_until(gone, timeout=timeout, interval=0.2, what=f"namespace {name} deleted")
 
 
 def fresh_namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
