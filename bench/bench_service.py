@@ -21,7 +21,8 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1] / part) for part in ("", "operator")]
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from bench.kubeflow import process_usage  # noqa: E402
 from bench.kubeflow_plane import CREATE_THREADS, PODS_PER_NODE, RoutablePlane, add_nodes  # noqa: E402
