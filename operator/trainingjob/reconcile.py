@@ -1,5 +1,6 @@
 """One reconcile of one job: observe the cluster once, plan, write the status, announce, then act; what the
-actions returned (the UIDs of created pods, refused creations) is written back before the next pass."""
+actions returned (the UIDs of created pods, refused creations) is written back wave by wave, and each wave's pods
+released from the tracking gate once the status names them."""
 
 import logging
 from collections.abc import Mapping, Sequence
@@ -13,6 +14,7 @@ from trainingjob.contract import ROLE_WORKER
 from trainingjob.model import ConditionType, TrainingJob, TrainingJobStatus
 from trainingjob.naming import CONTAINER_NAME, Replica
 from trainingjob.observe import Observed, observe
+from trainingjob.pacing import waves
 from trainingjob.plan import Event, Plan, Settings, creation, logs, plan, tracking
 from trainingjob.plan.creation import Refusal
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
@@ -22,6 +24,7 @@ from trainingjob.settings import OperatorSettings
 log = logging.getLogger(__name__)
 TAIL_LINES: int = OperatorSettings.model_fields["log_tail_lines"].default
 Manifest = dict[str, Any]
+FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
 
 
 class Conflict(Exception):  # noqa: N818  (a domain outcome, not a bug)
@@ -148,27 +151,52 @@ def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> T
         cluster.ungate(namespace, result.ungate)
     status = result.status
     if result.create:
-        created = cluster.create(namespace, result.create)
-        status = _record_creation(cluster, (manifest, version), result.status, created, now)
+        status = _create_in_waves(cluster, (manifest, version), status, result.create, now)
     if result.delete_job:
         cluster.delete_job(namespace, name)
     return status
 
 
+def _create_in_waves(
+    cluster: Cluster,
+    written: tuple[Manifest, str],
+    status: TrainingJobStatus,
+    create: Sequence[Manifest],
+    now: datetime,
+) -> TrainingJobStatus:
+    """Create in waves that double in size (the Service, key and policy go first), each recorded and released
+    before the next is sent: the scheduler starts on a large gang's first pods while its last are still being
+    created. A wave with refusals, or one that could not be recorded, ends it: the next pass goes on."""
+    manifest, version = written
+    others = [m for m in create if m["kind"] != "Pod"]
+    pods = [m for m in create if m["kind"] == "Pod"]
+    for index, wave in enumerate(waves(pods, FIRST_WAVE) or [[]]):
+        done = cluster.create(manifest["metadata"]["namespace"], [*others, *wave] if index == 0 else wave)
+        recorded = _record_creation(cluster, (manifest, version), status, done, now)
+        if recorded is None:
+            return status  # the next pass sees the pods and the refusals again
+        status, version = recorded
+        if done.refusals:
+            break
+    return status
+
+
 def _record_creation(
     cluster: Cluster, written: tuple[Manifest, str], status: TrainingJobStatus, done: Created, now: datetime
-) -> TrainingJobStatus:
-    """Track the pods just created, and record refusals, in a second write on the version just written; then
-    release the pods from the tracking gate (the next pass does, if this write is cut off)."""
+) -> tuple[TrainingJobStatus, str] | None:
+    """Track the pods just created, and record refusals, in a write on the version just written; then release
+    the pods from the tracking gate (the next pass does, if this write is cut off). The status and version now,
+    or None if the job changed meanwhile."""
     manifest, version = written
     metadata = manifest["metadata"]
     after = creation.refused(tracking.created(status, done.pods), done.refusals, now, metadata.get("generation"))
     if after == status:
-        return status
+        return status, version
     try:
-        cluster.write_status(metadata["namespace"], metadata["name"], version, merge_patch(_dump(status), _dump(after)))
+        patch = merge_patch(_dump(status), _dump(after))
+        version = cluster.write_status(metadata["namespace"], metadata["name"], version, patch)
     except Conflict:
-        return status  # the next pass sees the pods and the refusals again
+        return None
     if done.pods:
         cluster.ungate(metadata["namespace"], sorted(done.pods))
     if done.refusals and _condition_message(status) != _condition_message(after):
@@ -176,7 +204,7 @@ def _record_creation(
         message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]
         cluster.emit(manifest, [Event("Warning", "PodCreateRefused", message)])
         log.warning("%s/%s attempt %d: %s", metadata["namespace"], metadata["name"], status.attempt, message)
-    return after
+    return after, version
 
 
 def _condition_message(status: TrainingJobStatus) -> str:

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from trainingjob.pacing import Pacer, Throttled, windowed
+from trainingjob.pacing import Pacer, Throttled, waves, windowed
 
 TIMEOUT = 10.0
 
@@ -127,3 +127,22 @@ def test_windowed_keeps_order_and_raises_the_first_error_after_the_sent_ones_fin
         with pytest.raises(ValueError, match="refused"):
             windowed(pool, work, range(20), 2)
     assert len(finished) < 20  # nothing more was sent once one had failed
+
+
+@pytest.mark.parametrize(
+    ("count", "first", "sizes"),
+    [
+        pytest.param(0, 16, [], id="nothing"),
+        pytest.param(8, 16, [8], id="a small job in one wave"),
+        pytest.param(31, 16, [31], id="less than two first waves: one"),
+        pytest.param(32, 16, [16, 16], id="two first waves"),
+        pytest.param(100, 16, [16, 32, 52], id="the last takes the rest"),
+        pytest.param(1024, 16, [16, 32, 64, 128, 256, 528], id="a 1,024-rank gang"),
+        pytest.param(5, 1, [1, 2, 2], id="first of one: the last wave is cut short"),
+        pytest.param(3, 0, [1, 2], id="a first of zero is one"),
+    ],
+)
+def test_waves_double_and_keep_the_order(count: int, first: int, sizes: list[int]) -> None:
+    result = waves(list(range(count)), first)
+    assert [len(w) for w in result] == sizes
+    assert [item for wave in result for item in wave] == list(range(count))

@@ -9,7 +9,7 @@ from tests.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import Conflict, Outcome, merge_patch, reconcile
+from trainingjob.reconcile import FIRST_WAVE, Conflict, Outcome, merge_patch, reconcile
 
 NS = "ns"
 
@@ -170,6 +170,78 @@ def test_refusals_surface_once_as_a_condition_and_an_event(cluster: FakeCluster,
     clock.advance(600)
     run(cluster, clock)
     assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+
+
+def tracked_names(cluster: FakeCluster) -> set[str]:
+    return {t["name"] for t in (status(cluster) or {}).get("trackedPods", [])}
+
+
+def gated(cluster: FakeCluster) -> list[str]:
+    return sorted(name for (_, name), pod in cluster.pods.items() if pod["spec"].get("schedulingGates"))
+
+
+def test_a_large_gang_is_created_in_waves_each_recorded_before_it_is_released(cluster: FakeCluster) -> None:
+    steps: list[tuple[str, int]] = []
+    create, ungate = cluster.create, cluster.ungate
+
+    def creating(namespace: str, manifests: Any) -> Any:
+        steps.append(("create", sum(m["kind"] == "Pod" for m in manifests)))
+        return create(namespace, manifests)
+
+    def releasing(namespace: str, names: Any) -> None:
+        assert set(names) <= tracked_names(cluster), "a pod left the gate before the status named it"
+        steps.append(("ungate", len(names)))
+        ungate(namespace, names)
+
+    cluster.create, cluster.ungate = creating, releasing  # type: ignore[method-assign]
+    cluster.submit(job_manifest(namespace=NS, workers=100))
+    clock = Clock()
+    run(cluster, clock)
+    assert FIRST_WAVE == 16 and steps == [
+        ("create", 16),
+        ("ungate", 16),
+        ("create", 32),
+        ("ungate", 32),
+        ("create", 52),
+        ("ungate", 52),
+    ]
+    assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
+
+
+def test_a_refused_wave_ends_the_creation_and_the_next_pass_creates_the_rest(cluster: FakeCluster) -> None:
+    clock = Clock()
+    refused = {f"job-worker-{i}-1" for i in range(20, 30)}  # in the second wave (16-47)
+    cluster.refuse = lambda m: (
+        Refusal(m["metadata"]["name"], 403, "exceeded quota") if m["metadata"]["name"] in refused else None
+    )
+    cluster.submit(job_manifest(namespace=NS, workers=100))
+    run(cluster, clock)
+    assert len(cluster.pods) == 38 and tracked_names(cluster) == {name for _, name in cluster.pods}
+    assert not gated(cluster)  # the created ones run meanwhile: the tracking gate is not a gang gate
+    created = next(c for c in status(cluster)["conditions"] if c["type"] == "Created")
+    assert created["reason"] == "PodCreateRefused" and "job-worker-20-1" in created["message"]
+    cluster.refuse = lambda _: None
+    clock.advance(600)
+    run(cluster, clock)
+    assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
+
+
+def test_a_job_changed_between_waves_stops_the_creation_and_the_next_pass_records_it(cluster: FakeCluster) -> None:
+    clock = Clock()
+    create = cluster.create
+
+    def edited_meanwhile(namespace: str, manifests: Any) -> Any:
+        job = cluster.jobs[(NS, "job")]
+        job["metadata"]["resourceVersion"] = cluster.version()  # someone labels the job
+        return create(namespace, manifests)
+
+    cluster.create = edited_meanwhile  # type: ignore[method-assign]
+    cluster.submit(job_manifest(namespace=NS, workers=100))
+    run(cluster, clock)
+    assert len(cluster.pods) == 16 and tracked_names(cluster) == set() and len(gated(cluster)) == 16
+    cluster.create = create  # type: ignore[method-assign]
+    run(cluster, clock)
+    assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
 
 
 def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(cluster: FakeCluster, clock: Clock) -> None:

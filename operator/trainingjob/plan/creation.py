@@ -1,7 +1,7 @@
-"""Pod creation: the attempt's missing pods are created together, once the pods of earlier attempts are gone
-(a pod stuck terminating is force-deleted after a timeout) and the backoff is over. Refused creations
-(a quota, Pod Security, a webhook) are retried with a growing delay and recorded in the Created condition,
-where the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
+"""Pod creation: the attempt's missing pods are created in one pass (in waves, see reconcile.py), once the pods
+of earlier attempts are gone (a pod stuck terminating is force-deleted after a timeout) and the backoff is over.
+Refused creations (a quota, Pod Security, a webhook) are retried with a growing delay and recorded in the Created
+condition, where the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
