@@ -40,6 +40,11 @@ class Measurement:
     requests: Counter[str]
     lags: list[float]  # per job: its status turned Running minus its last pod turned Running
     unchanged: int  # jobs whose status said Running throughout (no lag to measure)
+    control_plane: dict[str, float] = field(default_factory=dict)  # CPU seconds of each control plane server
+
+    @property
+    def control_plane_seconds(self) -> float | None:
+        return sum(self.control_plane.values()) if self.control_plane else None
 
     @property
     def reads(self) -> int:
@@ -174,14 +179,14 @@ def run_jobs(run: Run, scenario: Scenario, namespace: str) -> Measurement:
                 run.create_jobs(namespace, names, scenario.ranks)
 
         run.reset_peak()
-        cpu_before = kubeflow.process_usage(side.pid()).cpu_seconds
+        cpu_before, plane_before = kubeflow.process_usage(side.pid()).cpu_seconds, control_plane_cpu(run.plane)
         offset, wall = run.audit.offset(), datetime.datetime.now(datetime.UTC)
         began = time.monotonic()
         act()
         pods_at = pod_book.wait(done, run.deadline, f"{total} pods Running ({scenario.title})")
         statuses = job_book.expect(lambda b: len(b.running) >= len(names))
         job_book.wait(statuses, run.deadline, f"{len(names)} job statuses Running")
-        usage = kubeflow.process_usage(side.pid())
+        usage, plane_after = kubeflow.process_usage(side.pid()), control_plane_cpu(run.plane)
         counts = run.audit.requests(offset, wall).get(side.user, Counter())
         lags, unchanged = status_lags(pod_book, job_book, names, began)
         changed = [t for t in (job_book.running_since(n, began) for n in names) if t is not None]
@@ -193,7 +198,13 @@ def run_jobs(run: Run, scenario: Scenario, namespace: str) -> Measurement:
         requests=counts,
         lags=lags,
         unchanged=unchanged,
+        control_plane={name: plane_after[name] - plane_before[name] for name in plane_after},
     )
+
+
+def control_plane_cpu(plane: AuditedControlPlane) -> dict[str, float]:
+    """CPU seconds so far of each server of the cluster tier (etcd, kube-apiserver, the scheduler, ...)."""
+    return {s.name: kubeflow.process_usage(s.process.pid).cpu_seconds for s in plane.servers}
 
 
 def status_lags(pod_book: PodBook, job_book: JobBook, names: Sequence[str], began: float) -> tuple[list[float], int]:

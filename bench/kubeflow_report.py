@@ -25,8 +25,10 @@ def summary(m: Measurement) -> str:
     lag50, lag99 = m.lag(0.5), m.lag(0.99)
     lags = f"lag p50 {fmt(lag50, 3)} p99 {fmt(lag99, 3)} s" + (f" ({m.unchanged} unchanged)" if m.unchanged else "")
     top = ", ".join(f"{n} {k}" for k, n in m.requests.most_common(4))
+    plane = ", ".join(f"{name} {seconds:.1f}" for name, seconds in sorted(m.control_plane.items()))
     return (
-        f"{m.seconds:.2f} s pods, {fmt(m.status_seconds)} s statuses, CPU {m.cpu_seconds:.2f} s, "
+        f"{m.seconds:.2f} s pods, {fmt(m.status_seconds)} s statuses, CPU {m.cpu_seconds:.2f} s "
+        f"(control plane {fmt(m.control_plane_seconds, 1)} s: {plane}), "
         f"RSS {m.peak_rss_mib:.0f} MiB, {m.reads} reads, {m.writes} writes, {lags}; {top}"
     )
 
@@ -52,6 +54,7 @@ METRICS: tuple[Metric, ...] = (
     ("time to the last status turning Running (s)", lambda m: m.status_seconds, 2),
     ("operator CPU (s)", lambda m: m.cpu_seconds, 2),
     ("operator peak RSS (MiB)", lambda m: m.peak_rss_mib, 0),
+    ("control plane CPU (s): etcd, apiserver, scheduler, controllers, kwok", lambda m: m.control_plane_seconds, 1),
     ("apiserver reads (get/list/watch)", lambda m: m.reads, 0),
     ("apiserver writes (create/update/patch/delete)", lambda m: m.writes, 0),
     ("status lag p50 (s)", lambda m: m.lag(0.5), 3),
@@ -182,6 +185,9 @@ def method(results: Results, args: argparse.Namespace) -> list[str]:
         "work queue or client rate limit delays the status write.",
         "- CPU: user+system seconds of the operator process over the window (/proc/PID/stat); peak RSS: VmHWM "
         + ("reset at the start of each scenario (clear_refs 5)." if results.peak_reset else "since its start."),
+        "- Control plane CPU: the same, summed over the cluster tier's servers (etcd, kube-apiserver, "
+        "kube-scheduler, kube-controller-manager, kwok): what the side's way of writing pods costs the cluster. "
+        "The tier shares the machine's cores with the operator, so on a small machine this bounds the time.",
         "- Requests: the apiserver's audit log (policy: level Metadata for the two operators' users, stage "
         "RequestReceived omitted), each request counted once by auditID, received inside the window (the action "
         "until every pod and every status is Running). Reads: get, list, watch; writes: create, update, patch, "
