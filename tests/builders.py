@@ -6,9 +6,14 @@ from typing import Any
 
 from trainingjob.manifests import pod_manifest, replicas
 from trainingjob.model import API_VERSION, KIND, TrainingJob
+from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.naming import CONTAINER_NAME, Replica
 from trainingjob.observe import Observed, observe
 from trainingjob.plan import Plan, Settings, plan
+from trainingjob.sweep.jobs import trial_manifest
+from trainingjob.sweep.plan import SweepPlan
+from trainingjob.sweep.plan import plan as plan_sweep
+from trainingjob.sweep.trials import Child, child
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 JOB_UID = "job-uid"
@@ -164,3 +169,70 @@ def condition(job: TrainingJob, kind: str) -> Any:
     """The job's condition of this type (a model), or None."""
     assert job.status is not None
     return next((c for c in job.status.conditions if c.type == kind), None)
+
+
+# TrainingSweeps: a sweep over the digits trainer, its trials' jobs in any state, and one planning step.
+SWEEP_UID = "sweep-uid"
+SWEEP_PARAMETERS: list[Manifest] = [
+    {"name": "lr", "path": "trainer.learningRate", "type": "Float", "min": 0.001, "max": 1.0, "log": True},
+    {"name": "batch", "path": "trainer.batchSize", "type": "Categorical", "values": [16, 32, 64]},
+]
+
+
+def sweep_manifest(name: str = "sweep", *, parameters: list[Manifest] | None = None, **spec: Any) -> Manifest:
+    """A TrainingSweep as a user submits it; `spec` keys (camelCase) are merged into its spec."""
+    template = {"spec": job_manifest(trainer={"steps": 100, "evalEverySteps": 10})["spec"]}
+    body: Manifest = {
+        "template": template,
+        "parameters": copy.deepcopy(parameters if parameters is not None else SWEEP_PARAMETERS),
+        "objective": {"metric": "accuracy", "goal": "Maximize"},
+        **copy.deepcopy(spec),
+    }
+    return {"apiVersion": API_VERSION, "kind": SWEEP_KIND, "metadata": {"name": name}, "spec": body}
+
+
+def make_sweep(name: str = "sweep", *, uid: str = SWEEP_UID, **spec: Any) -> TrainingSweep:
+    """A TrainingSweep model as the apiserver stores it."""
+    manifest = sweep_manifest(name, **spec)
+    manifest["metadata"].update(namespace="ns", uid=uid, generation=1, resourceVersion="1")
+    return TrainingSweep.from_manifest(manifest)
+
+
+def trial_job(
+    sweep: TrainingSweep,
+    number: int,
+    phase: str = "Running",
+    *,
+    curve: dict[int, float] | None = None,
+    final: float | None = None,
+    owner: str = SWEEP_UID,
+    suspended: bool = False,
+) -> Child:
+    """Trial `number`'s job as the store holds it: in `phase`, with evaluations of accuracy at the steps of `curve`
+    and, once Succeeded, `final` as its final accuracy (none when unset)."""
+    assert sweep.status is not None
+    manifest = trial_manifest(sweep, sweep.status.trials[number])
+    manifest["metadata"].update(uid=f"job-{number}", creationTimestamp=T0.isoformat())
+    manifest["metadata"]["ownerReferences"][0]["uid"] = owner
+    manifest["spec"].setdefault("runPolicy", {})["suspend"] = suspended
+    evaluations = [{"step": s, "time": T0.isoformat(), "metrics": {"accuracy": v}} for s, v in (curve or {}).items()]
+    status: Manifest = {"phase": phase, "history": {"evaluations": evaluations}}
+    if final is not None:
+        status["result"] = {"metrics": {"accuracy": final}, "metricsStep": 100}
+    if phase == "Failed":
+        status["conditions"] = [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "worker-0 failed",
+                "lastTransitionTime": T0.isoformat(),
+            }
+        ]
+    return child({**manifest, "status": status})
+
+
+def sweep_step(sweep: TrainingSweep, children: list[Child], now: datetime = T0) -> tuple[TrainingSweep, SweepPlan]:
+    """Plan once; return the sweep with the planned status written, and the plan."""
+    result = plan_sweep(sweep, {c.name: c for c in children}, now)
+    return sweep.model_copy(update={"status": result.status}), result

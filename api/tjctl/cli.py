@@ -62,7 +62,7 @@ def _local_commands(sub: Any) -> None:
     run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
     run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
     run.set_defaults(local=local_run.command)
-    sub.add_parser("crds", help="print the TrainingJob CRD").set_defaults(local=_crds)
+    sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)
     completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")
     completion.add_argument("shell", choices=shtab.SUPPORTED_SHELLS)
     completion.set_defaults(local=_completion)
@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _crds(args: argparse.Namespace, ui: Ui) -> int:
-    ui.write(crd.render())
+    ui.write(crd.render_all())
     return OK
 
 

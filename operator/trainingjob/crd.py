@@ -1,18 +1,19 @@
-"""The TrainingJob CRD, generated from the pydantic model: `python -m trainingjob.crd --out crds`."""
+"""The TrainingJob and TrainingSweep CRDs, generated from the pydantic models: `python -m trainingjob.crd`."""
 
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from trainingjob.model import CATEGORIES, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, TrainingJob
+from trainingjob.model.sweep import SWEEP_KIND, SWEEP_PLURAL, SWEEP_SHORT_NAMES, SWEEP_SINGULAR, TrainingSweep
 from trainingjob.rules import VALIDATIONS
 
-CRD_NAME = f"{PLURAL}.{GROUP}"
-FILE_NAME = f"{GROUP}_{PLURAL}.yaml"
 HEADER = "# Generated from operator/trainingjob/model by `make crds`; edit the model, not this file.\n"
 _DROPPED = {"title", "$defs"}
 _NULL = {"type": "null"}
@@ -116,15 +117,15 @@ def structural(node: Schema, defs: dict[str, Schema]) -> Schema:
     return dict(sorted(out.items(), key=lambda item: _KEY_ORDER.get(item[0], len(_KEY_ORDER))))
 
 
-def _root_schema() -> Schema:
-    pydantic_schema = TrainingJob.model_json_schema(by_alias=True)
+def _root_schema(model: type[BaseModel], kind: str) -> Schema:
+    pydantic_schema = model.model_json_schema(by_alias=True)
     root = structural(pydantic_schema, pydantic_schema.get("$defs", {}))
     properties = root["properties"]
     properties["apiVersion"] = {
         "type": "string",
-        "description": "The schema version, trainingjob.io/v1alpha1.",
+        "description": f"The schema version, {GROUP}/{VERSION}.",
     }
-    properties["kind"] = {"type": "string", "description": "TrainingJob."}
+    properties["kind"] = {"type": "string", "description": f"{kind}."}
     properties["metadata"] = {"type": "object"}
     root["required"] = ["spec"]
     return root
@@ -158,44 +159,88 @@ PRINTER_COLUMNS = [
 ]
 
 
-def crd() -> dict[str, Any]:
-    """The CustomResourceDefinition of TrainingJob, as a manifest."""
+SWEEP_COLUMNS = [
+    _column("Phase", ".status.phase", description="Pending, Running, Succeeded, Failed"),
+    _column("Running", ".status.counts.running", "integer", "Trials running"),
+    _column("Succeeded", ".status.counts.succeeded", "integer", "Trials that succeeded"),
+    _column("Pruned", ".status.counts.pruned", "integer", "Trials stopped early"),
+    _column("Failed", ".status.counts.failed", "integer", "Trials that failed"),
+    _column("Best", ".status.bestTrial.objective", "number", "The best objective so far"),
+    _column("Best trial", ".status.bestTrial.jobName", description="The TrainingJob of the best trial"),
+    _column("Age", ".metadata.creationTimestamp", "date"),
+]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A custom resource of the project: its model and how kubectl names and lists it."""
+
+    model: type[BaseModel]
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    columns: list[dict[str, str | int]]
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{GROUP}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{GROUP}_{self.plural}.yaml"
+
+
+JOB = Resource(TrainingJob, KIND, PLURAL, SINGULAR, SHORT_NAMES, PRINTER_COLUMNS)
+SWEEP = Resource(TrainingSweep, SWEEP_KIND, SWEEP_PLURAL, SWEEP_SINGULAR, SWEEP_SHORT_NAMES, SWEEP_COLUMNS)
+RESOURCES = (JOB,)  # published in crds/ and the chart; SWEEP joins once the operator reconciles sweeps
+CRD_NAME, FILE_NAME = JOB.crd_name, JOB.file_name
+
+
+def crd(resource: Resource = JOB) -> dict[str, Any]:
+    """The CustomResourceDefinition of a resource (TrainingJob unless told), as a manifest."""
     version = {
         "name": VERSION,
         "served": True,
         "storage": True,
-        "schema": {"openAPIV3Schema": _root_schema()},
+        "schema": {"openAPIV3Schema": _root_schema(resource.model, resource.kind)},
         "subresources": {"status": {}},
-        "additionalPrinterColumns": PRINTER_COLUMNS,
+        "additionalPrinterColumns": resource.columns,
     }
     names = {
-        "kind": KIND,
-        "listKind": f"{KIND}List",
-        "plural": PLURAL,
-        "singular": SINGULAR,
-        "shortNames": list(SHORT_NAMES),
+        "kind": resource.kind,
+        "listKind": f"{resource.kind}List",
+        "plural": resource.plural,
+        "singular": resource.singular,
+        "shortNames": list(resource.short_names),
         "categories": list(CATEGORIES),
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": resource.crd_name},
         "spec": {"group": GROUP, "names": names, "scope": "Namespaced", "versions": [version]},
     }
 
 
-def render() -> str:
+def render(resource: Resource = JOB) -> str:
     """The CRD as the YAML file in crds/."""
-    return HEADER + yaml.dump(crd(), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    return HEADER + yaml.dump(crd(resource), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
+def render_all() -> str:
+    """Every CRD of the project, as one multi-document YAML stream (`tjctl crds | kubectl apply -f -`)."""
+    return "---\n".join(render(resource) for resource in RESOURCES)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Write the TrainingJob CRD generated from the model.")
-    parser.add_argument("--out", type=Path, default=Path("crds"), help="folder to write the CRD into")
+    parser = argparse.ArgumentParser(description="Write the CRDs generated from the models.")
+    parser.add_argument("--out", type=Path, default=Path("crds"), help="folder to write the CRDs into")
     arguments = parser.parse_args(argv)
     arguments.out.mkdir(parents=True, exist_ok=True)
-    (arguments.out / FILE_NAME).write_text(render())
-    print(arguments.out / FILE_NAME)
+    for resource in RESOURCES:
+        (arguments.out / resource.file_name).write_text(render(resource))
+        print(arguments.out / resource.file_name)
 
 
 if __name__ == "__main__":

@@ -68,10 +68,11 @@ class Immutable:
     """Marks a field that must not change once the job exists: `self == oldSelf` in the CRD."""
 
     name: str  # the field's wire name, for messages; the apiserver adds the full path
+    kind: str = "TrainingJob"
 
     @property
     def message(self) -> str:
-        return f"{self.name} is immutable: delete and recreate the TrainingJob to change it"
+        return f"{self.name} is immutable: delete and recreate the {self.kind} to change it"
 
     def __get_pydantic_json_schema__(
         self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler

@@ -122,7 +122,7 @@ def test_ctrl_c_stops_the_run_and_its_processes_without_a_traceback(tmp_path: Pa
 def test_crds_prints_the_generated_crd() -> None:
     result = tjctl("crds")
     assert result.returncode == 0, result.stderr
-    assert result.stdout == crd.render()
+    assert result.stdout == crd.render_all()
 
 
 @pytest.mark.parametrize(

@@ -16,25 +16,25 @@ from trainingjob import crd
 _ESTABLISH_TIMEOUT = 60.0
 
 
-def _is_established(extensions: client.ApiextensionsV1Api) -> bool:
-    found = extensions.read_custom_resource_definition(crd.CRD_NAME)
+def _is_established(extensions: client.ApiextensionsV1Api, name: str) -> bool:
+    found = extensions.read_custom_resource_definition(name)
     conditions = found.status.conditions or []
     return any(c.type == "Established" and c.status == "True" for c in conditions)
 
 
-def install_crd(api: client.ApiClient) -> None:
-    """Create or replace the generated TrainingJob CRD and wait until the apiserver serves it."""
+def install_crd(api: client.ApiClient, resource: crd.Resource = crd.JOB) -> None:
+    """Create or replace a generated CRD (TrainingJob's unless told) and wait until the apiserver serves it."""
     extensions = client.ApiextensionsV1Api(api)
-    manifest = crd.crd()
+    manifest, name = crd.crd(resource), resource.crd_name
     try:
         extensions.create_custom_resource_definition(manifest)
     except client.ApiException as error:
         if error.status != 409:
             raise
-        current = extensions.read_custom_resource_definition(crd.CRD_NAME)
+        current = extensions.read_custom_resource_definition(name)
         manifest["metadata"]["resourceVersion"] = current.metadata.resource_version
-        extensions.replace_custom_resource_definition(crd.CRD_NAME, manifest)
-    poll_until(lambda: _is_established(extensions), timeout=_ESTABLISH_TIMEOUT, what=f"{crd.CRD_NAME} Established")
+        extensions.replace_custom_resource_definition(name, manifest)
+    poll_until(lambda: _is_established(extensions, name), timeout=_ESTABLISH_TIMEOUT, what=f"{name} Established")
 
 
 def prepare_bare_plane(api: client.ApiClient, namespace: str) -> None:

@@ -27,10 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 VERSIONS = ("3.11", "3.12", "3.13")
 PACKAGES = ("trainingjob", "trainingjob_api", "tjctl", "trainingjob_sdk", "trainer")
 # What the light client must not bring: the trainer's, the operator's and the API's heavy dependencies.
-NOT_LIGHT = ("torch", "numpy", "sklearn", "kopf", "fastapi", "uvicorn")
+NOT_LIGHT = ("torch", "numpy", "sklearn", "kopf", "fastapi", "uvicorn", "optuna")
 # What each extra makes importable: its part's entry modules (importing them starts nothing).
 EXTRA_MODULES = {
-    "operator": ("trainingjob.__main__", "trainingjob.handlers", "trainingjob.metrics_server"),
+    "operator": ("trainingjob.__main__", "trainingjob.handlers", "trainingjob.metrics_server", "trainingjob.sweep.plan"),
     "api": ("trainingjob_api.__main__", "trainingjob_api.app"),
 }
 # Variables that would point an install or a program at the checkout or at the project's venv.

@@ -10,15 +10,20 @@ import yaml
 from trainingjob import crd
 from trainingjob.model import ApiModel, TrainingJobSpec
 from trainingjob.model.base import QUANTITY
+from trainingjob.model.sweep import TrainingSweepSpec
 from trainingjob.rules import VALIDATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 Schema = dict[str, Any]
 
 
-def _schema() -> Schema:
-    root: Schema = crd.crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+def _schema(resource: crd.Resource = crd.JOB) -> Schema:
+    root: Schema = crd.crd(resource)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return root
+
+
+# The structural checks hold for every resource, published or not yet (TrainingSweep).
+each_resource = pytest.mark.parametrize("resource", [crd.JOB, crd.SWEEP], ids=lambda r: r.kind)
 
 
 def _nodes(node: Schema, path: str = "") -> Iterator[tuple[str, Schema]]:
@@ -45,37 +50,45 @@ def _annotation_types(annotation: Any) -> Iterator[type[ApiModel]]:
         yield from _annotation_types(argument)
 
 
-def test_committed_crd_matches_the_model() -> None:
-    committed = (ROOT / "crds" / crd.FILE_NAME).read_text()
-    assert committed == crd.render(), "crds/ is stale: run `make crds`"
+@pytest.mark.parametrize("resource", crd.RESOURCES, ids=lambda r: r.kind)
+def test_committed_crd_matches_the_model(resource: crd.Resource) -> None:
+    committed = (ROOT / "crds" / resource.file_name).read_text()
+    assert committed == crd.render(resource), "crds/ is stale: run `make crds`"
 
 
-def test_cli_writes_the_crd(tmp_path: Path) -> None:
+def test_cli_writes_every_crd(tmp_path: Path) -> None:
     crd.main(["--out", str(tmp_path)])
-    assert yaml.safe_load((tmp_path / crd.FILE_NAME).read_text()) == crd.crd()
+    for resource in crd.RESOURCES:
+        assert yaml.safe_load((tmp_path / resource.file_name).read_text()) == crd.crd(resource)
 
 
+@each_resource
 @pytest.mark.parametrize("key", ["title", "$ref", "$defs", "oneOf", "allOf", "const", "nullable", "uniqueItems"])
-def test_schema_has_no_non_structural_keys(key: str) -> None:
-    assert [path for path, node in _nodes(_schema()) if key in node] == []
+def test_schema_has_no_non_structural_keys(key: str, resource: crd.Resource) -> None:
+    assert [path for path, node in _nodes(_schema(resource)) if key in node] == []
 
 
-def test_every_node_is_typed() -> None:
+@each_resource
+def test_every_node_is_typed(resource: crd.Resource) -> None:
+    """Typed, or explicitly free: an int-or-string, or a sweep's categorical value (any scalar)."""
+    free = ("x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields")
     untyped = [
-        path for path, node in _nodes(_schema()) if "type" not in node and not node.get("x-kubernetes-int-or-string")
+        path for path, node in _nodes(_schema(resource)) if "type" not in node and not any(node.get(k) for k in free)
     ]
     assert untyped == []
 
 
-def test_any_of_only_for_int_or_string() -> None:
-    for path, node in _nodes(_schema()):
+@each_resource
+def test_any_of_only_for_int_or_string(resource: crd.Resource) -> None:
+    for path, node in _nodes(_schema(resource)):
         if "anyOf" in node:
             assert node.get("x-kubernetes-int-or-string") is True, path
             assert node["anyOf"] == [{"type": "integer"}, {"type": "string"}], path
 
 
-def test_every_field_has_a_description() -> None:
-    missing = [path for path, node in _nodes(_schema()) if path.count(".") > 1 and not node.get("description")]
+@each_resource
+def test_every_field_has_a_description(resource: crd.Resource) -> None:
+    missing = [path for path, node in _nodes(_schema(resource)) if path.count(".") > 1 and not node.get("description")]
     missing = [path for path in missing if not path.endswith(("[]", "{}"))]
     assert missing == []
 
@@ -86,9 +99,12 @@ def test_defaults_do_not_use_exclusive_numbers() -> None:
             assert node.get(key, True) is True, path
 
 
-def test_every_cross_field_rule_is_in_the_crd() -> None:
-    in_crd = {rule["rule"] for _, node in _nodes(_schema()) for rule in node.get(VALIDATIONS, [])}
-    for model in _model_types(TrainingJobSpec):
+@pytest.mark.parametrize(
+    ("resource", "spec"), [(crd.JOB, TrainingJobSpec), (crd.SWEEP, TrainingSweepSpec)], ids=["job", "sweep"]
+)
+def test_every_cross_field_rule_is_in_the_crd(resource: crd.Resource, spec: type[ApiModel]) -> None:
+    in_crd = {rule["rule"] for _, node in _nodes(_schema(resource)) for rule in node.get(VALIDATIONS, [])}
+    for model in _model_types(spec):
         for rule in model.cross_field_rules:
             assert rule.cel in in_crd, f"{model.__name__}: {rule.cel}"
 

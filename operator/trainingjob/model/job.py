@@ -1,7 +1,7 @@
 """The TrainingJob resource: its identity in the Kubernetes API, metadata, spec and status."""
 
 import re
-from typing import Any
+from typing import Any, Self
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -39,35 +39,31 @@ class ObjectMeta(ApiModel):
     """Annotations of the job."""
 
 
-def _has_valid_name(job: "TrainingJob") -> bool:
-    name = job.metadata.name
-    return name is None or (len(name) <= MAX_NAME_LENGTH and re.fullmatch(NAME_PATTERN, name) is not None)
+def name_rule(max_length: int) -> Rule:
+    """metadata.name is a DNS label of at most `max_length` characters (room for what is named after it)."""
+
+    def holds(resource: "ApiObject") -> bool:
+        name = resource.metadata.name
+        return name is None or (len(name) <= max_length and re.fullmatch(NAME_PATTERN, name) is not None)
+
+    return Rule(
+        field="metadata.name",
+        cel=f"self.metadata.name.size() <= {max_length} && self.metadata.name.matches('{NAME_PATTERN}')",
+        message="metadata.name must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter)"
+        f" of at most {max_length} characters",
+        reason=Reason.INVALID,
+        holds=holds,
+    )
 
 
-class TrainingJob(ApiModel):
-    """A distributed PyTorch training job: DDP or parameter-server, restarted from its checkpoints."""
+class ApiObject(ApiModel):
+    """A resource of the project's API: its apiVersion and kind checked, read from and written as a manifest."""
 
     api_version: Str = API_VERSION
     """trainingjob.io/v1alpha1"""
-    kind: Str = KIND
-    """TrainingJob"""
+    kind: Str
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     """Standard object metadata."""
-    spec: TrainingJobSpec
-    """The desired state of the job."""
-    status: TrainingJobStatus | None = None
-    """The observed state of the job, written by the operator."""
-
-    cross_field_rules = (
-        Rule(
-            field="metadata.name",
-            cel=f"self.metadata.name.size() <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{NAME_PATTERN}')",
-            message="metadata.name must be a lowercase DNS label (a-z, 0-9, '-', starting with a letter)"
-            f" of at most {MAX_NAME_LENGTH} characters",
-            reason=Reason.INVALID,
-            holds=_has_valid_name,
-        ),
-    )
 
     @field_validator("api_version")
     @classmethod
@@ -79,16 +75,30 @@ class TrainingJob(ApiModel):
     @field_validator("kind")
     @classmethod
     def _is_our_kind(cls, value: str) -> str:
-        if value != KIND:
-            raise ValueError(f"kind must be {KIND}")
+        kind = cls.model_fields["kind"].default
+        if value != kind:
+            raise ValueError(f"kind must be {kind}")
         return value
 
     @classmethod
-    def from_manifest(cls, manifest: Any) -> "TrainingJob":
-        """A job as people and the apiserver write it: camelCase only. The Python (snake_case) names are for code;
-        from a manifest they are unknown fields, as the apiserver's strict field validation says."""
+    def from_manifest(cls, manifest: Any) -> Self:
+        """The resource as people and the apiserver write it: camelCase only. The Python (snake_case) names are for
+        code; from a manifest they are unknown fields, as the apiserver's strict field validation says."""
         return cls.model_validate(manifest, by_alias=True, by_name=False)
 
     def to_manifest(self) -> dict[str, Any]:
-        """The job as the Kubernetes API takes it: camelCase keys, unset fields left out."""
+        """The resource as the Kubernetes API takes it: camelCase keys, unset fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class TrainingJob(ApiObject):
+    """A distributed PyTorch training job: DDP or parameter-server, restarted from its checkpoints."""
+
+    kind: Str = KIND
+    """TrainingJob"""
+    spec: TrainingJobSpec
+    """The desired state of the job."""
+    status: TrainingJobStatus | None = None
+    """The observed state of the job, written by the operator."""
+
+    cross_field_rules = (name_rule(MAX_NAME_LENGTH),)

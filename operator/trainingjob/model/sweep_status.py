@@ -1,0 +1,154 @@
+"""The TrainingSweep status: every trial with its parameters, phase and objective, counts by phase, the best trial
+and conditions. With the trials' jobs it is the sweep's whole memory: the operator keeps no study database."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_by
+from trainingjob.model.status import ConditionStatus
+from trainingjob.model.sweep_space import Value
+from trainingjob.model.values import Count, Message, Reason
+
+MAX_TRIALS = 500  # the status keeps every trial: 500 of them stay well inside an object's size limit
+MAX_CURVE_POINTS = 16
+# By parameter name (the operator writes them from the spec's names; the CRD cannot check the keys of a map of
+# untyped values with CEL, so it does not).
+Parameters = Annotated[dict[Annotated[Str, Field(max_length=63)], Value], Field(max_length=16)]
+Objective = Annotated[Float, Field(allow_inf_nan=False)]
+
+
+class SweepPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (SweepPhase.SUCCEEDED, SweepPhase.FAILED)
+
+
+class TrialPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    PRUNED = "Pruned"
+
+    @property
+    def is_finished(self) -> bool:
+        return self in (TrialPhase.SUCCEEDED, TrialPhase.FAILED, TrialPhase.PRUNED)
+
+
+class ObjectivePoint(ApiModel):
+    """The objective metric as an evaluation during training reported it."""
+
+    step: Count
+    """The training step of the evaluation."""
+    value: Objective
+    """The metric's value."""
+
+
+class Trial(ApiModel):
+    """One trial: a TrainingJob run with one choice of parameters."""
+
+    number: Annotated[Int, Field(ge=0, lt=MAX_TRIALS)]
+    """The trial's number, from 0 in the order trials were started."""
+    job_name: Annotated[Str, Field(max_length=63)]
+    """Its TrainingJob: <sweep>-<number>."""
+    parameters: Parameters
+    """The parameters it ran with, by parameter name."""
+    phase: TrialPhase = TrialPhase.PENDING
+    """Pending, Running, Succeeded, Failed or Pruned (stopped early: its objective trailed the others)."""
+    objective: Objective | None = None
+    """The objective: final once Succeeded, else the latest evaluation's."""
+    objective_step: Count | None = None
+    """The step the objective was evaluated at."""
+    curve: Annotated[list[ObjectivePoint], Field(max_length=MAX_CURVE_POINTS)] = Field(default_factory=list)
+    """The objective at the evaluations during training (at most 16, spread over the run): what early stopping
+    compares trials by."""
+    reason: Reason | None = None
+    """Why it ended where it did not succeed, e.g. JobFailed, ObjectiveMissing, PrunedByMedian."""
+    message: Message = ""
+    """What happened, for people."""
+    start_time: datetime | None = None
+    """When its job was created."""
+    completion_time: datetime | None = None
+    """When it finished."""
+
+
+class BestTrial(ApiModel):
+    """The trial with the best objective among those that succeeded."""
+
+    number: Annotated[Int, Field(ge=0)]
+    """Its number."""
+    job_name: Annotated[Str, Field(max_length=63)]
+    """Its TrainingJob."""
+    parameters: Parameters
+    """Its parameters."""
+    objective: Objective
+    """Its objective."""
+
+
+class TrialCounts(ApiModel):
+    """Trials by phase."""
+
+    pending: Count = 0
+    """Created, not yet running."""
+    running: Count = 0
+    """Running."""
+    succeeded: Count = 0
+    """Succeeded, with an objective."""
+    failed: Count = 0
+    """Failed (the job failed, was deleted, or succeeded without the objective metric)."""
+    pruned: Count = 0
+    """Stopped early."""
+
+
+class SweepConditionType(StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class SweepCondition(ApiModel):
+    """A Kubernetes-style condition of the sweep."""
+
+    type: SweepConditionType
+    """Running, Succeeded or Failed."""
+    status: ConditionStatus
+    """True, False or Unknown."""
+    reason: Reason
+    """Why, CamelCase, e.g. TrialsRunning, MaxTrialsReached, TooManyFailedTrials."""
+    message: Message = ""
+    """What happened, as a sentence for people."""
+    last_transition_time: datetime
+    """When status last changed."""
+
+
+class TrainingSweepStatus(ApiModel):
+    """The observed state of the sweep, written by the operator."""
+
+    phase: SweepPhase = SweepPhase.PENDING
+    """Pending, Running, Succeeded or Failed; the last two are final."""
+    conditions: Annotated[list[SweepCondition], Field(max_length=8), AfterValidator(unique_by("type"))] = Field(
+        default_factory=list, json_schema_extra=list_map("type")
+    )
+    """Running, Succeeded and Failed, with reasons."""
+    observed_generation: Annotated[Int, Field(ge=0)] | None = None
+    """The metadata.generation this status was computed from."""
+    trials: Annotated[list[Trial], Field(max_length=MAX_TRIALS), AfterValidator(unique_by("number"))] = Field(
+        default_factory=list, json_schema_extra=list_map("number")
+    )
+    """Every trial so far, by number."""
+    counts: TrialCounts = Field(default_factory=TrialCounts)
+    """Trials by phase."""
+    best_trial: BestTrial | None = None
+    """The best trial that succeeded so far."""
+    start_time: datetime | None = None
+    """When the first trial was created."""
+    completion_time: datetime | None = None
+    """When the sweep reached Succeeded or Failed."""

@@ -1,0 +1,12 @@
+"""TrainingSweeps: the pure sweep planner. A sweep's trials are TrainingJobs it controls; every reconcile rebuilds
+the search (an Optuna study) from the sweep's status and those jobs, decides (plan.py), and the operator writes:
+the status first, then stops pruned trials' jobs, then creates new trials' jobs.
+
+    space.py      the search space as Optuna distributions, and as a grid
+    study.py      the Optuna study rebuilt from the trials; the sampler and pruner the spec asks for
+    sampling.py   the next trials' parameters
+    pruning.py    which running trials to stop early
+    trials.py     a trial's state from its job
+    jobs.py       a trial's TrainingJob manifest
+    plan.py       the decision
+"""

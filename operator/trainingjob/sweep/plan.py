@@ -1,0 +1,178 @@
+"""The sweep planner: plan(sweep, children, now) -> the status to write, then the trials' jobs to stop and to
+create. No I/O, no clock. The status is written first, so a trial exists in the status (with its parameters)
+before its job does, and a stopped trial is marked Pruned before its job is stopped: an operator killed between
+any two writes finishes the work on the next reconcile and never runs a trial twice or loses one."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from trainingjob.model.status import ConditionStatus
+from trainingjob.model.sweep import Goal, PrunedTrialAction, TrainingSweep
+from trainingjob.model.sweep_status import (
+    BestTrial,
+    SweepCondition,
+    SweepConditionType,
+    SweepPhase,
+    TrainingSweepStatus,
+    Trial,
+    TrialCounts,
+    TrialPhase,
+)
+from trainingjob.sweep.pruning import Pruned, to_prune
+from trainingjob.sweep.sampling import next_parameters, trial_budget
+from trainingjob.sweep.trials import Child, observed
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`."""
+
+    status: TrainingSweepStatus
+    create: tuple[Trial, ...] = ()
+    stop: tuple[str, ...] = ()
+    action: PrunedTrialAction = PrunedTrialAction.SUSPEND
+
+
+def job_name(sweep: str, number: int) -> str:
+    return f"{sweep}-{number}"
+
+
+def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> SweepPlan:
+    """Decide from the sweep and the TrainingJobs it controls (by name; others are not its own)."""
+    spec, uid = sweep.spec, str(getattr(sweep.metadata, "uid", "") or "")
+    status = sweep.status or TrainingSweepStatus()
+    own = {n: c for n, c in children.items() if c.owner_uid == uid}
+    action = spec.early_stopping.action if spec.early_stopping else PrunedTrialAction.SUSPEND
+    trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
+    if status.phase.is_terminal:
+        return SweepPlan(status, stop=_still_active(trials, own), action=action)
+    verdicts = {p.number: p for p in to_prune(spec, trials)}
+    trials = [_pruned(t, verdicts[t.number], now) if t.number in verdicts else t for t in trials]
+    failed = sum(t.phase == TrialPhase.FAILED for t in trials)
+    if failed > spec.max_failed_trials:
+        trials = [_stopped(t, now) for t in trials]
+        failure = f"{failed} trials failed (maxFailedTrials is {spec.max_failed_trials})"
+        ended = _status(sweep, trials, now, (SweepPhase.FAILED, "TooManyFailedTrials", failure))
+        return SweepPlan(ended, stop=_still_active(trials, own), action=action)
+    stop = _still_active(trials, own)  # they count against parallelism until they are stopped
+    trials += _new_trials(sweep, trials, stopping=len(stop))
+    create = tuple(
+        t for t in trials if t.phase == TrialPhase.PENDING and t.start_time is None and t.job_name not in children
+    )
+    ending = _ending(sweep, trials)
+    return SweepPlan(_status(sweep, trials, now, ending), create=create, stop=stop, action=action)
+
+
+def _new_trials(sweep: TrainingSweep, trials: Sequence[Trial], stopping: int) -> list[Trial]:
+    spec = sweep.spec
+    active = sum(not t.phase.is_finished for t in trials) + stopping
+    count = min(spec.parallelism - active, trial_budget(spec) - len(trials))
+    if spec.suspend or count <= 0:
+        return []
+    drawn = next_parameters(spec, trials, count)
+    first = len(trials)
+    return [
+        Trial(number=first + i, job_name=job_name(str(sweep.metadata.name), first + i), parameters=values)
+        for i, values in enumerate(drawn)
+    ]
+
+
+def _pruned(trial: Trial, verdict: Pruned, now: datetime) -> Trial:
+    update = {"phase": TrialPhase.PRUNED, "reason": verdict.reason, "message": verdict.message}
+    return trial.model_copy(update={**update, "completion_time": now})
+
+
+def _stopped(trial: Trial, now: datetime) -> Trial:
+    if trial.phase.is_finished:
+        return trial
+    update = {"phase": TrialPhase.PRUNED, "reason": "SweepFailed", "completion_time": now}
+    return trial.model_copy(update={**update, "message": "stopped: the sweep failed"})
+
+
+def _still_active(trials: Sequence[Trial], own: Mapping[str, Child]) -> tuple[str, ...]:
+    """The jobs of finished trials that still run: pruned ones whose stop was not yet done."""
+    return tuple(
+        t.job_name for t in trials if t.phase == TrialPhase.PRUNED and t.job_name in own and own[t.job_name].is_active
+    )
+
+
+Ending = tuple[SweepPhase, str, str] | None
+
+
+def _ending(sweep: TrainingSweep, trials: Sequence[Trial]) -> Ending:
+    budget = trial_budget(sweep.spec)
+    if len(trials) < budget or not all(t.phase.is_finished for t in trials):
+        return None
+    if any(t.phase == TrialPhase.SUCCEEDED for t in trials):
+        return SweepPhase.SUCCEEDED, "AllTrialsFinished", f"all {len(trials)} trials finished"
+    return SweepPhase.FAILED, "NoTrialSucceeded", f"none of the {len(trials)} trials succeeded"
+
+
+def best(trials: Sequence[Trial], goal: Goal) -> BestTrial | None:
+    done = [t for t in trials if t.phase == TrialPhase.SUCCEEDED and t.objective is not None]
+    if not done:
+        return None
+    sign = -1.0 if goal == Goal.MAXIMIZE else 1.0
+    top = min(done, key=lambda t: (sign * float(t.objective or 0.0), t.number))
+    return BestTrial(
+        number=top.number, job_name=top.job_name, parameters=top.parameters, objective=float(top.objective or 0.0)
+    )
+
+
+def counts(trials: Sequence[Trial]) -> TrialCounts:
+    by_phase = {phase: sum(t.phase == phase for t in trials) for phase in TrialPhase}
+    return TrialCounts(
+        pending=by_phase[TrialPhase.PENDING],
+        running=by_phase[TrialPhase.RUNNING],
+        succeeded=by_phase[TrialPhase.SUCCEEDED],
+        failed=by_phase[TrialPhase.FAILED],
+        pruned=by_phase[TrialPhase.PRUNED],
+    )
+
+
+def _status(sweep: TrainingSweep, trials: list[Trial], now: datetime, ending: Ending) -> TrainingSweepStatus:
+    old = sweep.status or TrainingSweepStatus()
+    phase = ending[0] if ending else (SweepPhase.RUNNING if trials else SweepPhase.PENDING)
+    reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials))
+    conditions = _conditions(old.conditions, phase, reason, message, now)
+    return old.model_copy(
+        update={
+            "phase": phase,
+            "conditions": conditions,
+            "observed_generation": sweep.metadata.generation,
+            "trials": trials,
+            "counts": counts(trials),
+            "best_trial": best(trials, sweep.spec.objective.goal),
+            "start_time": old.start_time or (now if trials else None),
+            "completion_time": old.completion_time or (now if ending else None),
+        }
+    )
+
+
+def _running_message(sweep: TrainingSweep, trials: Sequence[Trial]) -> str:
+    active = sum(not t.phase.is_finished for t in trials)
+    suspended = " (suspended: no new trials)" if sweep.spec.suspend else ""
+    return f"{len(trials)} of {trial_budget(sweep.spec)} trials started, {active} running{suspended}"
+
+
+def _conditions(
+    old: Sequence[SweepCondition], phase: SweepPhase, reason: str, message: str, now: datetime
+) -> list[SweepCondition]:
+    """The condition of the phase True with the current reason; the others False once they have been True."""
+    previous = {c.type: c for c in old}
+    result = []
+    for kind in SweepConditionType:
+        holds = kind.value == phase.value
+        before = previous.get(kind)
+        status = ConditionStatus.TRUE if holds else ConditionStatus.FALSE
+        if before is None and not holds:
+            continue
+        if before is not None and before.status == status and not holds:
+            result.append(before)
+            continue
+        since = before.last_transition_time if before is not None and before.status == status else now
+        result.append(
+            SweepCondition(type=kind, status=status, reason=reason, message=message, last_transition_time=since)
+        )
+    return result

@@ -1,0 +1,131 @@
+"""A trial's state from its TrainingJob: phase, the objective so far and its curve. Finished trials are final."""
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainingjob.model import Phase, TrainingJob
+from trainingjob.model.history import EvaluationPoint
+from trainingjob.model.sweep_status import MAX_CURVE_POINTS, ObjectivePoint, Trial, TrialPhase
+
+SWEEP_LABEL = "trainingjob.io/sweep"
+TRIAL_LABEL = "trainingjob.io/trial"
+PARAMETERS_ANNOTATION = "trainingjob.io/parameters"
+
+
+@dataclass(frozen=True)
+class Child:
+    """A trial's TrainingJob as the sweep sees it."""
+
+    name: str
+    owner_uid: str  # the uid of the sweep that controls it ("" when none)
+    job: TrainingJob | None  # None when its manifest is not a valid TrainingJob (never written by us)
+    created: datetime | None
+    deleting: bool
+
+    @property
+    def number(self) -> int | None:
+        labels = self.job.metadata.labels if self.job else None
+        text = (labels or {}).get(TRIAL_LABEL, "")
+        return int(text) if text.isdigit() else None
+
+    @property
+    def parameters(self) -> dict[str, Any] | None:
+        annotations = (self.job.metadata.annotations if self.job else None) or {}
+        try:
+            found = json.loads(annotations.get(PARAMETERS_ANNOTATION, ""))
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    @property
+    def is_active(self) -> bool:
+        """Still running or able to: not finished, suspended or being deleted."""
+        if self.job is None or self.deleting:
+            return False
+        finished = self.job.status is not None and self.job.status.phase.is_terminal
+        return not finished and not self.job.spec.run_policy.suspend
+
+
+def child(manifest: Mapping[str, Any]) -> Child:
+    """Read a TrainingJob manifest from the store."""
+    metadata = manifest.get("metadata") or {}
+    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller")]
+    try:
+        job: TrainingJob | None = TrainingJob.from_manifest(
+            {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
+        )
+    except ValidationError:
+        job = None
+    created = metadata.get("creationTimestamp")
+    return Child(
+        name=str(metadata.get("name", "")),
+        owner_uid=str(owners[0].get("uid", "")) if owners else "",
+        job=job,
+        created=datetime.fromisoformat(created) if isinstance(created, str) else None,
+        deleting=bool(metadata.get("deletionTimestamp")),
+    )
+
+
+def curve(evaluations: Sequence[EvaluationPoint], metric: str) -> list[ObjectivePoint]:
+    """The metric at each evaluation, thinned to MAX_CURVE_POINTS: steps that are multiples of the first
+    evaluation's step times the least power of two that fits, so every trial keeps the same steps."""
+    points = [ObjectivePoint(step=e.step, value=e.metrics[metric]) for e in evaluations if metric in e.metrics]
+    if len(points) <= MAX_CURVE_POINTS or points[0].step == 0:
+        return points[-MAX_CURVE_POINTS:]
+    unit = points[0].step
+    while len(kept := [p for p in points if p.step % unit == 0]) > MAX_CURVE_POINTS:
+        unit *= 2
+    return kept
+
+
+def observed(trial: Trial, found: Child | None, metric: str, now: datetime) -> Trial:
+    """The trial as its job now shows it. A finished trial stays as it is; a trial whose job was never seen is
+    left for creation; a job that vanished after it was seen fails its trial."""
+    if trial.phase.is_finished:
+        return trial
+    if found is None or found.job is None:
+        if trial.start_time is None:
+            return trial
+        return _ended(trial, TrialPhase.FAILED, "JobDeleted", f"its TrainingJob {trial.job_name} was deleted", now)
+    job = found.job
+    start = trial.start_time or found.created or now
+    status = job.status
+    history = status.history if status else None
+    points = curve(history.evaluations, metric) if history else []
+    latest = points[-1] if points else None
+    update = {
+        "start_time": start,
+        "curve": points,
+        "objective": latest.value if latest else None,
+        "objective_step": latest.step if latest else None,
+    }
+    phase = status.phase if status else Phase.PENDING
+    if phase == Phase.SUCCEEDED:
+        return _succeeded(trial.model_copy(update=update), job, metric, now)
+    if phase == Phase.FAILED:
+        message = next((c.message for c in status.conditions if c.type.value == "Failed"), "") if status else ""
+        return _ended(trial.model_copy(update=update), TrialPhase.FAILED, "JobFailed", message, now)
+    running = phase in (Phase.RUNNING, Phase.RESTARTING)
+    return trial.model_copy(update={**update, "phase": TrialPhase.RUNNING if running else TrialPhase.PENDING})
+
+
+def _succeeded(trial: Trial, job: TrainingJob, metric: str, now: datetime) -> Trial:
+    result = job.status.result if job.status else None
+    metrics = (result.metrics if result else None) or {}
+    if metric not in metrics:
+        reported = ", ".join(sorted(metrics)) or "none"
+        message = f"the job succeeded without reporting {metric} (its final metrics: {reported})"
+        return _ended(trial, TrialPhase.FAILED, "ObjectiveMissing", message, now)
+    done = trial.model_copy(
+        update={"objective": metrics[metric], "objective_step": result.metrics_step if result else None}
+    )
+    return _ended(done, TrialPhase.SUCCEEDED, None, "", now)
+
+
+def _ended(trial: Trial, phase: TrialPhase, reason: str | None, message: str, now: datetime) -> Trial:
+    return trial.model_copy(update={"phase": phase, "reason": reason, "message": message, "completion_time": now})

@@ -1,0 +1,111 @@
+"""The TrainingSweep model: a bad search space is refused with an error naming the field, when it is submitted;
+grids list their values; the search draws the same parameters from the same history."""
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from tests.builders import SWEEP_PARAMETERS, T0, make_sweep, sweep_manifest, sweep_step
+
+from trainingjob.model.history import EvaluationPoint
+from trainingjob.model.sweep import TrainingSweep
+from trainingjob.model.sweep_space import Parameter
+from trainingjob.model.sweep_status import ObjectivePoint
+from trainingjob.sweep.sampling import grid_order, next_parameters, trial_budget
+from trainingjob.sweep.space import grid_point, grid_size
+from trainingjob.sweep.trials import curve
+
+LR = SWEEP_PARAMETERS[0]
+
+
+def _refusal(parameters: list[dict[str, Any]], **spec: Any) -> str:
+    with pytest.raises(ValidationError) as refused:
+        TrainingSweep.from_manifest(sweep_manifest(parameters=parameters, **spec))
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("parameter", "where", "words"),
+    [
+        pytest.param({**LR, "min": None}, "type", "needs min and max", id="range-without-min"),
+        pytest.param({**LR, "values": [1]}, "type", "needs min and max (and no values)", id="range-with-values"),
+        pytest.param({**LR, "type": "Categorical"}, "type", "needs values", id="categorical-without-values"),
+        pytest.param({**LR, "min": 0.5, "max": 0.1}, "max", "greater than min", id="max-below-min"),
+        pytest.param({**LR, "min": 0.0}, "min", "log-scale parameter needs min above 0", id="log-from-zero"),
+        pytest.param({**LR, "step": 0.1}, "step", "cannot be combined with log", id="log-with-step"),
+        pytest.param({**LR, "log": False, "min": 0.0, "step": 1e-6}, "step", "or more values", id="grid-of-a-million"),
+        pytest.param({**LR, "type": "Int", "log": False, "min": 1.5}, "min", "whole numbers", id="int-fraction"),
+        pytest.param({**LR, "path": "metadata.name"}, "path", "should match pattern", id="path-outside-spec"),
+        pytest.param({**LR, "name": "a b"}, "name", "should match pattern", id="name-with-space"),
+        pytest.param({**LR, "max": 50.0}, "parameters.0", "less than or equal to 10", id="value-the-job-refuses"),
+        pytest.param(
+            {**LR, "path": "trainer.batchSize", "log": False}, "parameters.0", "valid integer", id="float-for-int"
+        ),
+        pytest.param(
+            {**LR, "path": "trainer.optimiser"}, "parameters.0", "Extra inputs", id="field-the-job-does-not-have"
+        ),
+    ],
+)
+def test_a_bad_parameter_is_refused_naming_its_field(parameter: dict[str, Any], where: str, words: str) -> None:
+    parameter = {k: v for k, v in parameter.items() if v is not None}
+    message = _refusal([parameter])
+    location = f"spec.{where}" if where.startswith("parameters") else f"spec.parameters.0.{where}"
+    assert f"{location}\n" in message and words in message
+
+
+def test_two_parameters_may_not_share_a_name_or_a_path() -> None:
+    assert "duplicate name: lr" in _refusal([LR, {**LR, "path": "trainer.momentum"}])
+    assert "duplicate path: trainer.learningRate" in _refusal([LR, {**LR, "name": "lr2"}])
+
+
+def test_a_grid_needs_a_step_on_every_float() -> None:
+    assert "Grid search needs a step" in _refusal([LR], search={"algorithm": "Grid"})
+
+
+def test_a_grid_lists_every_combination_the_last_parameter_fastest() -> None:
+    batch = Parameter.model_validate(SWEEP_PARAMETERS[1])
+    width = Parameter.model_validate({"name": "w", "path": "workers.replicas", "type": "Int", "min": 1, "max": 3})
+    assert width.grid() == [1, 2, 3] and grid_size([width, batch]) == 9
+    assert [grid_point([width, batch], i) for i in (0, 1, 3, 8)] == [
+        {"w": 1, "batch": 16},
+        {"w": 1, "batch": 32},
+        {"w": 2, "batch": 16},
+        {"w": 3, "batch": 64},
+    ]
+    stepped = Parameter.model_validate(
+        {"name": "m", "path": "trainer.momentum", "type": "Float", "min": 0.0, "max": 0.9, "step": 0.3}
+    )
+    assert stepped.grid() == pytest.approx([0.0, 0.3, 0.6, 0.9])
+
+
+def test_a_grid_runs_whole_in_order_or_a_seeded_sample_of_max_trials() -> None:
+    grid: dict[str, Any] = {"search": {"algorithm": "Grid"}, "parameters": [SWEEP_PARAMETERS[1]]}
+    whole = make_sweep(maxTrials=10, **grid)
+    assert trial_budget(whole.spec) == 3 and grid_order(whole.spec) == [0, 1, 2]
+    part = make_sweep(maxTrials=2, **grid)
+    order = grid_order(part.spec)
+    assert trial_budget(part.spec) == 2 and len(set(order)) == 2 and order == grid_order(part.spec)
+    assert [p["batch"] for p in next_parameters(whole.spec, [], 3)] == [16, 32, 64]
+
+
+@pytest.mark.parametrize("algorithm", ["Random", "TPE"])
+def test_the_same_history_draws_the_same_parameters_and_a_new_seed_others(algorithm: str) -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=2, search={"algorithm": algorithm, "startupTrials": 1}), [])
+    assert sweep.status is not None
+    trials = sweep.status.trials
+    assert next_parameters(sweep.spec, trials, 2) == next_parameters(sweep.spec, trials, 2)
+    other = make_sweep(parallelism=2, search={"algorithm": algorithm, "seed": 7})
+    assert next_parameters(other.spec, trials, 2) != next_parameters(sweep.spec, trials, 2)
+    for values in next_parameters(sweep.spec, trials, 5):
+        assert 0.001 <= float(values["lr"]) <= 1.0 and values["batch"] in (16, 32, 64)
+
+
+def test_a_curve_keeps_at_most_16_points_at_the_same_steps_for_every_trial() -> None:
+    def evaluations(last: int) -> list[EvaluationPoint]:
+        return [EvaluationPoint(step=s, time=T0, metrics={"accuracy": s / 1000}) for s in range(10, last + 1, 10)]
+
+    long, longer = curve(evaluations(400), "accuracy"), curve(evaluations(700), "accuracy")
+    assert len(long) <= 16 and len(longer) <= 16
+    assert {p.step for p in longer} <= {p.step for p in long} | set(range(0, 701, 80))
+    assert all(p.step % 40 == 0 for p in long) and long[0] == ObjectivePoint(step=40, value=0.04)
+    assert curve(evaluations(50), "accuracy")[-1].step == 50 and curve(evaluations(50), "loss") == []

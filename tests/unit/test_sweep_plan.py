@@ -1,0 +1,158 @@
+"""The sweep planner: trials started up to parallelism with their parameters in the status first, observed from
+their jobs, stopped early, counted against the failure budget, and ranked; nothing repeated after a crash."""
+
+import pytest
+from tests.builders import at, make_sweep, sweep_step, trial_job
+
+from trainingjob.model.sweep_status import SweepPhase, TrialPhase
+from trainingjob.sweep.jobs import trial_manifest
+from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
+
+
+def test_the_first_pass_records_parallelism_trials_then_creates_their_jobs() -> None:
+    sweep, result = sweep_step(make_sweep(parallelism=3, maxTrials=5), [])
+    assert sweep.status is not None and sweep.status.phase == SweepPhase.RUNNING
+    assert [t.job_name for t in result.create] == ["sweep-0", "sweep-1", "sweep-2"]
+    assert [t.number for t in sweep.status.trials] == [0, 1, 2]
+    assert all(t.phase == TrialPhase.PENDING and t.start_time is None for t in sweep.status.trials)
+    assert all(set(t.parameters) == {"lr", "batch"} for t in sweep.status.trials)
+    assert sweep.status.counts.pending == 3 and sweep.status.start_time is not None
+
+
+def test_a_pass_that_died_before_creating_creates_the_same_trials_and_no_new_ones() -> None:
+    sweep, first = sweep_step(make_sweep(parallelism=2), [])
+    again, second = sweep_step(sweep, [], at(5))
+    assert [t.job_name for t in second.create] == [t.job_name for t in first.create]
+    assert again.status == sweep.status  # nothing new drawn: the recorded parameters stand
+
+
+def test_a_job_already_there_is_not_created_again_and_a_running_one_starts_its_trial() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=2), [])
+    sweep, result = sweep_step(sweep, [trial_job(sweep, 0), trial_job(sweep, 1, "Pending")], at(5))
+    assert not result.create
+    assert sweep.status is not None
+    assert [t.phase for t in sweep.status.trials] == [TrialPhase.RUNNING, TrialPhase.PENDING]
+    assert all(t.start_time is not None for t in sweep.status.trials)
+
+
+def test_a_trial_that_succeeds_is_ranked_and_the_next_trial_takes_its_place() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=2, maxTrials=4), [])
+    jobs = [trial_job(sweep, 0, "Succeeded", curve={10: 0.5}, final=0.9), trial_job(sweep, 1, curve={10: 0.4})]
+    sweep, result = sweep_step(sweep, jobs, at(5))
+    assert sweep.status is not None
+    done = sweep.status.trials[0]
+    assert done.phase == TrialPhase.SUCCEEDED and done.objective == 0.9 and done.completion_time == at(5)
+    assert sweep.status.best_trial is not None and sweep.status.best_trial.job_name == "sweep-0"
+    assert [t.job_name for t in result.create] == ["sweep-2"]
+    assert sweep.status.trials[1].objective == 0.4 and sweep.status.trials[1].objective_step == 10
+
+
+@pytest.mark.parametrize(
+    ("phase", "final", "reason"),
+    [
+        pytest.param("Failed", None, "JobFailed", id="job-failed"),
+        pytest.param("Succeeded", None, "ObjectiveMissing", id="succeeded-without-the-metric"),
+    ],
+)
+def test_a_trial_fails_when_its_job_fails_or_never_reports_the_objective(
+    phase: str, final: float | None, reason: str
+) -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1), [])
+    sweep, _ = sweep_step(sweep, [trial_job(sweep, 0, phase, final=final)], at(5))
+    assert sweep.status is not None and sweep.status.trials[0].phase == TrialPhase.FAILED
+    assert sweep.status.trials[0].reason == reason and sweep.status.trials[0].message
+    assert sweep.status.counts.failed == 1
+
+
+def test_a_job_deleted_after_it_was_seen_fails_its_trial_and_is_not_run_again() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1), [])
+    sweep, _ = sweep_step(sweep, [trial_job(sweep, 0)], at(1))
+    sweep, result = sweep_step(sweep, [], at(2))
+    assert sweep.status is not None and sweep.status.trials[0].reason == "JobDeleted"
+    assert [t.job_name for t in result.create] == ["sweep-1"]
+
+
+def test_too_many_failed_trials_fail_the_sweep_and_stop_the_running_ones() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=3, maxFailedTrials=1), [])
+    jobs = [trial_job(sweep, 0, "Failed"), trial_job(sweep, 1, "Failed"), trial_job(sweep, 2)]
+    sweep, result = sweep_step(sweep, jobs, at(5))
+    assert sweep.status is not None and sweep.status.phase == SweepPhase.FAILED
+    assert sweep.status.conditions[-1].reason == "TooManyFailedTrials"
+    assert sweep.status.trials[2].phase == TrialPhase.PRUNED and sweep.status.trials[2].reason == "SweepFailed"
+    assert result.stop == ("sweep-2",) and not result.create
+    _, after = sweep_step(sweep, [*jobs[:2], trial_job(sweep, 2, suspended=True)], at(6))
+    assert not after.stop and not after.create and after.status == sweep.status
+
+
+def test_the_sweep_succeeds_when_every_trial_has_finished_and_names_the_best() -> None:
+    sweep, _ = sweep_step(
+        make_sweep(parallelism=2, maxTrials=2, objective={"metric": "accuracy", "goal": "Minimize"}), []
+    )
+    jobs = [trial_job(sweep, 0, "Succeeded", final=0.3), trial_job(sweep, 1, "Succeeded", final=0.2)]
+    sweep, result = sweep_step(sweep, jobs, at(9))
+    assert sweep.status is not None and sweep.status.phase == SweepPhase.SUCCEEDED
+    assert sweep.status.best_trial is not None and sweep.status.best_trial.number == 1  # Minimize
+    assert sweep.status.completion_time == at(9) and not result.create
+    assert {c.type.value: c.status.value for c in sweep.status.conditions} == {"Running": "False", "Succeeded": "True"}
+
+
+def test_no_trial_succeeding_fails_the_sweep() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1, maxTrials=1, maxFailedTrials=1), [])
+    sweep, _ = sweep_step(sweep, [trial_job(sweep, 0, "Failed")], at(1))
+    assert sweep.status is not None and sweep.status.phase == SweepPhase.FAILED
+    assert sweep.status.conditions[-1].reason == "NoTrialSucceeded"
+
+
+def test_a_suspended_sweep_starts_no_trials() -> None:
+    sweep, result = sweep_step(make_sweep(suspend=True), [])
+    assert not result.create and sweep.status is not None and sweep.status.phase == SweepPhase.PENDING
+
+
+def test_a_namesake_job_of_another_sweep_is_never_adopted_and_its_name_waits() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1), [])
+    foreign = trial_job(sweep, 0, "Succeeded", final=0.99, owner="an-older-sweep")
+    again, result = sweep_step(sweep, [foreign], at(5))
+    assert not result.create and again.status is not None
+    assert again.status.trials[0].phase == TrialPhase.PENDING and again.status.best_trial is None
+
+
+MEDIAN = {"algorithm": "Median", "startupTrials": 2}
+
+
+def test_a_trial_trailing_the_median_is_pruned_in_the_status_then_stopped() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=3, maxTrials=6, earlyStopping=MEDIAN), [])
+    good = {10: 0.8, 20: 0.9}
+    jobs = [
+        trial_job(sweep, 0, "Succeeded", curve=good, final=0.9),
+        trial_job(sweep, 1, "Succeeded", curve=good, final=0.9),
+        trial_job(sweep, 2, curve={10: 0.1}),
+    ]
+    sweep, result = sweep_step(sweep, jobs, at(5))
+    assert sweep.status is not None and sweep.status.trials[2].phase == TrialPhase.PRUNED
+    assert sweep.status.trials[2].reason == "PrunedByMedian" and "step 10" in sweep.status.trials[2].message
+    assert result.stop == ("sweep-2",) and result.action.value == "Suspend"
+    assert [t.job_name for t in result.create] == ["sweep-3", "sweep-4"]  # the pruned one still runs: 2 places
+    stopped = [*jobs[:2], trial_job(sweep, 2, curve={10: 0.1}, suspended=True)]
+    _, after = sweep_step(sweep, stopped, at(6))
+    assert not after.stop and [t.job_name for t in after.create] == ["sweep-3", "sweep-4", "sweep-5"]
+
+
+def test_a_trial_level_with_the_others_is_not_pruned() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=3, earlyStopping=MEDIAN), [])
+    good = {10: 0.8}
+    jobs = [trial_job(sweep, n, "Succeeded", curve=good, final=0.9) for n in (0, 1)] + [trial_job(sweep, 2, curve=good)]
+    sweep, result = sweep_step(sweep, jobs, at(5))
+    assert sweep.status is not None and sweep.status.trials[2].phase == TrialPhase.RUNNING and not result.stop
+
+
+def test_a_trials_job_is_the_template_with_its_parameters_labelled_and_owned() -> None:
+    sweep, _ = sweep_step(make_sweep(), [])
+    assert sweep.status is not None
+    trial = sweep.status.trials[0]
+    manifest = trial_manifest(sweep, trial)
+    assert manifest["spec"]["trainer"]["learningRate"] == trial.parameters["lr"]
+    assert manifest["spec"]["trainer"]["batchSize"] == trial.parameters["batch"]
+    assert manifest["metadata"]["labels"] == {SWEEP_LABEL: "sweep", TRIAL_LABEL: "0"}
+    assert PARAMETERS_ANNOTATION in manifest["metadata"]["annotations"]
+    (owner,) = manifest["metadata"]["ownerReferences"]
+    assert owner["uid"] == "sweep-uid" and owner["controller"] and owner["kind"] == "TrainingSweep"
