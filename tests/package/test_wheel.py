@@ -30,7 +30,12 @@ PACKAGES = ("trainingjob", "trainingjob_api", "tjctl", "trainingjob_sdk", "train
 NOT_LIGHT = ("torch", "numpy", "sklearn", "kopf", "fastapi", "uvicorn", "optuna")
 # What each extra makes importable: its part's entry modules (importing them starts nothing).
 EXTRA_MODULES = {
-    "operator": ("trainingjob.__main__", "trainingjob.handlers", "trainingjob.metrics_server", "trainingjob.sweep.plan"),
+    "operator": (
+        "trainingjob.__main__",
+        "trainingjob.handlers",
+        "trainingjob.metrics_server",
+        "trainingjob.sweep.plan",
+    ),
     "api": ("trainingjob_api.__main__", "trainingjob_api.app"),
 }
 # Variables that would point an install or a program at the checkout or at the project's venv.

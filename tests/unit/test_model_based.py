@@ -12,17 +12,14 @@ or relist after a 410 Gone; a reconcile on a stale job must change nothing (its 
 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
-import os
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    get_state_machine_test,
     initialize,
     invariant,
     precondition,
@@ -32,6 +29,7 @@ from tests.builders import T0, job_manifest
 from tests.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_watch import KINDS, FakeWatch
+from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile as reconcile_module
 from trainingjob.cache import CachedCluster
@@ -42,9 +40,7 @@ from trainingjob.report import parse_report
 
 NS = "ns"
 NAMES = ("a", "b", "c")
-SEED = int(os.environ.get("TJ_MODEL_SEED", "20261122"))
-EXAMPLES = int(os.environ.get("TJ_MODEL_EXAMPLES", "3000"))
-STEPS = int(os.environ.get("TJ_MODEL_STEPS", "80"))
+SEED, EXAMPLES, STEPS = knob("SEED", 20261122), knob("EXAMPLES", 3000), knob("STEPS", 80)
 TOTALS: Counter[str] = Counter()  # what every sequence of a run did, for the summary line
 CAUGHT_UP = st.sampled_from([True, True, True, False])  # most reconciles follow a watch that has caught up
 PLAN_SETTINGS = Settings(backoff_base_seconds=2, backoff_max_seconds=20, terminating_timeout_seconds=60)
@@ -355,23 +351,7 @@ def _version(job: dict[str, Any] | None) -> str | None:
     return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
-RUN_SETTINGS = settings(
-    max_examples=EXAMPLES,
-    stateful_step_count=STEPS,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    print_blob=True,
-)
-
-
 @pytest.mark.model
 def test_the_operator_holds_its_invariants_under_random_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reconcile_module, "FIRST_WAVE", 1)  # the random jobs' 1-5 pods come in several waves
-    print(f"model-based test: TJ_MODEL_SEED={SEED}, {EXAMPLES} sequences of up to {STEPS} steps")
-    try:
-        seed(SEED)(get_state_machine_test(OperatorUnderEvents, settings=RUN_SETTINGS))()
-    except BaseException:
-        print(f"the failing run replays with TJ_MODEL_SEED={SEED} TJ_MODEL_EXAMPLES={EXAMPLES}")
-        raise
-    print("explored: " + ", ".join(f"{key} {value}" for key, value in sorted(TOTALS.items())))
+    run_model(OperatorUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)

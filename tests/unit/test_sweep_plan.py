@@ -156,3 +156,12 @@ def test_a_trials_job_is_the_template_with_its_parameters_labelled_and_owned() -
     assert PARAMETERS_ANNOTATION in manifest["metadata"]["annotations"]
     (owner,) = manifest["metadata"]["ownerReferences"]
     assert owner["uid"] == "sweep-uid" and owner["controller"] and owner["kind"] == "TrainingSweep"
+
+
+def test_the_median_rule_judges_every_step_reported_since_the_last_reconcile() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=2, earlyStopping={"algorithm": "Median", "startupTrials": 1}), [])
+    finished = trial_job(sweep, 0, "Succeeded", curve={10: 0.9, 20: 0.95}, final=0.95)
+    behind = trial_job(sweep, 1, curve={10: 0.1, 20: 0.2, 30: 0.3})  # step 30: no finished trial reached it
+    sweep, result = sweep_step(sweep, [finished, behind], at(5))
+    assert sweep.status is not None and sweep.status.trials[1].phase == TrialPhase.PRUNED
+    assert "0.1 at step 10" in sweep.status.trials[1].message and result.stop == ("sweep-1",)

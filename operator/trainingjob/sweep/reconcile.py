@@ -1,0 +1,114 @@
+"""One reconcile of one sweep: read the sweep and the TrainingJobs it controls once, plan, then write in the order
+that makes a crash harmless: the status, then stop pruned trials' jobs, then create new trials' jobs."""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from trainingjob.model.status import ConditionStatus
+from trainingjob.model.sweep import PrunedTrialAction, TrainingSweep
+from trainingjob.model.sweep_status import (
+    SweepCondition,
+    SweepConditionType,
+    SweepPhase,
+    TrainingSweepStatus,
+)
+from trainingjob.reconcile import merge_patch
+from trainingjob.sweep.jobs import trial_manifest
+from trainingjob.sweep.plan import SweepPlan, plan
+from trainingjob.sweep.trials import child
+
+log = logging.getLogger(__name__)
+Manifest = dict[str, Any]
+
+
+class SweepCluster(Protocol):
+    """What a sweep's reconcile needs. write_sweep_status raises reconcile.Conflict or Gone; create_job takes an
+    existing job of that name as done; suspend_job and delete_job take a missing one as done."""
+
+    def read_sweep(self, namespace: str, name: str) -> Manifest | None: ...
+    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]: ...
+    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
+    def create_job(self, namespace: str, manifest: Manifest) -> None: ...
+    def suspend_job(self, namespace: str, name: str) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What a reconcile did: the status before and after (None when the sweep is gone)."""
+
+    before: TrainingSweepStatus | None = None
+    after: TrainingSweepStatus | None = None
+
+
+def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: datetime) -> SweepOutcome:
+    """Bring one sweep's trials and status in line with its spec; safe to run again at any point."""
+    manifest = cluster.read_sweep(namespace, name)
+    if manifest is None or manifest["metadata"].get("deletionTimestamp"):
+        return SweepOutcome()
+    try:
+        sweep = TrainingSweep.from_manifest(manifest)
+    except ValidationError as error:
+        return _refuse(cluster, manifest, error, now)
+    children = {c.name: c for c in map(child, cluster.list_trial_jobs(namespace, name))}
+    result = plan(sweep, children, now)
+    _write_status(cluster, manifest, sweep.status, result.status)
+    _act(cluster, namespace, sweep, result)
+    return SweepOutcome(sweep.status, result.status)
+
+
+def _write_status(
+    cluster: SweepCluster, manifest: Manifest, before: TrainingSweepStatus | None, after: TrainingSweepStatus
+) -> None:
+    if before == after:
+        return
+    old = manifest.get("status") or {}
+    new = after.model_dump(mode="json", by_alias=True, exclude_none=True)
+    metadata = manifest["metadata"]
+    cluster.write_sweep_status(
+        metadata["namespace"], metadata["name"], str(metadata["resourceVersion"]), merge_patch(old, new)
+    )
+
+
+def _act(cluster: SweepCluster, namespace: str, sweep: TrainingSweep, result: SweepPlan) -> None:
+    for job in result.stop:
+        if result.action == PrunedTrialAction.DELETE:
+            cluster.delete_job(namespace, job)
+        else:
+            cluster.suspend_job(namespace, job)
+    for trial in result.create:
+        cluster.create_job(namespace, trial_manifest(sweep, trial))
+
+
+def _refuse(cluster: SweepCluster, manifest: Manifest, error: ValidationError, now: datetime) -> SweepOutcome:
+    """A sweep the model refuses (what the CRD's rules cannot see, e.g. a parameter's value the job would refuse)
+    fails once, saying which fields are wrong; it starts no trial."""
+    message = "; ".join(_problem(e) for e in error.errors())[:4000]
+    current = manifest.get("status") or {}
+    if current.get("phase") == SweepPhase.FAILED.value:
+        return SweepOutcome()
+    condition = SweepCondition(
+        type=SweepConditionType.FAILED,
+        status=ConditionStatus.TRUE,
+        reason="InvalidSpec",
+        message=message,
+        last_transition_time=now,
+    )
+    status = TrainingSweepStatus(phase=SweepPhase.FAILED, conditions=[condition], completion_time=now)
+    new = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    metadata = manifest["metadata"]
+    log.warning("%s/%s: invalid TrainingSweep: %s", metadata["namespace"], metadata["name"], message)
+    cluster.write_sweep_status(
+        metadata["namespace"], metadata["name"], str(metadata["resourceVersion"]), merge_patch(current, new)
+    )
+    return SweepOutcome(None, status)
+
+
+def _problem(error: Any) -> str:
+    location: Sequence[Any] = error.get("loc", ())
+    return f"{'.'.join(str(part) for part in location)}: {error.get('msg', '')}"
