@@ -9,6 +9,8 @@ from tests.support.controlplane import ControlPlane, running
 from tests.support.namespaces import fresh_namespace
 from tests.support.operator import OperatorProcess, operator_running
 
+from trainingjob import crd
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run only when asked for (`pytest -m gpu`, on a machine with CUDA); elsewhere they are not
@@ -54,6 +56,7 @@ def cluster_ns(cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterato
 def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
     """The operator (`python -m trainingjob`) against the cluster tier, for one test module."""
     with cluster.api_client() as api:
-        install_crd(api)
+        for resource in crd.RESOURCES:
+            install_crd(api, resource)
     with operator_running(cluster.kubeconfig) as process:
         yield process

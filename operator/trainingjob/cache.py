@@ -10,48 +10,71 @@ pods from the apiserver instead.
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from trainingjob.model import KIND
+from trainingjob.model.sweep import SWEEP_KIND
 from trainingjob.naming import JOB_LABEL, service_name
 from trainingjob.observe import essentials
 from trainingjob.plan import Event
 from trainingjob.reconcile import Cluster, Created, Manifest
 from trainingjob.report import Report
 from trainingjob.store import Store
+from trainingjob.sweep.trials import SWEEP_LABEL
+
+if TYPE_CHECKING:  # the sweep planner (and Optuna) load with the first sweep, not with the operator
+    from trainingjob.sweep.reconcile import SweepCluster
 
 
 def _own_name(manifest: Manifest) -> str | None:
     return str(manifest["metadata"]["name"])
 
 
-def _job_label(manifest: Manifest) -> str | None:
-    labels = manifest["metadata"].get("labels") or {}
-    job = labels.get(JOB_LABEL)
-    return str(job) if job else None
+def _label(key: str) -> Callable[[Manifest], str | None]:
+    def value(manifest: Manifest) -> str | None:
+        found = (manifest["metadata"].get("labels") or {}).get(key)
+        return str(found) if found else None
+
+    return value
+
+
+_job_label, _sweep_label = _label(JOB_LABEL), _label(SWEEP_LABEL)
 
 
 @dataclass
 class Stores:
-    """The operator's memory of the cluster: jobs by name, pods and Services by their job label."""
+    """The operator's memory of the cluster: jobs by name, pods and Services by their job label; sweeps by name,
+    and their trials' jobs by their sweep label."""
 
     jobs: Store = field(default_factory=lambda: Store(_own_name))
     pods: Store = field(default_factory=lambda: Store(_job_label, keep=essentials))
     services: Store = field(default_factory=lambda: Store(_job_label))
+    sweeps: Store = field(default_factory=lambda: Store(_own_name))
+    trials: Store = field(default_factory=lambda: Store(_sweep_label))
 
     def saw(self, manifest: Manifest) -> None:
-        """Take in what the apiserver answered to a write: a job, pod or Service (other kinds are not kept)."""
-        store = {"TrainingJob": self.jobs, "Pod": self.pods, "Service": self.services}.get(str(manifest.get("kind")))
-        if store is not None:
+        """Take in what the apiserver answered to a write: a job (a trial's too), pod, Service or sweep."""
+        kind = str(manifest.get("kind"))
+        stores = {"Pod": [self.pods], "Service": [self.services], SWEEP_KIND: [self.sweeps]}.get(kind, [])
+        if kind == KIND:
+            stores = [self.jobs, self.trials] if _sweep_label(manifest) else [self.jobs]
+        for store in stores:
             store.saw(manifest)
 
     @property
-    def all(self) -> tuple[Store, Store, Store]:
+    def all(self) -> tuple[Store, ...]:
         """The stores in the order of informer.sources."""
-        return self.jobs, self.pods, self.services
+        return self.jobs, self.pods, self.services, self.sweeps, self.trials
 
     def wait_synced(self, timeout: float) -> bool:
-        """Whether every store holds a whole list (before that, a missing pod would look vanished), waiting up to
-        `timeout` seconds for each."""
-        return all(store.wait_synced(timeout) for store in self.all)
+        """Whether the stores jobs are reconciled from hold a whole list (before that, a missing pod would look
+        vanished), waiting up to `timeout` seconds for each. Sweeps have their own (sweeps_synced): a cluster
+        without the TrainingSweep CRD still runs jobs."""
+        return all(store.wait_synced(timeout) for store in (self.jobs, self.pods, self.services))
+
+    @property
+    def sweeps_synced(self) -> bool:
+        return self.sweeps.synced and self.trials.synced
 
 
 def _live_tracked_uids(job: Manifest | None) -> list[str]:
@@ -108,3 +131,28 @@ class CachedCluster:
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         self.direct.emit(job, events)
+
+
+class CachedSweepCluster:
+    """sweep.reconcile.SweepCluster reading the sweep and its trials' jobs from `stores`, writing through `direct`."""
+
+    def __init__(self, direct: "SweepCluster", stores: Stores) -> None:
+        self.direct, self.stores = direct, stores
+
+    def read_sweep(self, namespace: str, name: str) -> Manifest | None:
+        return self.stores.sweeps.get(namespace, name)
+
+    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]:
+        return self.stores.trials.of_job(namespace, sweep)
+
+    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        return self.direct.write_sweep_status(namespace, name, resource_version, patch)
+
+    def create_job(self, namespace: str, manifest: Manifest) -> None:
+        self.direct.create_job(namespace, manifest)
+
+    def suspend_job(self, namespace: str, name: str) -> None:
+        self.direct.suspend_job(namespace, name)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.direct.delete_job(namespace, name)

@@ -17,12 +17,14 @@ from kubernetes import client
 from trainingjob.access import KEY_BYTES, KEY_FILE
 from trainingjob.manifests import PROGRESS_PORT
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
+from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob.naming import TRACKING_GATE, job_selector, service_name
 from trainingjob.pacing import Pacer, Throttled, windowed
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
 from trainingjob.reconcile import Conflict, Created, Gone
 from trainingjob.report import MAX_REPORT_BYTES, Report, final_report, parse_report
+from trainingjob.sweep.trials import SWEEP_LABEL
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
@@ -270,6 +272,73 @@ class KubernetesCluster:
             self.on_written(json.loads(response.data))
 
         windowed(self.pool, ungate_one, names, self.window)
+
+    # -- sweeps (sweep.reconcile.SweepCluster) -----------------------------------------------------------------
+
+    def read_sweep(self, namespace: str, name: str) -> Manifest | None:
+        try:
+            sweep: Manifest = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, SWEEP_PLURAL, name, _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            _ignore(404, error)
+            return None
+        return sweep
+
+    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]:
+        found = self.custom.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, label_selector=f"{SWEEP_LABEL}={sweep}", _request_timeout=TIMEOUT
+        )
+        items: list[Manifest] = found["items"]
+        return items
+
+    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
+        try:
+            written = self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, SWEEP_PLURAL, name, body, _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            if error.status == 404:
+                raise Gone(f"{namespace}/{name}") from error
+            if error.status == 409:
+                raise Conflict(f"{namespace}/{name}") from error
+            raise
+        self.on_written(written)
+        return str(written["metadata"]["resourceVersion"])
+
+    def create_job(self, namespace: str, manifest: Manifest) -> None:
+        """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
+        earlier pass, or a namesake the planner will not adopt)."""
+        try:
+            created = self._paced(
+                lambda: self.custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, manifest, _request_timeout=TIMEOUT
+                )
+            )
+        except client.ApiException as error:
+            _ignore(409, error)
+            return
+        self.on_written(created)
+
+    def suspend_job(self, namespace: str, name: str) -> None:
+        """Suspend a trial's job (its pods go, the job and its history stay)."""
+        patch = {"spec": {"runPolicy": {"suspend": True}}}
+        try:
+            written = self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                patch,
+                _content_type="application/merge-patch+json",
+                _request_timeout=TIMEOUT,
+            )
+        except client.ApiException as error:
+            _ignore(404, error)
+            return
+        self.on_written(written)
 
     def delete_job(self, namespace: str, name: str) -> None:
         try:

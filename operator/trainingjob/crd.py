@@ -193,7 +193,7 @@ class Resource:
 
 JOB = Resource(TrainingJob, KIND, PLURAL, SINGULAR, SHORT_NAMES, PRINTER_COLUMNS)
 SWEEP = Resource(TrainingSweep, SWEEP_KIND, SWEEP_PLURAL, SWEEP_SINGULAR, SWEEP_SHORT_NAMES, SWEEP_COLUMNS)
-RESOURCES = (JOB,)  # published in crds/ and the chart; SWEEP joins once the operator reconciles sweeps
+RESOURCES = (JOB, SWEEP)  # published in crds/ and the chart
 CRD_NAME, FILE_NAME = JOB.crd_name, JOB.file_name
 
 

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -16,7 +17,7 @@ import kopf
 import urllib3
 from kubernetes import client, config
 
-from trainingjob.cache import CachedCluster, Stores
+from trainingjob.cache import CachedCluster, CachedSweepCluster, Stores
 from trainingjob.cluster import KubernetesCluster
 from trainingjob.informer import Informer, sources
 from trainingjob.leader import LeaderElector, existing_lease_namespace
@@ -32,6 +33,7 @@ from trainingjob.settings import OperatorSettings
 log = logging.getLogger(__name__)
 CONFLICT_RETRY_SECONDS = 0.2
 NOT_LEADING_RETRY_SECONDS = 1.0
+SWEEP_WORKERS = 2  # sweeps reconcile rarely (when a trial's job changes) and each is small
 # kopf retries API errors with these delays (its default grows to 21 s): a watch reconnects within a second of
 # the apiserver answering again, for ten minutes, after which the operator exits and its Deployment restarts it.
 WATCH_ERROR_BACKOFFS = [0.2, 0.5] + [1.0] * 600
@@ -125,6 +127,66 @@ def _health_problem(memo: kopf.Memo) -> str:
     return f"watching {', '.join(stopped)} stopped" if stopped else ""
 
 
+def _sweep_queue(
+    options: OperatorSettings,
+    direct: KubernetesCluster,
+    stores: Stores,
+    elector: LeaderElector | None,
+    gate: asyncio.Event,
+) -> ReconcileQueue:
+    """The sweeps' own reconcile loop, behind the same leadership gate as the jobs'. It waits for the sweep and
+    trial stores to hold a whole list (a cluster without the TrainingSweep CRD never fills them: jobs run, sweeps
+    wait)."""
+    cluster = CachedSweepCluster(direct, stores)
+
+    def reconcile_now(key: Key) -> float | None:
+        from trainingjob.sweep.reconcile import reconcile_sweep  # noqa: PLC0415  (Optuna loads with the first sweep)
+
+        if elector is not None and not elector.is_leader():
+            return NOT_LEADING_RETRY_SECONDS
+        if not stores.sweeps_synced:
+            return NOT_LEADING_RETRY_SECONDS
+        try:
+            outcome = reconcile_sweep(cluster, *key, now=datetime.now(UTC))
+        except Conflict:
+            return CONFLICT_RETRY_SECONDS
+        return None if outcome.after is None else options.resync_seconds
+
+    async def run(key: Key) -> float | None:
+        return await asyncio.to_thread(reconcile_now, key)
+
+    return ReconcileQueue(run, workers=SWEEP_WORKERS, resync_seconds=options.resync_seconds, gate=gate)
+
+
+def _informers(
+    api: client.ApiClient,
+    namespace: str,
+    stores: Stores,
+    queues: tuple[ReconcileQueue, ReconcileQueue],
+    metrics: Metrics,
+) -> list[Informer]:
+    """One informer per source: the jobs', pods' and Services' changes wake jobs; the sweeps' and the trials' jobs'
+    changes wake sweeps."""
+    loop = asyncio.get_running_loop()
+
+    def waking(queue: ReconcileQueue) -> Callable[[set[Key]], None]:
+        def wake(keys: set[Key]) -> None:  # from an informer's thread
+            loop.call_soon_threadsafe(queue.wake_all, keys)
+
+        return wake
+
+    jobs, sweeps = (waking(queue) for queue in queues)
+    wakes = (jobs, jobs, jobs, sweeps, sweeps)  # in the order of informer.sources
+
+    def relisted(resource: str) -> None:
+        metrics.cache_relists.labels(resource).inc()
+
+    return [
+        Informer(api, source, store, wake, on_relist=relisted)
+        for source, store, wake in zip(sources(namespace), stores.all, wakes, strict=True)
+    ]
+
+
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     options = OperatorSettings()
@@ -203,18 +265,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         gate=gate,
         batch_seconds=options.batch_seconds,
     )
-    loop = asyncio.get_running_loop()
-
-    def wake(keys: set[Key]) -> None:  # from an informer's thread
-        loop.call_soon_threadsafe(queue.wake_all, keys)
-
-    def relisted(resource: str) -> None:
-        metrics.cache_relists.labels(resource).inc()
-
-    memo.informers = [
-        Informer(api, source, store, wake, on_relist=relisted)
-        for source, store in zip(sources(options.namespace), stores.all, strict=True)
-    ]
+    memo.sweep_queue = _sweep_queue(options, direct, stores, elector, gate)
+    memo.informers = _informers(api, options.namespace, stores, (queue, memo.sweep_queue), metrics)
     for informer in memo.informers:
         informer.start()
     log.info(
@@ -233,6 +285,7 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     for informer in getattr(memo, "informers", ()):  # first: no more wake-ups
         await asyncio.to_thread(informer.stop)
     await memo.queue.stop()
+    await memo.sweep_queue.stop()
     if memo.elector is not None:
         await asyncio.to_thread(memo.elector.release)
     if memo.metrics_server is not None:

@@ -18,14 +18,17 @@ import urllib3
 from kubernetes import client
 
 from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob.naming import JOB_LABEL
 from trainingjob.store import Key, Manifest, Store
+from trainingjob.sweep.trials import SWEEP_LABEL
 
 log = logging.getLogger(__name__)
 PAGE = 500
 WATCH_SECONDS = 300  # the apiserver ends each watch after this; the informer resumes it
 READ_TIMEOUT = WATCH_SECONDS + 30  # bookmarks arrive about once a minute: silence this long is a dead connection
 RETRY = (0.2, 1.0)  # first and longest delay between failed lists or watches: back within a second
+NOT_SERVED_RETRY = 10.0  # a kind the apiserver does not serve (its CRD not installed yet): look again this often
 
 
 class Expired(Exception):  # noqa: N818
@@ -41,13 +44,16 @@ class Source:
     label_selector: str = ""
 
 
-def sources(namespace: str) -> tuple[Source, Source, Source]:
-    """The jobs, and the pods and Services that carry a job label, in one namespace or ("") in all."""
+def sources(namespace: str) -> tuple[Source, ...]:
+    """In one namespace or ("") in all: the jobs, and the pods and Services that carry a job label; the sweeps, and
+    the jobs that carry a sweep label (their trials)."""
     scope = f"/namespaces/{namespace}" if namespace else ""
     return (
         Source("trainingjobs", f"/apis/{GROUP}/{VERSION}{scope}/{PLURAL}"),
         Source("pods", f"/api/v1{scope}/pods", JOB_LABEL),
         Source("services", f"/api/v1{scope}/services", JOB_LABEL),
+        Source("trainingsweeps", f"/apis/{GROUP}/{VERSION}{scope}/{SWEEP_PLURAL}"),
+        Source("trials", f"/apis/{GROUP}/{VERSION}{scope}/{PLURAL}", SWEEP_LABEL),
     )
 
 
@@ -99,6 +105,15 @@ class Informer:
                 if self._stopping.is_set():
                     return
                 failures += 1
+                if isinstance(error, client.ApiException) and error.status == 404:  # its CRD is not installed
+                    if failures == 1:
+                        log.warning(
+                            "%s: the apiserver does not serve them; looking again every %.0f s",
+                            self.source.resource,
+                            NOT_SERVED_RETRY,
+                        )
+                    self._stopping.wait(NOT_SERVED_RETRY)
+                    continue
                 delay = min(RETRY[0] * 2 ** min(failures - 1, 10), RETRY[1])
                 log.warning("%s: watching failed (%s); retrying in %.1f s", self.source.resource, error, delay)
                 self._stopping.wait(delay)

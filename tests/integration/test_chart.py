@@ -1,7 +1,9 @@
 """The Helm chart: lint, schema, every rendered object accepted by a real apiserver, install/uninstall, and the
 operator running under exactly the chart's RBAC through real job lifecycles."""
 
+import json
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -12,15 +14,18 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from tests.builders import job_manifest
+from tests.builders import SWEEP_PARAMETERS, job_manifest, sweep_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition
+from tests.support.harness import Harness, condition, progress_endpoint
 from tests.support.helm import Helm, HelmError
 from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
+from trainingjob import crd
 from trainingjob.metrics import Metrics
+from trainingjob.model import GROUP, VERSION
+from trainingjob.model.sweep import SWEEP_PLURAL
 
 Manifest = dict[str, Any]
 OPERATOR_RBAC = ("templates/operator-serviceaccount.yaml", "templates/operator-rbac.yaml")
@@ -457,7 +462,8 @@ def refusals(process: OperatorProcess) -> list[str]:
 @pytest.fixture(scope="module")
 def chart_identity(cluster: ControlPlane, helm: Helm) -> Iterator[ChartIdentity]:
     with cluster.api_client() as api:
-        install_crd(api)
+        for resource in crd.RESOURCES:
+            install_crd(api, resource)
     with tempfile.TemporaryDirectory(prefix="tj-chart-rbac-") as folder:
         identity = ChartIdentity(cluster, helm, Path(folder))
         try:
@@ -501,6 +507,29 @@ def test_chart_rbac_runs_a_job_to_success(h: Harness) -> None:
     assert condition(done, "Succeeded")["status"] == "True"
     assert "JobCreated" in h.wait_event("ok", "JobSucceeded")  # events: create
     assert h.core.read_namespaced_service("ok", h.ns)  # services: create
+
+
+@pytest.mark.cluster
+def test_chart_rbac_runs_a_sweep_and_suspends_its_pruned_trial(h: Harness) -> None:
+    """trainingsweeps: list, watch; their status: patch; trainingjobs: create, patch (a pruned trial suspended)."""
+    stopping = {"algorithm": "Median", "startupTrials": 1}
+    manifest = sweep_manifest(
+        "sw", parameters=[SWEEP_PARAMETERS[1]], parallelism=2, maxTrials=2, earlyStopping=stopping
+    )
+    manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
+    h.custom.create_namespaced_custom_object(GROUP, VERSION, h.ns, SWEEP_PLURAL, manifest)
+    for number, accuracy in ((0, 0.9), (1, 0.1)):
+        (rank0,) = h.wait_running_pods(f"sw-{number}", 1, attempt=1)
+        report = {"step": 10, "heartbeat": time.time(), "metrics": {"accuracy": accuracy}, "metricsStep": 10}
+        if number == 0:
+            final = {**report, "step": 100, "finished": True}
+            h.finish(rank0.metadata.name, 0, message=json.dumps(final))
+            h.wait_phase("sw-0", "Succeeded")
+        else:
+            with progress_endpoint(rank0.status.pod_ip, report):
+                h.wait("sw-1", lambda job: job["spec"]["runPolicy"].get("suspend"), "the pruned trial suspended")
+    sweep = h.custom.get_namespaced_custom_object(GROUP, VERSION, h.ns, SWEEP_PLURAL, "sw")
+    assert [t["phase"] for t in sweep["status"]["trials"]] == ["Succeeded", "Pruned"]
 
 
 @pytest.mark.cluster

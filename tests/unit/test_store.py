@@ -16,6 +16,7 @@ from trainingjob.naming import CONTAINER_NAME, JOB_LABEL, Replica
 from trainingjob.observe import essentials, pod_state
 from trainingjob.report import final_report
 from trainingjob.store import Store, newer
+from trainingjob.sweep.trials import SWEEP_LABEL
 
 Manifest = dict[str, Any]
 NS = "ns"
@@ -235,3 +236,16 @@ def test_pods_are_listed_from_the_apiserver_only_when_a_tracked_pod_is_unaccount
     seen = [p["metadata"]["uid"] for p in cached.list_pods(NS, "job")]
     assert len(fallbacks) == lists
     assert seen == ([] if deleted else ["uid-a"])
+
+
+def test_a_trial_job_the_operator_wrote_is_remembered_by_its_sweep_too() -> None:
+    stores = Stores()
+    trial = {"kind": "TrainingJob", "metadata": {"name": "s-0", "namespace": "ns", "uid": "u0", "resourceVersion": "2",
+                                                 "labels": {SWEEP_LABEL: "s"}}}  # fmt: skip
+    plain = {"kind": "TrainingJob", "metadata": {"name": "j", "namespace": "ns", "uid": "u1", "resourceVersion": "3"}}
+    sweep = {"kind": "TrainingSweep", "metadata": {"name": "s", "namespace": "ns", "uid": "u2", "resourceVersion": "4"}}
+    for manifest in (trial, plain, sweep):
+        stores.saw(manifest)
+    assert stores.jobs.get("ns", "s-0") and stores.jobs.get("ns", "j")
+    assert [m["metadata"]["name"] for m in stores.trials.of_job("ns", "s")] == ["s-0"] and len(stores.trials) == 1
+    assert stores.sweeps.get("ns", "s") and not stores.sweeps.get("ns", "j")

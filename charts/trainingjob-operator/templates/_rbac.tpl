@@ -47,6 +47,22 @@ operator under exactly these rules.
 - apiGroups: [trainingjob.io]
   resources: [trainingjobs/finalizers]
   verbs: [update]
+# Sweeps: the informers list and watch them (and the TrainingJobs with a sweep label, under the rule above);
+# their status is a merge patch guarded by the resourceVersion; a sweep creates its trials' TrainingJobs, suspends
+# a pruned one (a merge patch of spec.runPolicy.suspend) or deletes it (the rule above); the trials' jobs carry a
+# controller owner reference to the sweep with blockOwnerDeletion.
+- apiGroups: [trainingjob.io]
+  resources: [trainingsweeps]
+  verbs: [list, watch]
+- apiGroups: [trainingjob.io]
+  resources: [trainingsweeps/status]
+  verbs: [patch]
+- apiGroups: [trainingjob.io]
+  resources: [trainingsweeps/finalizers]
+  verbs: [update]
+- apiGroups: [trainingjob.io]
+  resources: [trainingjobs]
+  verbs: [create, patch]
 {{- end }}
 {{- define "tj.operator.crdRules" -}}
 # kopf's resource observer: notices the TrainingJob CRD when it is created or changed after startup.
