@@ -53,12 +53,12 @@ class Stores:
     trials: Store = field(default_factory=lambda: Store(_sweep_label))
 
     def saw(self, manifest: Manifest) -> None:
-        """Take in what the apiserver answered to a write: a job (a trial's too), pod, Service or sweep."""
-        kind = str(manifest.get("kind"))
-        stores = {"Pod": [self.pods], "Service": [self.services], SWEEP_KIND: [self.sweeps]}.get(kind, [])
-        if kind == KIND:
-            stores = [self.jobs, self.trials] if _sweep_label(manifest) else [self.jobs]
-        for store in stores:
+        """Take in what the apiserver answered to a write: a job's status, a pod, a Service or a sweep's status.
+        (Not the jobs a sweep creates or suspends: their watch events must wake the jobs' reconciles, and a store
+        that already holds a version takes its event as no change.)"""
+        kinds = {KIND: self.jobs, "Pod": self.pods, "Service": self.services, SWEEP_KIND: self.sweeps}
+        store = kinds.get(str(manifest.get("kind")))
+        if store is not None:
             store.saw(manifest)
 
     @property

@@ -309,23 +309,22 @@ class KubernetesCluster:
 
     def create_job(self, namespace: str, manifest: Manifest) -> None:
         """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
-        earlier pass, or a namesake the planner will not adopt)."""
+        earlier pass, or a namesake the planner will not adopt). Not passed to on_written: the job's watch event
+        is what wakes its reconcile."""
         try:
-            created = self._paced(
+            self._paced(
                 lambda: self.custom.create_namespaced_custom_object(
                     GROUP, VERSION, namespace, PLURAL, manifest, _request_timeout=TIMEOUT
                 )
             )
         except client.ApiException as error:
             _ignore(409, error)
-            return
-        self.on_written(created)
 
     def suspend_job(self, namespace: str, name: str) -> None:
-        """Suspend a trial's job (its pods go, the job and its history stay)."""
+        """Suspend a trial's job (its pods go, the job and its history stay); as create_job, not passed on."""
         patch = {"spec": {"runPolicy": {"suspend": True}}}
         try:
-            written = self.custom.patch_namespaced_custom_object(
+            self.custom.patch_namespaced_custom_object(
                 GROUP,
                 VERSION,
                 namespace,
@@ -337,8 +336,6 @@ class KubernetesCluster:
             )
         except client.ApiException as error:
             _ignore(404, error)
-            return
-        self.on_written(written)
 
     def delete_job(self, namespace: str, name: str) -> None:
         try:
