@@ -174,10 +174,14 @@ class KubernetesCluster:
         return parse_report(body) if body is not None else (None, None)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        return self._write_status(PLURAL, namespace, name, resource_version, patch)
+
+    def _write_status(self, plural: str, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        """A merge patch of the status subresource, guarded by the version it was planned from."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
         try:
             written = self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, body, _request_timeout=TIMEOUT
+                GROUP, VERSION, namespace, plural, name, body, _request_timeout=TIMEOUT
             )
         except client.ApiException as error:
             if error.status == 404:
@@ -293,19 +297,7 @@ class KubernetesCluster:
         return items
 
     def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
-        body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
-        try:
-            written = self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, SWEEP_PLURAL, name, body, _request_timeout=TIMEOUT
-            )
-        except client.ApiException as error:
-            if error.status == 404:
-                raise Gone(f"{namespace}/{name}") from error
-            if error.status == 409:
-                raise Conflict(f"{namespace}/{name}") from error
-            raise
-        self.on_written(written)
-        return str(written["metadata"]["resourceVersion"])
+        return self._write_status(SWEEP_PLURAL, namespace, name, resource_version, patch)
 
     def create_job(self, namespace: str, manifest: Manifest) -> None:
         """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
