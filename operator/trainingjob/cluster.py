@@ -124,14 +124,18 @@ class KubernetesCluster:
             raise throttled.answer or throttled from None
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
+        return self._read(PLURAL, namespace, name)
+
+    def _read(self, plural: str, namespace: str, name: str) -> Manifest | None:
+        """One of our resources, or None when it is gone."""
         try:
-            job: Manifest = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=TIMEOUT
+            found: Manifest = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
             )
         except client.ApiException as error:
             _ignore(404, error)
             return None
-        return job
+        return found
 
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         response = self.core.list_namespaced_pod(
@@ -280,14 +284,7 @@ class KubernetesCluster:
     # -- sweeps (sweep.reconcile.SweepCluster) -----------------------------------------------------------------
 
     def read_sweep(self, namespace: str, name: str) -> Manifest | None:
-        try:
-            sweep: Manifest = self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, SWEEP_PLURAL, name, _request_timeout=TIMEOUT
-            )
-        except client.ApiException as error:
-            _ignore(404, error)
-            return None
-        return sweep
+        return self._read(SWEEP_PLURAL, namespace, name)
 
     def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]:
         found = self.custom.list_namespaced_custom_object(

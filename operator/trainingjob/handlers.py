@@ -142,10 +142,8 @@ def _sweep_queue(
     def reconcile_now(key: Key) -> float | None:
         from trainingjob.sweep.reconcile import reconcile_sweep  # noqa: PLC0415  (Optuna loads with the first sweep)
 
-        if elector is not None and not elector.is_leader():
-            return NOT_LEADING_RETRY_SECONDS
-        if not stores.sweeps_synced:
-            return NOT_LEADING_RETRY_SECONDS
+        if (elector is not None and not elector.is_leader()) or not stores.sweeps_synced:
+            return NOT_LEADING_RETRY_SECONDS  # not leading, or the sweeps are not (yet) served and listed
         try:
             outcome = reconcile_sweep(cluster, *key, now=datetime.now(UTC))
         except Conflict:

@@ -21,7 +21,7 @@ from trainingjob.model.sweep_status import (
 )
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
-from trainingjob.sweep.trials import Child, observed
+from trainingjob.sweep.trials import Child, ended, observed
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,13 @@ def _new_trials(sweep: TrainingSweep, trials: Sequence[Trial], stopping: int) ->
 
 
 def _pruned(trial: Trial, verdict: Pruned, now: datetime) -> Trial:
-    update = {"phase": TrialPhase.PRUNED, "reason": verdict.reason, "message": verdict.message}
-    return trial.model_copy(update={**update, "completion_time": now})
+    return ended(trial, TrialPhase.PRUNED, verdict.reason, verdict.message, now)
 
 
 def _stopped(trial: Trial, now: datetime) -> Trial:
     if trial.phase.is_finished:
         return trial
-    update = {"phase": TrialPhase.PRUNED, "reason": "SweepFailed", "completion_time": now}
-    return trial.model_copy(update={**update, "message": "stopped: the sweep failed"})
+    return ended(trial, TrialPhase.PRUNED, "SweepFailed", "stopped: the sweep failed", now)
 
 
 def _still_active(trials: Sequence[Trial], own: Mapping[str, Child]) -> tuple[str, ...]:

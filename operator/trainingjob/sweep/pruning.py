@@ -34,8 +34,8 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
     for trial in running:
         frozen = by_number.get(trial.number)
         step = _pruned_at(study, frozen, stopping.algorithm) if frozen is not None else None
-        if step is not None:
-            value = frozen.intermediate_values[step] if frozen is not None else 0.0
+        if frozen is not None and step is not None:
+            value = frozen.intermediate_values[step]
             message = (
                 f"{spec.objective.metric} {value:.6g} at step {step} trailed the other trials"
                 f" ({stopping.algorithm.value} rule): stopped early"

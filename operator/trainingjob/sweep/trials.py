@@ -1,6 +1,5 @@
 """A trial's state from its TrainingJob: phase, the objective so far and its curve. Finished trials are final."""
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,21 +25,6 @@ class Child:
     job: TrainingJob | None  # None when its manifest is not a valid TrainingJob (never written by us)
     created: datetime | None
     deleting: bool
-
-    @property
-    def number(self) -> int | None:
-        labels = self.job.metadata.labels if self.job else None
-        text = (labels or {}).get(TRIAL_LABEL, "")
-        return int(text) if text.isdigit() else None
-
-    @property
-    def parameters(self) -> dict[str, Any] | None:
-        annotations = (self.job.metadata.annotations if self.job else None) or {}
-        try:
-            found = json.loads(annotations.get(PARAMETERS_ANNOTATION, ""))
-        except ValueError:
-            return None
-        return found if isinstance(found, dict) else None
 
     @property
     def is_active(self) -> bool:
@@ -91,7 +75,7 @@ def observed(trial: Trial, found: Child | None, metric: str, now: datetime) -> T
     if found is None or found.job is None:
         if trial.start_time is None:
             return trial
-        return _ended(trial, TrialPhase.FAILED, "JobDeleted", f"its TrainingJob {trial.job_name} was deleted", now)
+        return ended(trial, TrialPhase.FAILED, "JobDeleted", f"its TrainingJob {trial.job_name} was deleted", now)
     job = found.job
     start = trial.start_time or found.created or now
     status = job.status
@@ -109,7 +93,7 @@ def observed(trial: Trial, found: Child | None, metric: str, now: datetime) -> T
         return _succeeded(trial.model_copy(update=update), job, metric, now)
     if phase == Phase.FAILED:
         message = next((c.message for c in status.conditions if c.type.value == "Failed"), "") if status else ""
-        return _ended(trial.model_copy(update=update), TrialPhase.FAILED, "JobFailed", message, now)
+        return ended(trial.model_copy(update=update), TrialPhase.FAILED, "JobFailed", message, now)
     running = phase in (Phase.RUNNING, Phase.RESTARTING)
     return trial.model_copy(update={**update, "phase": TrialPhase.RUNNING if running else TrialPhase.PENDING})
 
@@ -120,12 +104,13 @@ def _succeeded(trial: Trial, job: TrainingJob, metric: str, now: datetime) -> Tr
     if metric not in metrics:
         reported = ", ".join(sorted(metrics)) or "none"
         message = f"the job succeeded without reporting {metric} (its final metrics: {reported})"
-        return _ended(trial, TrialPhase.FAILED, "ObjectiveMissing", message, now)
+        return ended(trial, TrialPhase.FAILED, "ObjectiveMissing", message, now)
     done = trial.model_copy(
         update={"objective": metrics[metric], "objective_step": result.metrics_step if result else None}
     )
-    return _ended(done, TrialPhase.SUCCEEDED, None, "", now)
+    return ended(done, TrialPhase.SUCCEEDED, None, "", now)
 
 
-def _ended(trial: Trial, phase: TrialPhase, reason: str | None, message: str, now: datetime) -> Trial:
+def ended(trial: Trial, phase: TrialPhase, reason: str | None, message: str, now: datetime) -> Trial:
+    """The trial finished at `now` in `phase`, saying why."""
     return trial.model_copy(update={"phase": phase, "reason": reason, "message": message, "completion_time": now})
