@@ -13,7 +13,7 @@ from typing import Any
 import shtab
 
 import trainingjob
-from tjctl import commands, local_run, observe
+from tjctl import commands, local_run, observe, sweep_run
 from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
 from tjctl.output import FORMATS, Ui, name_of
 from trainingjob import crd
@@ -62,6 +62,15 @@ def _local_commands(sub: Any) -> None:
     run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
     run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
     run.set_defaults(local=local_run.command)
+    sweep = sub.add_parser("sweep", help="hyperparameter sweeps: run a TrainingSweep on this machine")
+    verbs = sweep.add_subparsers(dest="verb", required=True, metavar="VERB")
+    trials = verbs.add_parser("run", help="run a sweep's trials as local jobs; rank them by its objective")
+    _file(trials.add_argument("file", type=Path, help="the TrainingSweep manifest"))
+    trials.add_argument("--workdir", type=Path, help="each trial's logs (default: .tjctl/<sweep name>)")
+    trials.add_argument(
+        "--parallelism", type=observe.whole(1), metavar="N", help="trials at once (default: the sweep's parallelism)"
+    )
+    trials.set_defaults(local=sweep_run.command)
     sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)
     completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")
     completion.add_argument("shell", choices=shtab.SUPPORTED_SHELLS)

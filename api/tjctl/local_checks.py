@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tjctl.errors import UsageError
 from trainingjob.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.local import BESIDE_PYTHON, Chaos
 from trainingjob.manifests import TRAINER_COMMAND
-from trainingjob.model import Mode, RoleSpec, TrainingJob
+from trainingjob.model import API_VERSION, KIND, Mode, RoleSpec, TrainingJob
+from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob_sdk import Invalid
-from trainingjob_sdk.manifests import documents, to_create
+from trainingjob_sdk.manifests import documents, invalid, to_create
 from trainingjob_sdk.pods import parse_replica
 
 INSTALL = "pip install 'trainingjob[trainer]'"
@@ -28,10 +31,42 @@ def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
     found = documents(path)
     if len(found) != 1:
         raise Invalid(f"{path}: tjctl run runs one TrainingJob; this file has {len(found)} documents", status=None)
+    if found[0].get("kind") == SWEEP_KIND:
+        raise UsageError(f"{path} is a TrainingSweep: run it with tjctl sweep run {path}")
     job = to_create(found[0], str(path))
     if not job.metadata.name:
         raise Invalid(f"{path}: metadata.name is required (tjctl run names its work folder after it)", status=None)
     return found[0], job
+
+
+def load_sweep(path: Path, *, parallelism: int | None = None) -> tuple[dict[str, Any], TrainingSweep]:
+    """The one TrainingSweep in `path` (with `parallelism`, if given, in place of its own) and its validated model;
+    Invalid naming the file and each field otherwise."""
+    readable(path)
+    found = documents(path)
+    if len(found) != 1 or found[0].get("kind") != SWEEP_KIND:
+        kinds = ", ".join(str(document.get("kind")) for document in found)
+        raise Invalid(f"{path}: tjctl sweep run runs one TrainingSweep; this file has {kinds}", status=None)
+    manifest = found[0]
+    if parallelism is not None and isinstance(manifest.get("spec"), dict):
+        manifest = {**manifest, "spec": {**manifest["spec"], "parallelism": parallelism}}
+    try:
+        sweep = TrainingSweep.from_manifest(manifest)
+    except ValidationError as error:
+        raise invalid(error, str(path)) from None
+    if not sweep.metadata.name:
+        raise Invalid(
+            f"{path}: metadata.name is required (tjctl sweep run names its work folder after it)", status=None
+        )
+    return manifest, sweep
+
+
+def trial_job(sweep: TrainingSweep) -> TrainingJob:
+    """The job a trial runs, before its parameters are filled in: what check_programs looks at."""
+    spec = sweep.spec.template.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return TrainingJob.from_manifest(
+        {"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": "trial"}, "spec": spec}
+    )
 
 
 def readable(path: Path) -> None:

@@ -244,6 +244,7 @@ class LocalCluster:
         checkout = str(TRAINER_PATH) if TRAINER_PATH.is_dir() else ""
         path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH", "")]))
         log_path = self.workdir / "logs" / f"{name}.log"
+        Path(env[contract.PROGRESS_FILE]).unlink(missing_ok=True)  # an earlier run's, in the same work folder
         with log_path.open("ab") as log:
             process = subprocess.Popen(
                 command,

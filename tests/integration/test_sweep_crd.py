@@ -3,13 +3,16 @@ naming the field, as the model does; the search space cannot change once the swe
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 from tests.builders import SWEEP_PARAMETERS, sweep_manifest
 from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
+from tests.support.examples import SWEEP_EXAMPLES
 from tests.support.namespaces import create_namespace
 
 from trainingjob import crd
@@ -108,3 +111,10 @@ def test_max_trials_and_parallelism_can_change(sweeps: client.CustomObjectsApi) 
     stored["spec"].update(maxTrials=20, parallelism=4, suspend=True)
     replaced = sweeps.replace_namespaced_custom_object(GROUP, VERSION, NAMESPACE, SWEEP_PLURAL, "grow", stored)
     assert replaced["spec"]["maxTrials"] == 20 and replaced["spec"]["suspend"] is True
+
+
+@pytest.mark.parametrize("example", SWEEP_EXAMPLES, ids=[path.name for path in SWEEP_EXAMPLES])
+def test_example_is_created_as_written(sweeps: client.CustomObjectsApi, example: Path) -> None:
+    manifest = yaml.safe_load(example.read_text())
+    stored = _create(sweeps, manifest)
+    assert TrainingSweep.from_manifest(stored).spec == TrainingSweep.from_manifest(manifest).spec

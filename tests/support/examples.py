@@ -11,11 +11,12 @@ import yaml
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def is_job(path: Path) -> bool:
-    return any(doc and doc.get("kind") == "TrainingJob" for doc in yaml.safe_load_all(path.read_text()))
+def has_kind(path: Path, kind: str) -> bool:
+    return any(doc and doc.get("kind") == kind for doc in yaml.safe_load_all(path.read_text()))
 
 
-JOB_EXAMPLES = [path for path in sorted(EXAMPLES.rglob("*.yaml")) if is_job(path)]
+JOB_EXAMPLES = [path for path in sorted(EXAMPLES.rglob("*.yaml")) if has_kind(path, "TrainingJob")]
+SWEEP_EXAMPLES = [path for path in sorted(EXAMPLES.rglob("*.yaml")) if has_kind(path, "TrainingSweep")]
 
 # ConfigMap manifest -> (its name, the code files it carries, what its opening comment says), all under examples/.
 CODE_CONFIGMAPS = {

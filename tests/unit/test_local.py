@@ -56,3 +56,16 @@ def test_what_local_mode_cannot_run_is_refused_by_name(tmp_path: Path, workers: 
     manifest = job_manifest("local", workers=python("pass") | workers, trainer=None)
     with pytest.raises(ValueError, match="no envFrom, initContainers or sidecars"):
         run_local(manifest, tmp_path, on_event=lambda e: None)
+
+
+def test_a_progress_report_left_by_an_earlier_run_in_the_work_folder_is_not_read_as_the_new_pods(
+    tmp_path: Path,
+) -> None:
+    stale = tmp_path / "logs" / "local-worker-0-1.progress.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"step": 999, "metrics": {"accuracy": 0.5}, "metricsStep": 999}')
+    manifest = job_manifest("local", workers={"replicas": 1, "command": ["python", "-c", "pass"]}, trainer=None)
+    steps: list[int] = []
+    status, _ = run_local(manifest, tmp_path, on_status=lambda s: steps.append(s.progress.step if s.progress else 0))
+    assert status is not None and status.phase == Phase.SUCCEEDED
+    assert 999 not in steps and not stale.exists()

@@ -165,3 +165,20 @@ def test_the_median_rule_judges_every_step_reported_since_the_last_reconcile() -
     sweep, result = sweep_step(sweep, [finished, behind], at(5))
     assert sweep.status is not None and sweep.status.trials[1].phase == TrialPhase.PRUNED
     assert "0.1 at step 10" in sweep.status.trials[1].message and result.stop == ("sweep-1",)
+
+
+def test_the_median_rule_compares_trials_whose_evaluations_were_seen_at_different_steps() -> None:
+    # What a sweep's jobs report: each status keeps the evaluations its reconciles saw, so steps seldom coincide.
+    # At step 200 only trial 2 has an evaluation of its own; the others count with their latest before it.
+    sweep, _ = sweep_step(make_sweep(parallelism=5, earlyStopping={"algorithm": "Median", "startupTrials": 3}), [])
+    finished = [
+        trial_job(sweep, 0, "Succeeded", curve={100: 0.5, 400: 0.87}, final=0.87),
+        trial_job(sweep, 1, "Succeeded", curve={150: 0.11, 350: 0.12}, final=0.12),
+        trial_job(sweep, 2, "Succeeded", curve={200: 0.986, 400: 0.99}, final=0.99),
+    ]
+    strong, weak = trial_job(sweep, 3, curve={50: 0.92, 200: 0.981}), trial_job(sweep, 4, curve={50: 0.12, 200: 0.25})
+    sweep, result = sweep_step(sweep, [*finished, strong, weak], at(5))
+    assert sweep.status is not None
+    assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # 0.981 against the median 0.5, not against 0.986
+    assert sweep.status.trials[4].phase == TrialPhase.PRUNED and "0.25 at step 200" in sweep.status.trials[4].message
+    assert result.stop == ("sweep-4",)

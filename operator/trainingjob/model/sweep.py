@@ -72,7 +72,8 @@ class EarlyStopping(ApiModel):
     """Stop trials whose objective, as evaluated during training (spec.trainer.evalEverySteps), trails the others."""
 
     algorithm: PruningAlgorithm = PruningAlgorithm.MEDIAN
-    """Median: stop a trial whose best value so far is worse than the median of earlier trials at the same step.
+    """Median: stop a trial whose best value so far is worse than the median of the finished trials at the same
+    step (each one's latest evaluation at or before it; startupTrials of them at least).
     SuccessiveHalving (asynchronous, ASHA): at steps minSteps x reductionFactor^k keep only the best
     1/reductionFactor of the trials that got there."""
     startup_trials: Annotated[Int, Field(ge=0, le=MAX_TRIALS)] = 3

@@ -7,7 +7,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from trainingjob.model.sweep import PruningAlgorithm, TrainingSweepSpec
-from trainingjob.model.sweep_status import Trial, TrialPhase
+from trainingjob.model.sweep_status import ObjectivePoint, Trial, TrialPhase
 from trainingjob.sweep.study import NUMBER, rebuilt
 
 REASONS = {PruningAlgorithm.MEDIAN: "PrunedByMedian", PruningAlgorithm.SUCCESSIVE_HALVING: "PrunedBySuccessiveHalving"}
@@ -28,12 +28,13 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
     running = [t for t in trials if t.phase == TrialPhase.RUNNING and t.curve]
     if stopping is None or not running:
         return []
-    study = rebuilt(spec, trials, len(trials))
+    study = rebuilt(spec, aligned(trials), len(trials))
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
     verdicts = []
     for trial in running:
         frozen = by_number.get(trial.number)
-        step = _pruned_at(study, frozen, stopping.algorithm) if frozen is not None else None
+        own_steps = [point.step for point in trial.curve]
+        step = _pruned_at(study, frozen, stopping.algorithm, own_steps) if frozen is not None else None
         if frozen is not None and step is not None:
             value = frozen.intermediate_values[step]
             message = (
@@ -44,15 +45,33 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
     return verdicts
 
 
-def _pruned_at(study: optuna.Study, trial: FrozenTrial, algorithm: PruningAlgorithm) -> int | None:
-    """The first step at which the pruner would have stopped the trial, or None. The median rule is asked at every
-    step reported so far (evaluations can arrive faster than reconciles, and it compares trials step by step);
-    successive halving, which keeps its rungs in the study, only at the latest."""
-    steps = sorted(trial.intermediate_values)
+def aligned(trials: Sequence[Trial]) -> list[Trial]:
+    """The trials with their curves at the same steps: every step any trial was evaluated at, up to each trial's
+    last, its value there the trial's latest evaluation at or before it. A job's status keeps the evaluations its
+    reconciles saw, so two trials rarely share steps, and the rules compare trials step by step: a trial would be
+    measured against whichever few had an evaluation seen at exactly its step."""
+    steps = sorted({point.step for trial in trials for point in trial.curve})
+    result = []
+    for trial in trials:
+        points, seen, latest = list(trial.curve), 0, None
+        filled = []
+        for step in steps:
+            while seen < len(points) and points[seen].step <= step:
+                latest, seen = points[seen], seen + 1
+            if latest is not None and step <= points[-1].step:
+                filled.append(ObjectivePoint(step=step, value=latest.value))
+        result.append(trial.model_copy(update={"curve": filled}))
+    return result
+
+
+def _pruned_at(study: optuna.Study, trial: FrozenTrial, algorithm: PruningAlgorithm, steps: list[int]) -> int | None:
+    """The first of `steps` (the trial's own evaluations) at which the pruner would have stopped it, or None. The
+    median rule is asked at every one reported so far (evaluations can arrive faster than reconciles, and it
+    compares trials step by step); successive halving, which keeps its rungs in the study, only at the latest."""
     if algorithm != PruningAlgorithm.MEDIAN:
         return steps[-1] if study.pruner.prune(study, trial) else None
-    for index, step in enumerate(steps):
-        values = {s: trial.intermediate_values[s] for s in steps[: index + 1]}
+    for step in steps:
+        values = {s: v for s, v in trial.intermediate_values.items() if s <= step}
         prefix = create_trial(
             state=TrialState.RUNNING, params=trial.params, distributions=trial.distributions, intermediate_values=values
         )

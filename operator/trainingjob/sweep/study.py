@@ -39,7 +39,11 @@ def pruner(stopping: EarlyStopping | None) -> BasePruner:
     if stopping is None:
         return NopPruner()
     if stopping.algorithm == PruningAlgorithm.MEDIAN:
-        return MedianPruner(n_startup_trials=stopping.startup_trials, n_warmup_steps=stopping.warmup_steps)
+        return MedianPruner(  # a median of at least startupTrials trials' values at the step judged
+            n_startup_trials=stopping.startup_trials,
+            n_warmup_steps=stopping.warmup_steps,
+            n_min_trials=max(stopping.startup_trials, 1),
+        )
     return SuccessiveHalvingPruner(
         min_resource=stopping.min_steps or "auto", reduction_factor=stopping.reduction_factor
     )
