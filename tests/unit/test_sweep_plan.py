@@ -182,3 +182,34 @@ def test_the_median_rule_compares_trials_whose_evaluations_were_seen_at_differen
     assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # 0.981 against the median 0.5, not against 0.986
     assert sweep.status.trials[4].phase == TrialPhase.PRUNED and "0.25 at step 200" in sweep.status.trials[4].message
     assert result.stop == ("sweep-4",)
+
+
+HALVING = {"algorithm": "SuccessiveHalving", "minSteps": 10, "reductionFactor": 2}
+
+
+def test_successive_halving_judges_a_trial_against_the_rungs_of_the_others_in_a_rebuilt_study() -> None:
+    # The study is rebuilt on every reconcile: the rungs the others passed must be rebuilt from their curves, or a
+    # trial only ever competes with itself and is never stopped.
+    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING), [])
+    finished = [
+        trial_job(sweep, 0, "Succeeded", curve={10: 0.9, 20: 0.95, 40: 0.97}, final=0.97),
+        trial_job(sweep, 1, "Succeeded", curve={10: 0.85, 20: 0.9, 40: 0.92}, final=0.92),
+    ]
+    weak, strong = trial_job(sweep, 2, curve={10: 0.2}), trial_job(sweep, 3, curve={10: 0.95})
+    sweep, result = sweep_step(sweep, [*finished, weak, strong], at(5))
+    assert sweep.status is not None
+    pruned = sweep.status.trials[2]
+    assert pruned.phase == TrialPhase.PRUNED and pruned.reason == "PrunedBySuccessiveHalving", pruned
+    assert "0.2 at step 10" in pruned.message and result.stop == ("sweep-2",)
+    assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # the best at rung 0: promoted
+
+
+def test_successive_halving_counts_the_rungs_a_running_trial_has_passed() -> None:
+    # Trial 2 still runs, past rung 0 (step 10) with 0.9: trial 1 competes with that at rung 0, not only with the
+    # one finished trial.
+    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING), [])
+    finished = trial_job(sweep, 0, "Succeeded", curve={10: 0.5, 20: 0.6, 40: 0.7}, final=0.7)
+    judged, ahead = trial_job(sweep, 1, curve={10: 0.6}), trial_job(sweep, 2, curve={10: 0.9, 20: 0.95})
+    sweep, result = sweep_step(sweep, [finished, judged, ahead], at(5))
+    assert sweep.status is not None and sweep.status.trials[1].phase == TrialPhase.PRUNED, sweep.status.trials[1]
+    assert sweep.status.trials[2].phase == TrialPhase.RUNNING and result.stop == ("sweep-1",)

@@ -81,7 +81,8 @@ class EarlyStopping(ApiModel):
     warmup_steps: Annotated[Int, Field(ge=0, le=1_000_000_000)] = 0
     """Median only: no trial is stopped before this step."""
     min_steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
-    """SuccessiveHalving only: the step of the first rung; unset: estimated from the first trial to finish."""
+    """SuccessiveHalving only: the step of the first rung; unset: a hundredth of the most steps a succeeded trial
+    was evaluated at (no trial is stopped before one has succeeded)."""
     reduction_factor: Annotated[Int, Field(ge=2, le=100)] = 3
     """SuccessiveHalving only: how many trials reach a rung for each one promoted past it."""
     action: PrunedTrialAction = PrunedTrialAction.SUSPEND

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.pruners import BasePruner, MedianPruner, NopPruner, SuccessiveHalvingPruner
+from optuna.pruners._successive_halving import _completed_rung_key  # the key its rungs are recorded under
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
@@ -35,8 +36,9 @@ def sampler(spec: TrainingSweepSpec, number: int) -> BaseSampler:
     return RandomSampler(seed=seed)
 
 
-def pruner(stopping: EarlyStopping | None) -> BasePruner:
-    if stopping is None:
+def pruner(stopping: EarlyStopping | None, min_steps: int | None) -> BasePruner:
+    """The early-stopping rule; successive halving with its first rung at `min_steps` (none yet when None)."""
+    if stopping is None or (stopping.algorithm == PruningAlgorithm.SUCCESSIVE_HALVING and min_steps is None):
         return NopPruner()
     if stopping.algorithm == PruningAlgorithm.MEDIAN:
         return MedianPruner(  # a median of at least startupTrials trials' values at the step judged
@@ -44,13 +46,34 @@ def pruner(stopping: EarlyStopping | None) -> BasePruner:
             n_warmup_steps=stopping.warmup_steps,
             n_min_trials=max(stopping.startup_trials, 1),
         )
-    return SuccessiveHalvingPruner(
-        min_resource=stopping.min_steps or "auto", reduction_factor=stopping.reduction_factor
-    )
+    return SuccessiveHalvingPruner(min_resource=min_steps or 1, reduction_factor=stopping.reduction_factor)
 
 
-def frozen(trial: Trial, space: dict[str, BaseDistribution]) -> FrozenTrial | None:
-    """The trial as Optuna records it; None when its parameters no longer fit the space (they always should)."""
+def first_rung(stopping: EarlyStopping | None, trials: Sequence[Trial]) -> int | None:
+    """Successive halving's first rung: minSteps, else (as Optuna estimates it) a hundredth of the most steps a
+    succeeded trial was evaluated at; None before any trial succeeded, and for the other rules."""
+    if stopping is None or stopping.algorithm != PruningAlgorithm.SUCCESSIVE_HALVING:
+        return None
+    if stopping.min_steps is not None:
+        return stopping.min_steps
+    lasts = [t.curve[-1].step for t in trials if t.phase == TrialPhase.SUCCEEDED and t.curve]
+    return max(max(lasts) // 100, 1) if lasts else None
+
+
+def rungs(trial: Trial, first: int, reduction_factor: int) -> dict[str, float]:
+    """The rungs a trial has passed, as Optuna's pruner records them while a trial runs (the study is rebuilt, so
+    they are rebuilt too): rung k's value is the first evaluation at or past step first x factor^k. A running
+    trial's latest evaluation is left out: that is the one being judged."""
+    points = list(trial.curve) if trial.phase.is_finished else list(trial.curve[:-1])
+    passed: dict[str, float] = {}
+    while reached := next((p for p in points if p.step >= first * reduction_factor ** len(passed)), None):
+        passed[_completed_rung_key(len(passed))] = reached.value
+    return passed
+
+
+def frozen(trial: Trial, space: dict[str, BaseDistribution], attrs: dict[str, float]) -> FrozenTrial | None:
+    """The trial as Optuna records it, with `attrs` as its system attributes; None when its parameters no longer
+    fit the space (they always should)."""
     state = _STATES[trial.phase]
     if state == TrialState.COMPLETE and trial.objective is None:
         state = TrialState.FAIL
@@ -62,6 +85,7 @@ def frozen(trial: Trial, space: dict[str, BaseDistribution]) -> FrozenTrial | No
             distributions={name: space[name] for name in trial.parameters if name in space},
             intermediate_values={point.step: point.value for point in trial.curve},
             user_attrs={NUMBER: trial.number},
+            system_attrs=dict(attrs),
         )
     except ValueError:
         return None
@@ -70,9 +94,13 @@ def frozen(trial: Trial, space: dict[str, BaseDistribution]) -> FrozenTrial | No
 def rebuilt(spec: TrainingSweepSpec, trials: Sequence[Trial], number: int) -> optuna.Study:
     """A study holding every trial so far, in number order, ready to ask for trial `number`."""
     direction = StudyDirection.MINIMIZE if spec.objective.goal == Goal.MINIMIZE else StudyDirection.MAXIMIZE
-    study = optuna.create_study(direction=direction, sampler=sampler(spec, number), pruner=pruner(spec.early_stopping))
+    stopping = spec.early_stopping
+    first = first_rung(stopping, trials)
+    study = optuna.create_study(direction=direction, sampler=sampler(spec, number), pruner=pruner(stopping, first))
     space = distributions(spec.parameters)
-    study.add_trials([t for t in (frozen(trial, space) for trial in sorted(trials, key=_number)) if t is not None])
+    factor = stopping.reduction_factor if stopping else 0
+    found = (frozen(t, space, rungs(t, first, factor) if first else {}) for t in sorted(trials, key=_number))
+    study.add_trials([t for t in found if t is not None])
     return study
 
 
