@@ -21,7 +21,7 @@ from trainingjob.cache import CachedCluster, CachedSweepCluster, Stores
 from trainingjob.cluster import KubernetesCluster
 from trainingjob.informer import Informer, sources
 from trainingjob.leader import LeaderElector, existing_lease_namespace
-from trainingjob.metrics import Metrics
+from trainingjob.metrics import Metrics, SweepMetrics
 from trainingjob.metrics_server import MetricsServer
 from trainingjob.model import GROUP
 from trainingjob.pacing import Pacer
@@ -133,6 +133,8 @@ def _sweep_queue(
     stores: Stores,
     elector: LeaderElector | None,
     gate: asyncio.Event,
+    *,
+    metrics: SweepMetrics,
 ) -> ReconcileQueue:
     """The sweeps' own reconcile loop, behind the same leadership gate as the jobs'. It waits for the sweep and
     trial stores to hold a whole list (a cluster without the TrainingSweep CRD never fills them: jobs run, sweeps
@@ -148,6 +150,7 @@ def _sweep_queue(
             outcome = reconcile_sweep(cluster, *key, now=datetime.now(UTC))
         except Conflict:
             return CONFLICT_RETRY_SECONDS
+        metrics.record(key, outcome.after, outcome.metric)
         return None if outcome.after is None else options.resync_seconds
 
     async def run(key: Key) -> float | None:
@@ -263,7 +266,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         gate=gate,
         batch_seconds=options.batch_seconds,
     )
-    memo.sweep_queue = _sweep_queue(options, direct, stores, elector, gate)
+    memo.sweep_queue = _sweep_queue(options, direct, stores, elector, gate, metrics=metrics.sweeps)
     memo.informers = _informers(api, options.namespace, stores, (queue, memo.sweep_queue), metrics)
     for informer in memo.informers:
         informer.start()

@@ -1,5 +1,6 @@
 """Prometheus metrics of the operator, derived from what each reconcile reports: aggregates over every job, and a
-small set of gauges per job (labels `namespace` and `trainingjob`) that are removed when the job goes.
+small set of gauges per job (labels `namespace` and `trainingjob`) that are removed when the job goes; the same for
+each TrainingSweep (labels `namespace` and `trainingsweep`).
 
 The job's name is the `trainingjob` label, not `job`: `job` is the scrape target's own label in every Prometheus,
 and an exported one would be renamed `exported_job` (or, with honor_labels, hide the target's)."""
@@ -11,6 +12,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
+from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus
 from trainingjob.queue import Key
 
 JOB_LABELS = ("namespace", "trainingjob")
@@ -90,6 +92,7 @@ class Metrics:
         self._series: dict[Key, set[Series]] = {}
         self._lock = threading.Lock()
         self._reporting = True  # False once this operator stopped leading, until it leads again
+        self.sweeps = SweepMetrics(self.registry)
 
     def _gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
         return Gauge(f"trainingjob_job_{name}", documentation, [*JOB_LABELS, *labels], registry=self.registry)
@@ -125,11 +128,13 @@ class Metrics:
             for key in list(self._phases.keys() | self._series.keys()):
                 self._set_phase(key, None)
                 self._set_job_series(key, {})
+        self.sweeps.forget_all()
 
     def report_again(self) -> None:
         """This operator leads again: its reconciles report on jobs again."""
         with self._lock:
             self._reporting = True
+        self.sweeps.report_again()
 
     def _set_phase(self, key: Key, phase: Phase | None) -> None:
         old = self._phases.pop(key, None)
@@ -143,12 +148,7 @@ class Metrics:
                 self.jobs.labels(changed.value).set(self._counts[changed])
 
     def _set_job_series(self, key: Key, values: dict[Series, float]) -> None:
-        for gauge, labels in self._series.pop(key, set()) - values.keys():
-            gauge.remove(*labels)
-        for (gauge, labels), value in values.items():
-            gauge.labels(*labels).set(value)
-        if values:
-            self._series[key] = set(values)
+        set_series(self._series, key, values)
 
     def _job_values(self, key: Key, status: TrainingJobStatus, job: TrainingJob | None) -> dict[Series, float]:
         values: dict[Series, float] = {
@@ -176,6 +176,16 @@ class Metrics:
         return values
 
 
+def set_series(known: dict[Key, set[Series]], key: Key, values: dict[Series, float]) -> None:
+    """Set an object's series to `values`, removing those it had and has no more; `known` remembers them."""
+    for gauge, labels in known.pop(key, set()) - values.keys():
+        gauge.remove(*labels)
+    for (gauge, labels), value in values.items():
+        gauge.labels(*labels).set(value)
+    if values:
+        known[key] = set(values)
+
+
 def _created(job: TrainingJob | None) -> datetime | None:
     """metadata.creationTimestamp (kept as an extra field of the model's ObjectMeta), when it parses."""
     stamp = getattr(job.metadata, "creationTimestamp", None) if job is not None else None
@@ -200,3 +210,61 @@ def _times_to_running(status: TrainingJobStatus, created: datetime | None) -> tu
     if current is not None and current.running_time is not None:
         this = (current.running_time - current.start_time).total_seconds()
     return whole, this
+
+
+SWEEP_LABELS = ("namespace", "trainingsweep")
+
+
+class SweepMetrics:
+    """Each TrainingSweep's trials by phase and its best objective (labels `namespace`, `trainingsweep`, removed
+    when the sweep goes), and sweeps by phase. Owned by Metrics, in its registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.sweeps = Gauge("trainingjob_sweeps", "TrainingSweeps by phase.", ["phase"], registry=registry)
+        self.trials = Gauge(
+            "trainingjob_sweep_trials", "A sweep's trials by phase.", [*SWEEP_LABELS, "phase"], registry=registry
+        )
+        self.best_objective = Gauge(
+            "trainingjob_sweep_best_objective",
+            "The objective of the sweep's best trial (absent until a trial has succeeded).",
+            [*SWEEP_LABELS, "metric"],
+            registry=registry,
+        )
+        for phase in SweepPhase:
+            self.sweeps.labels(phase.value).set(0)
+        self._phases: dict[Key, SweepPhase] = {}
+        self._series: dict[Key, set[Series]] = {}
+        self._lock = threading.Lock()
+        self._reporting = True
+
+    def record(self, key: Key, status: TrainingSweepStatus | None, metric: str = "") -> None:
+        """Set a sweep's series after a reconcile; `status` None means the sweep is gone. `metric`: the objective's."""
+        with self._lock:
+            if not self._reporting:
+                return
+            self._set(key, status, metric)
+
+    def forget_all(self) -> None:
+        with self._lock:
+            self._reporting = False
+            for key in list(self._phases.keys() | self._series.keys()):
+                self._set(key, None, "")
+
+    def report_again(self) -> None:
+        with self._lock:
+            self._reporting = True
+
+    def _set(self, key: Key, status: TrainingSweepStatus | None, metric: str) -> None:
+        if status is None:
+            self._phases.pop(key, None)
+        else:
+            self._phases[key] = status.phase
+        for phase in SweepPhase:
+            self.sweeps.labels(phase.value).set(sum(p == phase for p in self._phases.values()))
+        values: dict[Series, float] = {}
+        if status is not None:
+            for name, count in status.counts.model_dump().items():
+                values[(self.trials, (*key, name.capitalize()))] = count  # the TrialPhase: Pending ... Pruned
+            if status.best_trial is not None:
+                values[(self.best_objective, (*key, metric))] = status.best_trial.objective
+        set_series(self._series, key, values)

@@ -1,14 +1,16 @@
 """Sweeps on the cluster tier with the real operator: trials become TrainingJobs the sweep controls, their pods run
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
-the trials and succeeds; a sweep the model refuses fails, naming the field."""
+the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field."""
 
 import json
 import time
+import urllib.request
 from typing import Any
 
 import pytest
 from tests.builders import sweep_manifest
 from tests.support.harness import Harness
+from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
 from trainingjob.model import GROUP, VERSION
@@ -49,7 +51,12 @@ def _finish_trial(h: Harness, job: str, accuracy: float) -> None:
     h.finish(rank0.metadata.name, 0, message=json.dumps(final))
 
 
-def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness) -> None:
+def _metrics(operator: OperatorProcess) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness, operator: OperatorProcess) -> None:
     manifest = sweep_manifest("grid", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=5, parallelism=2)
     manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
     _create(h, manifest)
@@ -68,6 +75,11 @@ def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness) -> 
     assert status["bestTrial"]["jobName"] == "grid-1" and status["bestTrial"]["objective"] == 0.95
     assert status["counts"]["succeeded"] == 2 and len(status["trials"]) == 2  # a grid of two runs two trials
     assert [t["objective"] for t in status["trials"]] == [0.91, 0.95]
+    # The operator's metrics say the same (polled: the status is written before the metrics are set).
+    sweep = f'namespace="{h.ns}",trainingsweep="grid"'
+    wanted = [f'trainingjob_sweep_trials{{{sweep},phase="Succeeded"}} 2.0',
+              f'trainingjob_sweep_best_objective{{{sweep},metric="accuracy"}} 0.95']  # fmt: skip
+    poll_until(lambda: all(line in _metrics(operator) for line in wanted), timeout=30, what=f"{wanted} in /metrics")
 
 
 def test_a_sweep_whose_parameter_the_job_would_refuse_fails_naming_it(h: Harness) -> None:

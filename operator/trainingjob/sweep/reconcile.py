@@ -40,10 +40,11 @@ class SweepCluster(Protocol):
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    """What a reconcile did: the status before and after (None when the sweep is gone)."""
+    """What a reconcile did: the status before and after (None when the sweep is gone), and the objective's metric."""
 
     before: TrainingSweepStatus | None = None
     after: TrainingSweepStatus | None = None
+    metric: str = ""
 
 
 def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: datetime) -> SweepOutcome:
@@ -59,7 +60,7 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     result = plan(sweep, children, now)
     _write_status(cluster, manifest, sweep.status, result.status)
     _act(cluster, namespace, sweep, result)
-    return SweepOutcome(sweep.status, result.status)
+    return SweepOutcome(sweep.status, result.status, sweep.spec.objective.metric)
 
 
 def _write_status(
@@ -91,7 +92,7 @@ def _refuse(cluster: SweepCluster, manifest: Manifest, error: ValidationError, n
     message = "; ".join(_problem(e) for e in error.errors())[:4000]
     current = manifest.get("status") or {}
     if current.get("phase") == SweepPhase.FAILED.value:
-        return SweepOutcome()
+        return SweepOutcome(None, TrainingSweepStatus(phase=SweepPhase.FAILED))  # said once; still there, failed
     condition = SweepCondition(
         type=SweepConditionType.FAILED,
         status=ConditionStatus.TRUE,
