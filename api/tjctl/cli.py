@@ -13,7 +13,7 @@ from typing import Any
 import shtab
 
 import trainingjob
-from tjctl import commands, local_run, observe, sweep_run
+from tjctl import commands, local_run, observe, sweep_commands, sweep_run
 from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
 from tjctl.output import FORMATS, Ui, name_of
 from trainingjob import crd
@@ -62,15 +62,6 @@ def _local_commands(sub: Any) -> None:
     run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
     run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
     run.set_defaults(local=local_run.command)
-    sweep = sub.add_parser("sweep", help="hyperparameter sweeps: run a TrainingSweep on this machine")
-    verbs = sweep.add_subparsers(dest="verb", required=True, metavar="VERB")
-    trials = verbs.add_parser("run", help="run a sweep's trials as local jobs; rank them by its objective")
-    _file(trials.add_argument("file", type=Path, help="the TrainingSweep manifest"))
-    trials.add_argument("--workdir", type=Path, help="each trial's logs (default: .tjctl/<sweep name>)")
-    trials.add_argument(
-        "--parallelism", type=observe.whole(1), metavar="N", help="trials at once (default: the sweep's parallelism)"
-    )
-    trials.set_defaults(local=sweep_run.command)
     sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)
     completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")
     completion.add_argument("shell", choices=shtab.SUPPORTED_SHELLS)
@@ -88,6 +79,23 @@ class _Adder:
         made: argparse.ArgumentParser = self.sub.add_parser(name, help=help, description=help, parents=parents)
         made.set_defaults(cluster=handler)
         return made
+
+
+def _sweep_commands(sub: Any, cluster: argparse.ArgumentParser, output: argparse.ArgumentParser) -> None:
+    sweep = sub.add_parser("sweep", help="hyperparameter sweeps: run one on this machine, or on a cluster")
+    verbs = sweep.add_subparsers(dest="verb", required=True, metavar="VERB")
+    trials = verbs.add_parser("run", help="run a sweep's trials as local jobs; rank them by its objective")
+    _file(trials.add_argument("file", type=Path, help="the TrainingSweep manifest"))
+    trials.add_argument("--workdir", type=Path, help="each trial's logs (default: .tjctl/<sweep name>)")
+    trials.add_argument(
+        "--parallelism", type=observe.whole(1), metavar="N", help="trials at once (default: the sweep's parallelism)"
+    )
+    trials.set_defaults(local=sweep_run.command)
+    add = _Adder(verbs, cluster, output)
+    _file(add("submit", "create the sweep of a file on the cluster", sweep_commands.submit).add_argument("file"))
+    add("list", "list the sweeps of the namespace", sweep_commands.list_sweeps)
+    add("get", "show a sweep and its trials, best first", sweep_commands.get).add_argument("name")
+    add("delete", "delete a sweep (its trials' jobs go after it)", sweep_commands.delete).add_argument("name")
 
 
 def _manage_commands(add: _Adder) -> None:
@@ -143,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     _output(output, top=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _local_commands(sub)
+    _sweep_commands(sub, cluster, output)
     add = _Adder(sub, cluster, output)
     _manage_commands(add)
     _observe_commands(add)

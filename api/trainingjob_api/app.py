@@ -11,14 +11,14 @@ from trainingjob_api.deps import AppState
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
-from trainingjob_api.routers import dashboard, health, jobs, observe, ui
+from trainingjob_api.routers import dashboard, health, jobs, observe, sweeps, ui
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import JobCache
 from trainingjob_sdk.kube import KubeJobs
 
-DESCRIPTION = """Submit, list and follow TrainingJobs. Every request carries a Kubernetes bearer token
-(`Authorization: Bearer ...`), checked with TokenReview; each request is authorized with a SubjectAccessReview
-for the caller's user and groups, as `kubectl` would be. Lists and reads come from a cache fed by a WATCH:
+DESCRIPTION = """Submit, list and follow TrainingJobs, and TrainingSweeps. Every request carries a Kubernetes bearer
+token (`Authorization: Bearer ...`), checked with TokenReview; each request is authorized with a SubjectAccessReview
+for the caller's user and groups, as `kubectl` would be. Jobs' lists and reads come from a cache fed by a WATCH:
 they are eventually consistent and may trail a write by the watch's latency (typically milliseconds)."""
 
 
@@ -67,6 +67,7 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.include_router(jobs.router)
     app.include_router(observe.router)
+    app.include_router(sweeps.router)
     app.include_router(dashboard.router)
     app.include_router(health.router)
     app.include_router(ui.router)

@@ -3,30 +3,40 @@ trainingjob_sdk.documents (off the event loop) and checked for creation by train
 one TrainingJob model, and a metadata.name or metadata.generateName."""
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import TrainingJob
+from trainingjob.model.sweep import TrainingSweep
 from trainingjob_api.errors import ApiError
 from trainingjob_sdk.documents import DocumentError, decode, parse_json, parse_yaml
 from trainingjob_sdk.manifests import to_create
+from trainingjob_sdk.sweeps import to_create as sweep_to_create
 
+T = TypeVar("T")
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 MAX_BODY_BYTES = 1 << 20
-MANIFEST_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "description": "A TrainingJob manifest, the same one `kubectl apply` takes, as JSON or YAML (at most 1 MiB; "
-        "no YAML anchors or aliases, no duplicate keys, nested at most 64 deep).",
-        "content": {
-            media_type: {"schema": {"$ref": "#/components/schemas/TrainingJob"}}
-            for media_type in ("application/json", "application/yaml")
-        },
+
+
+def manifest_body(kind: str) -> dict[str, Any]:
+    """The OpenAPI request body of a create: a `kind` manifest as JSON or YAML."""
+    return {
+        "requestBody": {
+            "required": True,
+            "description": f"A {kind} manifest, the same one `kubectl apply` takes, as JSON or YAML (at most 1 MiB; "
+            "no YAML anchors or aliases, no duplicate keys, nested at most 64 deep).",
+            "content": {
+                media_type: {"schema": {"$ref": f"#/components/schemas/{kind}"}}
+                for media_type in ("application/json", "application/yaml")
+            },
+        }
     }
-}
+
+
+MANIFEST_BODY = manifest_body("TrainingJob")
 
 
 def _too_large() -> ApiError:
@@ -51,6 +61,15 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
 async def manifest(request: Request) -> TrainingJob:
     """The request's job manifest; 413 when too large, 415 for other media types, 400 naming what is malformed,
     422 naming each invalid field (trainingjob_sdk's Invalid), or saying it has neither name nor generateName."""
+    return await _checked(request, to_create)
+
+
+async def sweep_manifest(request: Request) -> TrainingSweep:
+    """The request's sweep manifest, as `manifest` reads a job's (a sweep has a metadata.name: no generateName)."""
+    return await _checked(request, sweep_to_create)
+
+
+async def _checked(request: Request, check: Callable[[dict[str, Any]], T]) -> T:
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
     parse: Callable[[str], Any]
     if media_type in YAML_TYPES:
@@ -60,14 +79,14 @@ async def manifest(request: Request) -> TrainingJob:
     else:
         raise ApiError(415, "UnsupportedMediaType", "send the manifest as application/json or application/yaml")
     raw = await read_body(request)
-    return await run_in_threadpool(_validate, raw, media_type, parse)
+    return await run_in_threadpool(_validate, raw, media_type, parse, check)
 
 
-def _validate(raw: bytes, media_type: str, parse: Callable[[str], Any]) -> TrainingJob:
+def _validate(raw: bytes, media_type: str, parse: Callable[[str], Any], check: Callable[[dict[str, Any]], T]) -> T:
     try:
         document = parse(decode(raw))
     except (DocumentError, ValueError, yaml.YAMLError) as error:
         raise ApiError(400, "BadRequest", f"the body is not valid {media_type}: {error}") from None
     if not isinstance(document, dict):
         raise ApiError(422, "Invalid", "the manifest must be an object with apiVersion, kind, metadata and spec")
-    return to_create(document)
+    return check(document)

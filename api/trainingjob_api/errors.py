@@ -11,8 +11,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from urllib3 import exceptions as urllib3_errors
 
+from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob_sdk import errors as sdk
 from trainingjob_sdk.jobs import describe_job
+from trainingjob_sdk.sweeps import describe_sweep
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,8 @@ def _subject(request: Request) -> str:
     """What a request was about, as a 502 names it: the job of its path, else its namespace, else the path."""
     namespace, name = request.path_params.get("namespace"), request.path_params.get("name")
     if namespace and name:
-        return describe_job(str(namespace), str(name))
+        describe = describe_sweep if f"/{SWEEP_PLURAL}/" in request.url.path else describe_job
+        return describe(str(namespace), str(name))
     return f'trainingjobs in namespace "{namespace}"' if namespace else request.url.path
 
 

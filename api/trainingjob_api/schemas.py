@@ -41,7 +41,8 @@ class JobEventList(BaseModel):
 
 
 class Deleted(BaseModel):
-    """A job whose deletion Kubernetes accepted; its pods are garbage-collected after it."""
+    """A job (or sweep) whose deletion Kubernetes accepted; its pods (or trials' jobs) are garbage-collected after
+    it."""
 
     namespace: str
     name: str

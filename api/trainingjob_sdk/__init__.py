@@ -9,6 +9,7 @@ kubeconfig, or the pod's ServiceAccount) or the project's REST API (a URL and a 
 """
 
 from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
+from trainingjob.model.sweep import TrainingSweep
 from trainingjob_sdk.client import Client, Transport, connect, reached
 from trainingjob_sdk.errors import (
     Conflict,
@@ -27,6 +28,7 @@ from trainingjob_sdk.errors import (
 from trainingjob_sdk.jobs import JobEvent
 from trainingjob_sdk.kube import KubeJobs
 from trainingjob_sdk.rest import RestJobs
+from trainingjob_sdk.sweeps import Sweeps
 
 __all__ = [
     "Client",
@@ -42,9 +44,11 @@ __all__ = [
     "NotFound",
     "Phase",
     "RestJobs",
+    "Sweeps",
     "TrainingJob",
     "TrainingJobError",
     "TrainingJobStatus",
+    "TrainingSweep",
     "Transport",
     "Unauthorized",
     "Unavailable",

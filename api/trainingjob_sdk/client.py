@@ -23,6 +23,7 @@ from trainingjob_sdk.jobs import JobEvent, Manifest, Manifests
 from trainingjob_sdk.kube import KubeJobs
 from trainingjob_sdk.manifests import Source, Sources, as_job, create_body, documents, to_create
 from trainingjob_sdk.rest import RestJobs
+from trainingjob_sdk.sweeps import Sweeps, sweeps_of
 
 Jobs = list[TrainingJob]
 Events = list[JobEvent]
@@ -141,6 +142,11 @@ class Client:
     @property
     def namespace(self) -> str:
         return self.transport.namespace
+
+    @property
+    def sweeps(self) -> Sweeps:
+        """The cluster's TrainingSweeps: create, get, list, delete, best."""
+        return sweeps_of(self.transport)
 
     def create(self, source: Source, namespace: str | None = None) -> TrainingJob:
         """Create one job from a TrainingJob, a dict, YAML/JSON text or a file; generateName is honoured."""

@@ -5,9 +5,12 @@ the trials and succeeds (and the operator's metrics say so); a sweep the model r
 import json
 import time
 import urllib.request
+from functools import partial
 from typing import Any
 
 import pytest
+from kubernetes.client import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 from tests.builders import sweep_manifest
 from tests.support.harness import Harness
 from tests.support.operator import OperatorProcess
@@ -51,9 +54,26 @@ def _finish_trial(h: Harness, job: str, accuracy: float) -> None:
     h.finish(rank0.metadata.name, 0, message=json.dumps(final))
 
 
-def _metrics(operator: OperatorProcess) -> str:
+def _job_or_none(h: Harness, name: str) -> Manifest | None:
+    try:
+        return h.job(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def _sweep_series(operator: OperatorProcess, namespace: str, sweep: str) -> dict[tuple[str, str], float]:
+    """The sweep's samples on the operator's /metrics: (metric, its other labels) -> value."""
     with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
+        text = response.read().decode()
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = dict(sample.labels)
+            if (labels.pop("namespace", None), labels.pop("trainingsweep", None)) == (namespace, sweep):
+                found[(sample.name, ",".join(f"{k}={v}" for k, v in sorted(labels.items())))] = sample.value
+    return found
 
 
 def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness, operator: OperatorProcess) -> None:
@@ -62,8 +82,9 @@ def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness, ope
     _create(h, manifest)
     started = _wait_sweep(h, "grid", lambda s: len(s.get("trials", [])) == 2, "two trials recorded")
     assert [t["parameters"] for t in started["status"]["trials"]] == [{"batch": 16}, {"batch": 32}]  # the grid
-    for number, batch in enumerate((16, 32)):
-        job = h.job(f"grid-{number}")
+    for number, batch in enumerate((16, 32)):  # the status names a trial before its job is created
+        name = f"grid-{number}"
+        job = poll_until(partial(_job_or_none, h, name), timeout=30, what=f"the job {name}")
         assert job["spec"]["trainer"]["batchSize"] == batch
         assert job["metadata"]["labels"]["trainingjob.io/trial"] == str(number)
         (owner,) = job["metadata"]["ownerReferences"]
@@ -76,10 +97,9 @@ def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness, ope
     assert status["counts"]["succeeded"] == 2 and len(status["trials"]) == 2  # a grid of two runs two trials
     assert [t["objective"] for t in status["trials"]] == [0.91, 0.95]
     # The operator's metrics say the same (polled: the status is written before the metrics are set).
-    sweep = f'namespace="{h.ns}",trainingsweep="grid"'
-    wanted = [f'trainingjob_sweep_trials{{{sweep},phase="Succeeded"}} 2.0',
-              f'trainingjob_sweep_best_objective{{{sweep},metric="accuracy"}} 0.95']  # fmt: skip
-    poll_until(lambda: all(line in _metrics(operator) for line in wanted), timeout=30, what=f"{wanted} in /metrics")
+    wanted = {("trainingjob_sweep_trials", "phase=Succeeded"): 2.0,
+              ("trainingjob_sweep_best_objective", "metric=accuracy"): 0.95}  # fmt: skip
+    poll_until(lambda: wanted.items() <= _sweep_series(operator, h.ns, "grid").items(), timeout=30, what="metrics")
 
 
 def test_a_sweep_whose_parameter_the_job_would_refuse_fails_naming_it(h: Harness) -> None:

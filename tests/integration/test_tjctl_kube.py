@@ -20,11 +20,14 @@ import yaml
 from kubernetes import client
 from tests.builders import job_manifest
 from tests.e2e.test_local_mode import REPO, tjctl, tjctl_env
+from tests.integration.conftest import install_crd
 from tests.support.controlplane import ControlPlane
 from tests.support.processes import free_port, poll_until
 from tests.support.rest_api import token_kubeconfig
 
+from trainingjob import crd
 from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.model.sweep import SWEEP_PLURAL
 
 pytestmark = pytest.mark.envtest
 NOW = datetime.now(UTC).isoformat().replace("+00:00", "Z")
@@ -284,3 +287,51 @@ def test_errors_are_one_line_with_their_exit_code(kube: Cluster, tmp_path: Path)
     one_error_line(kube.run("submit", str(tmp_path / "broken.yaml")), 2, "cannot read it as YAML")
     one_error_line(kube.run("delete", "exists", "--context", "elsewhere"), 4, "no context 'elsewhere'")
     assert kube.run("delete", "exists").stdout.strip() == "trainingjob.trainingjob.io/exists deleted"
+
+
+def test_a_sweep_is_submitted_listed_shown_with_its_trials_ranked_and_deleted(kube: Cluster) -> None:
+    with kube.plane.api_client() as api:
+        install_crd(api, crd.SWEEP)
+    submitted = kube.run("sweep", "submit", str(REPO / "examples" / "digits-sweep.yaml"))
+    assert submitted.stdout == "trainingsweep.trainingjob.io/digits-sweep created\n", submitted.stderr
+    trials = [
+        {"number": 0, "jobName": "digits-sweep-0", "parameters": {"lr": 0.001, "batch": 64, "optimizer": "adam"},
+         "phase": "Succeeded", "objective": 0.95, "objectiveStep": 1000},
+        {"number": 1, "jobName": "digits-sweep-1", "parameters": {"lr": 0.1, "batch": 16, "optimizer": "sgd"},
+         "phase": "Pruned", "objective": 0.4, "objectiveStep": 200, "reason": "PrunedByMedian"},
+        {"number": 2, "jobName": "digits-sweep-2", "parameters": {"lr": 0.01, "batch": 128, "optimizer": "adamw"},
+         "phase": "Succeeded", "objective": 0.98, "objectiveStep": 1000},
+    ]  # fmt: skip
+    best = {key: trials[2][key] for key in ("number", "jobName", "parameters", "objective")}
+    status = {"phase": "Running", "trials": trials, "bestTrial": best,
+              "counts": {"running": 0, "succeeded": 2, "pruned": 1, "failed": 0, "pending": 0}}  # fmt: skip
+    kube.custom.patch_namespaced_custom_object_status(
+        GROUP, VERSION, kube.namespace, SWEEP_PLURAL, "digits-sweep", {"status": status}
+    )
+    listed = kube.run("sweep", "list").stdout.splitlines()
+    assert listed[0].split() == ["NAME", "PHASE", "TRIALS", "RUNNING", "SUCCEEDED", "PRUNED", "FAILED", "BEST"]
+    assert listed[1].split() == [
+        "digits-sweep",
+        "Running",
+        "3/12",
+        "0",
+        "2",
+        "1",
+        "0",
+        "accuracy",
+        "0.9800",
+        "(trial",
+        "2)",
+    ]
+    shown = kube.run("sweep", "get", "digits-sweep").stdout
+    ranked = [line.split()[0] for line in shown.split("ACCURACY")[1].splitlines()[1:4]]
+    assert ranked == ["2", "0", "1"], shown  # best first, the pruned one last
+    assert "best: trial 2 (digits-sweep-2), accuracy 0.9800 with lr=0.01, batch=128, optimizer=adamw" in shown
+    as_json = json.loads(kube.run("sweep", "get", "digits-sweep", "-o", "json").stdout)
+    assert as_json["status"]["bestTrial"] == best and as_json["kind"] == "TrainingSweep"
+    deleted = kube.run("sweep", "delete", "digits-sweep")
+    assert deleted.stdout == "trainingsweep.trainingjob.io/digits-sweep deleted\n"
+    missing = kube.run("sweep", "get", "digits-sweep")
+    assert (
+        missing.returncode == 1 and 'trainingsweep "digits-sweep"' in missing.stderr and "not found" in missing.stderr
+    )

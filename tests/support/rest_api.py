@@ -13,6 +13,7 @@ from tests.builders import job_manifest
 from tests.support.controlplane import ControlPlane
 
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL
+from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
@@ -29,7 +30,7 @@ AUDIENCE = "trainingjob-api"
 
 # What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
 SERVER_RULES = [
-    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS),
+    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL, SWEEP_PLURAL], verbs=ALL_VERBS),  # as the chart's
     client.V1PolicyRule(api_groups=[""], resources=["pods", "events"], verbs=["get", "list"]),
     client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
     client.V1PolicyRule(api_groups=["authentication.k8s.io"], resources=["tokenreviews"], verbs=["create"]),

@@ -211,5 +211,6 @@ def test_successive_halving_counts_the_rungs_a_running_trial_has_passed() -> Non
     finished = trial_job(sweep, 0, "Succeeded", curve={10: 0.5, 20: 0.6, 40: 0.7}, final=0.7)
     judged, ahead = trial_job(sweep, 1, curve={10: 0.6}), trial_job(sweep, 2, curve={10: 0.9, 20: 0.95})
     sweep, result = sweep_step(sweep, [finished, judged, ahead], at(5))
-    assert sweep.status is not None and sweep.status.trials[1].phase == TrialPhase.PRUNED, sweep.status.trials[1]
+    assert sweep.status is not None
+    assert sweep.status.trials[1].phase == TrialPhase.PRUNED, sweep.status.trials[1]
     assert sweep.status.trials[2].phase == TrialPhase.RUNNING and result.stop == ("sweep-1",)

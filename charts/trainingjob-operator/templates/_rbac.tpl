@@ -85,9 +85,10 @@ operator under exactly these rules.
   verbs: [get, create, update]
 {{- end }}
 {{- define "tj.api.jobRules" -}}
-# The jobs themselves: read (list/watch feed the API's cache) and, by default, submit/suspend/delete.
+# The jobs themselves: read (list/watch feed the API's cache) and, by default, submit/suspend/delete; sweeps with
+# the same verbs (the API creates, reads, lists and deletes them for callers whose own rights allow it).
 - apiGroups: [trainingjob.io]
-  resources: [trainingjobs]
+  resources: [trainingjobs, trainingsweeps]
   verbs: {{ toJson .Values.api.trainingJobVerbs }}
 # A job's pods and events, and the logs of its ranks.
 - apiGroups: [""]
