@@ -24,6 +24,7 @@ from tests.support.processes import free_port, poll_until
 from tests.support.rest_api import ALL_VERBS, READ_VERBS, SERVER_RULES, grant, service_account, token_kubeconfig
 
 from trainingjob.model import GROUP, PLURAL
+from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob_api.app import create_app
 from trainingjob_api.settings import ApiSettings
 
@@ -144,7 +145,7 @@ def people(admin: client.ApiClient, cluster: ControlPlane, cluster_ns: str) -> I
         client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
     ]
     read = [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=READ_VERBS)]
-    write = [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS)]
+    write = [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL, SWEEP_PLURAL], verbs=ALL_VERBS)]
     grant(admin, "writer", (cluster_ns, "writer"), [*write, *pod_rules], namespace=cluster_ns)
     grant(admin, "reader", (cluster_ns, "reader"), read, namespace=cluster_ns)
     grant(admin, "outsider", (elsewhere, "outsider"), read, namespace=elsewhere)

@@ -1,6 +1,6 @@
 """The web dashboard in headless Chromium against the REST API on the cluster tier (the real operator, kwok pods):
 sign in with a token, the jobs, a job's progress, a restart on its timeline, suspend, and what callers with fewer
-rights see. Screenshots land in .artifacts/screenshots/ named after each test."""
+rights see; a sweep's trials ranked and plotted. Screenshots land in .artifacts/screenshots/ named after each test."""
 
 import json
 import time
@@ -10,11 +10,13 @@ from typing import Any
 from kubernetes import client
 from tests.browser.conftest import People
 from tests.browser.pages import Dashboard
-from tests.builders import job_manifest
+from tests.builders import job_manifest, sweep_manifest
+from tests.integration.test_sweep_operator import BATCH, _finish_trial
 from tests.support.harness import Harness, progress_endpoint
 from tests.support.processes import poll_until
 
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL, VERSION
+from trainingjob.model.sweep import SWEEP_PLURAL
 
 
 def _user(namespace: str, account: str) -> str:
@@ -185,6 +187,25 @@ def test_the_cluster_view_counts_gpus_phases_and_failures(ui: Dashboard, h: Harn
     ui.find("#cluster-failures a").click()
     ui.wait_text("#job-phase-badge", lambda text: text == "Failed", "the failed job's page")
     ui.wait_text("#job-failure", lambda text: "exit code 78" in text, "its last failure")
+    assert ui.console_errors() == []
+
+
+def test_a_sweeps_trials_are_listed_ranked_and_plotted(ui: Dashboard, h: Harness, people: People) -> None:
+    manifest = sweep_manifest("grid", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=2, parallelism=2)
+    manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
+    h.custom.create_namespaced_custom_object(GROUP, VERSION, h.ns, SWEEP_PLURAL, manifest)
+    _finish_trial(h, "grid-0", 0.91)
+    _finish_trial(h, "grid-1", 0.95)
+    ui.sign_in(people.writer)
+    ui.find('#nav a[data-view="sweeps"]').click()
+    listed = f"{h.ns}/grid"
+    ui.wait_text("#sweeps-table", lambda text: listed in text and "accuracy 0.95 (trial 1)" in text, "the sweep")
+    ui.find("#sweeps-table a").click()
+    ui.wait(lambda _: len(ui.all("#sweep-plot circle.pt")) == 2, "both trials plotted")
+    assert [row.get_attribute("data-trial") for row in ui.all("#sweep-trials tbody tr")] == ["1", "0"]  # best first
+    assert ui.text("#sweep-best") == "Best: accuracy 0.95 (trial 1) with batch=32"
+    assert [c.get_attribute("data-phase") for c in ui.all("#sweep-plot circle.pt")] == ["Succeeded", "Succeeded"]
+    ui.screenshot("sweep")
     assert ui.console_errors() == []
 
 

@@ -203,10 +203,12 @@ class DdpTrainer:
             stop, time_due = self.agree(schedule) if schedule.is_due(self.step) else (False, False)
             if stop:
                 return self.finish(ExitCode.PREEMPTED, timer)
-            if self.step < self.total and (time_due or self.checkpointer.is_step_due(self.step)):
-                self.save()
+            # Evaluate before the checkpoint of the same step: a rank lost between the two resumes from the
+            # checkpoint before, which evaluates that step again, instead of from this one, which never would.
             if every is not None and self.step % every == 0 and self.step < self.total:
                 self.evaluate()
+            if self.step < self.total and (time_due or self.checkpointer.is_step_due(self.step)):
+                self.save()
         return self.finish(ExitCode.SUCCEEDED, timer)
 
     def finish(self, code: ExitCode, timer: StepTimer) -> ExitCode:

@@ -7,12 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainingjob.model import API_VERSION
+from trainingjob.model import API_VERSION, GROUP
 from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import BestTrial
-from trainingjob_api.auth import Caller
+from trainingjob_api.auth import Access, Caller
 from trainingjob_api.body import manifest_body, sweep_manifest
-from trainingjob_api.deps import AppState, JobPermission, Name, Namespace, Permission, State
+from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
 from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.schemas import Deleted
 from trainingjob_sdk.sweeps import KubeSweeps, describe_sweep
@@ -83,6 +83,22 @@ def create_sweep(
 )
 def list_sweeps(namespace: Namespace, _: CanList, state: State) -> Response:
     items = [public(raw) for raw in _sweeps(state).list(namespace)]
+    body = {"apiVersion": API_VERSION, "kind": "TrainingSweepList", "items": items}
+    return Response(json.dumps(body), media_type=JSON)
+
+
+@router.get(
+    f"/{SWEEP_PLURAL}",
+    response_model=TrainingSweepList,
+    responses=ERRORS,
+    summary="List the sweeps of every namespace the caller may list sweeps in (of those whose jobs the API serves)",
+)
+def list_all_sweeps(caller: AuthenticatedCaller, state: State) -> Response:
+    """One list per namespace: the namespaces are those the API's job cache holds jobs in (a sweep's trials are
+    jobs), each kept only if the caller may list sweeps there."""
+    allowed = state.authorizer.allows
+    namespaces = [ns for ns in state.cache.namespaces() if allowed(caller, Access("list", GROUP, SWEEP_PLURAL, ns))]
+    items = [public(raw) for ns in namespaces for raw in _sweeps(state).list(ns)]
     body = {"apiVersion": API_VERSION, "kind": "TrainingSweepList", "items": items}
     return Response(json.dumps(body), media_type=JSON)
 

@@ -12,7 +12,8 @@ from kubernetes import client
 from tests.builders import sweep_manifest
 from tests.integration.conftest import install_crd
 from tests.integration.rest import test_sdk
-from tests.support.rest_api import ALL_VERBS, World, grant
+from tests.support.processes import poll_until
+from tests.support.rest_api import ALL_VERBS, TIMEOUT, World, grant, jobs_path, manifest
 
 from trainingjob import crd
 from trainingjob.model import GROUP, VERSION
@@ -94,3 +95,22 @@ def test_the_rest_api_answers_best_and_refuses_an_invalid_sweep_naming_the_field
     assert world.writer.get(f"{path}/lr/best").json() == BEST
     assert world.writer.get(path).json()["items"][0]["status"]["bestTrial"] == BEST
     assert world.writer.delete(f"{path}/lr").json() == {"namespace": world.home, "name": "lr", "status": "Deleting"}
+
+
+def test_every_sweep_the_caller_may_list_is_listed_across_namespaces(
+    sweep_crd: None, world: World, admin: client.ApiClient
+) -> None:
+    rules = [client.V1PolicyRule(api_groups=[GROUP], resources=[SWEEP_PLURAL], verbs=ALL_VERBS)]
+    grant(admin, "sweeper", (world.home, "writer"), rules, namespace=world.home)
+    client.CustomObjectsApi(admin).create_namespaced_custom_object(
+        GROUP, VERSION, world.home, SWEEP_PLURAL, sweep_manifest("lr")
+    )
+    assert world.writer.post(jobs_path(world.home), json=manifest("lr-0")).status_code == 201  # its first trial
+
+    def listed() -> list[str] | None:
+        items = world.writer.get(f"/api/v1/{SWEEP_PLURAL}").json()["items"]
+        names = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in items]
+        return names or None  # the API lists the namespaces its job cache holds jobs in: the trial's, once seen
+
+    assert poll_until(listed, timeout=TIMEOUT, what="the sweep listed") == [f"{world.home}/lr"]
+    assert world.reader.get(f"/api/v1/{SWEEP_PLURAL}").json()["items"] == []  # it may read jobs, not sweeps

@@ -1,11 +1,13 @@
 // The dashboard's entry: who the caller is (GET /whoami), the login form, and the routes of the hash
-// (#/jobs, #/jobs/<namespace>/<name>, #/cluster). Each view returns a function that stops what it started.
+// (#/jobs, #/jobs/<namespace>/<name>, #/sweeps, #/sweeps/<namespace>/<name>, #/cluster). Each view returns a
+// function that stops what it started.
 
 import { ApiError, getJson, token } from "./api.js";
 import { clusterView } from "./cluster.js";
 import { h, message, replace } from "./dom.js";
 import { jobView } from "./job.js";
 import { jobsView } from "./jobs.js";
+import { sweepsView, sweepView } from "./sweeps.js";
 
 const view = document.getElementById("view");
 const nav = document.getElementById("nav");
@@ -27,6 +29,10 @@ function route() {
   if (parts[0] === "jobs" && parts.length === 3) {
     return { name: "jobs", render: () => jobView(view, parts[1], parts[2]) };
   }
+  if (parts[0] === "sweeps" && parts.length === 3) {
+    return { name: "sweeps", render: () => sweepView(view, parts[1], parts[2]) };
+  }
+  if (parts[0] === "sweeps") return { name: "sweeps", render: () => sweepsView(view) };
   if (parts[0] === "cluster") return { name: "cluster", render: () => clusterView(view) };
   return { name: "jobs", render: () => jobsView(view) };
 }

@@ -1,0 +1,101 @@
+"""The cost of "Kubernetes is the database" for sweeps: one sweep reconcile's decision (plan(): the Optuna study
+rebuilt from the status, every running trial judged by the median rule, the next trial drawn by TPE) against the
+same decisions on a persistent in-memory Optuna study that already holds every trial (what a study database buys),
+measured alternately at 50, 200 and 500 finished trials with 10 running. No cluster: both sides are pure CPU."""
+
+import random
+import statistics
+import time
+
+import optuna
+from optuna.trial import TrialState
+from tests.builders import T0, at, make_sweep, trial_job
+
+from trainingjob.model.sweep import TrainingSweep
+from trainingjob.model.sweep_status import ObjectivePoint, SweepPhase, TrainingSweepStatus, Trial, TrialPhase
+from trainingjob.sweep.plan import job_name, plan
+from trainingjob.sweep.space import distributions
+from trainingjob.sweep.study import pruner, rebuilt
+
+RUNNING = 10
+STEPS = [100 * k for k in range(1, 17)]  # 16 evaluations, as a status keeps at most
+ROUNDS = 5
+
+
+def _trial(number: int, phase: TrialPhase, rng: random.Random, points: int) -> Trial:
+    lr, batch = 10 ** rng.uniform(-3, 0), rng.choice([16, 32, 64])
+    quality = rng.random()
+    curve = [ObjectivePoint(step=s, value=quality * (1 - 1 / (1 + i))) for i, s in enumerate(STEPS[:points])]
+    return Trial(
+        number=number,
+        job_name=job_name("sweep", number),
+        parameters={"lr": lr, "batch": batch},
+        phase=phase,
+        objective=curve[-1].value,
+        objective_step=curve[-1].step,
+        curve=curve,
+        start_time=T0,
+    )
+
+
+def world(finished: int) -> TrainingSweep:
+    """A sweep with `finished` succeeded trials and RUNNING running ones, halfway through their curves."""
+    rng = random.Random(finished)
+    trials = [_trial(n, TrialPhase.SUCCEEDED, rng, len(STEPS)) for n in range(finished)]
+    trials += [_trial(finished + n, TrialPhase.RUNNING, rng, len(STEPS) // 2) for n in range(RUNNING)]
+    sweep = make_sweep(
+        maxTrials=500, parallelism=RUNNING + 1, earlyStopping={"algorithm": "Median", "startupTrials": 5}
+    )
+    return sweep.model_copy(update={"status": TrainingSweepStatus(phase=SweepPhase.RUNNING, trials=trials)})
+
+
+def ours(sweep: TrainingSweep) -> float:
+    """plan(): one reconcile's decisions, the study rebuilt from the status (one new trial: one place is free)."""
+    assert sweep.status is not None
+    children = {t.job_name: trial_job(sweep, t.number, curve={p.step: p.value for p in t.curve})
+                for t in sweep.status.trials if t.phase == TrialPhase.RUNNING}  # fmt: skip
+    start = time.perf_counter()
+    result = plan(sweep, children, at(60))
+    elapsed = time.perf_counter() - start
+    assert len(result.create) == 1
+    return elapsed
+
+
+def persistent(sweep: TrainingSweep) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """The same trials in a study that is kept: built once, outside the timing."""
+    assert sweep.status is not None
+    study = rebuilt(sweep.spec, sweep.status.trials, len(sweep.status.trials))
+    running = [t for t in study.trials if t.state == TrialState.RUNNING]
+    return study, running
+
+
+def baseline(study: optuna.Study, running: list[optuna.trial.FrozenTrial], sweep: TrainingSweep) -> float:
+    """The same decisions on the kept study: each running trial judged at its latest step, one trial asked."""
+    space = distributions(sweep.spec.parameters)
+    judge = pruner(sweep.spec.early_stopping, None)
+    start = time.perf_counter()
+    for trial in running:
+        judge.prune(study, trial)
+    asked = study.ask(space)
+    elapsed = time.perf_counter() - start
+    study.tell(asked, state=TrialState.FAIL)  # keep the study as it was, but for one failed trial
+    return elapsed
+
+
+def main() -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    print(f"sweep reconcile decisions, {RUNNING} trials running, median of {ROUNDS} rounds (ms)")
+    print(f"  {'finished':>8} {'rebuilt (ours)':>15} {'kept study':>11} {'ratio':>6}")
+    for finished in (50, 200, 500 - RUNNING - 1):
+        sweep = world(finished)
+        study, running = persistent(sweep)
+        ours_times, base_times = [], []
+        for _ in range(ROUNDS):  # alternately, so drift in the machine's speed hits both sides
+            ours_times.append(ours(sweep))
+            base_times.append(baseline(study, running, sweep))
+        mine, theirs = statistics.median(ours_times) * 1000, statistics.median(base_times) * 1000
+        print(f"  {finished:>8} {mine:>15.1f} {theirs:>11.1f} {mine / theirs:>5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
