@@ -12,7 +12,7 @@ import yaml
 from pydantic import PrivateAttr, ValidationError
 
 from trainingjob.model import ObjectMeta, TrainingJob
-from trainingjob.model.job import MAX_NAME_LENGTH
+from trainingjob.model.job import MAX_NAME_LENGTH, ApiObject
 from trainingjob.plan.invalid import salvaged_status
 from trainingjob_sdk.documents import DocumentError, decode, parse_yaml_documents
 from trainingjob_sdk.errors import FieldError, Invalid, TrainingJobError, field_path
@@ -99,9 +99,9 @@ def to_create(manifest: Mapping[str, Any], where: str = "the TrainingJob") -> Tr
     return job
 
 
-def create_body(job: TrainingJob, namespace: str, where: str | None = None) -> Manifest:
-    """What is sent to create `job` in `namespace`: the manifest without a status. Invalid (naming the job by
-    `where`, if given) when its own metadata.namespace is another."""
+def create_body(job: ApiObject, namespace: str, where: str | None = None) -> Manifest:
+    """What is sent to create `job` (a TrainingJob or a TrainingSweep) in `namespace`: the manifest without a
+    status. Invalid (naming it by `where`, if given) when its own metadata.namespace is another."""
     if job.metadata.namespace not in (None, namespace):
         message = f"metadata.namespace: {job.metadata.namespace!r} is not {namespace!r}"
         raise Invalid(f"{where}: {message}" if where else message, status=None)

@@ -12,7 +12,7 @@ from trainingjob_sdk.errors import Invalid
 from trainingjob_sdk.jobs import Manifest, Manifests
 from trainingjob_sdk.kube import KubeJobs
 from trainingjob_sdk.kube_answers import answering
-from trainingjob_sdk.manifests import Source, documents, invalid
+from trainingjob_sdk.manifests import Source, create_body, documents, invalid
 from trainingjob_sdk.rest import RestJobs
 
 
@@ -102,12 +102,7 @@ class Sweeps:
             raise Invalid(f"expected one TrainingSweep, found {len(found)} documents", status=None)
         sweep = to_create(found[0])
         ns = namespace or sweep.metadata.namespace or self.namespace
-        if sweep.metadata.namespace not in (None, ns):
-            raise Invalid(f"metadata.namespace: {sweep.metadata.namespace!r} is not {ns!r}", status=None)
-        body = sweep.to_manifest()
-        body["metadata"]["namespace"] = ns
-        body.pop("status", None)
-        return as_sweep(self.transport.create(body, ns))
+        return as_sweep(self.transport.create(create_body(sweep, ns), ns))
 
     def get(self, name: str, namespace: str | None = None) -> TrainingSweep:
         return as_sweep(self.transport.get(name, namespace or self.namespace))

@@ -15,6 +15,7 @@ from trainingjob_api.body import manifest_body, sweep_manifest
 from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
 from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.schemas import Deleted
+from trainingjob_sdk.manifests import create_body
 from trainingjob_sdk.sweeps import KubeSweeps, describe_sweep
 
 router = APIRouter(prefix="/api/v1", tags=["trainingsweeps"])
@@ -51,6 +52,11 @@ def public(raw: dict[str, Any]) -> dict[str, Any]:
     return {**manifest, "metadata": metadata}
 
 
+def _list_response(sweeps: list[dict[str, Any]]) -> Response:
+    body = {"apiVersion": API_VERSION, "kind": "TrainingSweepList", "items": [public(raw) for raw in sweeps]}
+    return Response(json.dumps(body), media_type=JSON)
+
+
 def _response(sweep: dict[str, Any], status_code: int = 200) -> Response:
     return Response(json.dumps(public(sweep)), status_code=status_code, media_type=JSON)
 
@@ -67,12 +73,7 @@ def create_sweep(
     namespace: Namespace, _: CanCreate, state: State, sweep: Annotated[TrainingSweep, Depends(sweep_manifest)]
 ) -> Response:
     """Checked by the model first: a parameter whose values the job would refuse is named (422)."""
-    if sweep.metadata.namespace not in (None, namespace):
-        raise ApiError(422, "Invalid", f"metadata.namespace: {sweep.metadata.namespace!r} is not {namespace!r}")
-    body = sweep.to_manifest()
-    body["metadata"]["namespace"] = namespace
-    body.pop("status", None)
-    return _response(_sweeps(state).create(body, namespace), 201)
+    return _response(_sweeps(state).create(create_body(sweep, namespace), namespace), 201)
 
 
 @router.get(
@@ -82,9 +83,7 @@ def create_sweep(
     summary="List the sweeps of a namespace",
 )
 def list_sweeps(namespace: Namespace, _: CanList, state: State) -> Response:
-    items = [public(raw) for raw in _sweeps(state).list(namespace)]
-    body = {"apiVersion": API_VERSION, "kind": "TrainingSweepList", "items": items}
-    return Response(json.dumps(body), media_type=JSON)
+    return _list_response(_sweeps(state).list(namespace))
 
 
 @router.get(
@@ -98,9 +97,7 @@ def list_all_sweeps(caller: AuthenticatedCaller, state: State) -> Response:
     jobs), each kept only if the caller may list sweeps there."""
     allowed = state.authorizer.allows
     namespaces = [ns for ns in state.cache.namespaces() if allowed(caller, Access("list", GROUP, SWEEP_PLURAL, ns))]
-    items = [public(raw) for ns in namespaces for raw in _sweeps(state).list(ns)]
-    body = {"apiVersion": API_VERSION, "kind": "TrainingSweepList", "items": items}
-    return Response(json.dumps(body), media_type=JSON)
+    return _list_response([raw for ns in namespaces for raw in _sweeps(state).list(ns)])
 
 
 @router.get(
