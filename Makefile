@@ -121,6 +121,6 @@ clean-cache: ## remove the cached virtual environments, control planes, node bin
 	rm -rf $(CACHE)
 
 crds: venv ## regenerate crds/ (and the chart's copy) and the chart's operator settings from the pydantic models
-	$(PY) -m trainingjob.crd --out crds
+	$(PY) -m trainingjob.generate.crd --out crds
 	cp crds/*.yaml charts/trainingjob-operator/crds/
-	$(PY) -m trainingjob.chart_settings
+	$(PY) -m trainingjob.generate.chart_settings

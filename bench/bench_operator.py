@@ -29,7 +29,7 @@ from tests.support.namespaces import create_namespace  # noqa: E402
 from tests.support.operator import OperatorProcess  # noqa: E402
 from tests.support.processes import poll_until  # noqa: E402
 
-from trainingjob.manifests import pod_manifest, replicas  # noqa: E402
+from trainingjob.children.specs import pod_manifest, replicas  # noqa: E402
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob  # noqa: E402
 
 POOL = ThreadPoolExecutor(max_workers=16)

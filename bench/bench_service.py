@@ -32,8 +32,8 @@ from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
 from tests.support.namespaces import create_namespace, delete_namespace  # noqa: E402
 from tests.support.processes import poll_until  # noqa: E402
 
-from trainingjob.manifests import pod_manifest, replicas, service_manifest  # noqa: E402
-from trainingjob.naming import JOB_LABEL, RANK_LABEL  # noqa: E402
+from trainingjob.children.naming import JOB_LABEL, RANK_LABEL  # noqa: E402
+from trainingjob.children.specs import pod_manifest, replicas, service_manifest  # noqa: E402
 
 Json = dict[str, Any]
 VARIANTS = ("every pod (ours)", "worker 0 only")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from trainingjob.naming import ATTEMPT_LABEL
+from trainingjob.children.naming import ATTEMPT_LABEL
 
 Json = dict[str, Any]
 

@@ -4,11 +4,11 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from trainingjob.manifests import pod_manifest, replicas
+from trainingjob.children.naming import CONTAINER_NAME, Replica
+from trainingjob.children.observe import Observed, observe
+from trainingjob.children.specs import pod_manifest, replicas
 from trainingjob.model import API_VERSION, KIND, TrainingJob
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
-from trainingjob.naming import CONTAINER_NAME, Replica
-from trainingjob.observe import Observed, observe
 from trainingjob.plan import Plan, Settings, plan
 from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import SweepPlan

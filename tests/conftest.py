@@ -9,7 +9,7 @@ from tests.support.controlplane import ControlPlane, running
 from tests.support.namespaces import fresh_namespace
 from tests.support.operator import OperatorProcess, operator_running
 
-from trainingjob import crd
+from trainingjob.generate import crd
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

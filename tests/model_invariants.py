@@ -9,9 +9,9 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 
+from trainingjob.children.naming import CONTAINER_NAME
+from trainingjob.children.observe import PodPhase, controller_uid, pod_state
 from trainingjob.model import AttemptOutcome, ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
-from trainingjob.naming import CONTAINER_NAME
-from trainingjob.observe import PodPhase, controller_uid, pod_state
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED
 
 Manifest = dict[str, Any]

@@ -16,7 +16,7 @@ import trainingjob
 from tjctl import commands, local_run, observe, sweep_commands, sweep_run
 from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
 from tjctl.output import FORMATS, Ui, name_of
-from trainingjob import crd
+from trainingjob.generate import crd
 from trainingjob_sdk import Client, RestJobs, TrainingJobError, connect
 from trainingjob_sdk.errors import one_line
 

@@ -11,9 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from tjctl.errors import UsageError
-from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.local import BESIDE_PYTHON, Chaos
-from trainingjob.manifests import TRAINER_COMMAND
+from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.children.specs import TRAINER_COMMAND
+from trainingjob.local.cluster import BESIDE_PYTHON, Chaos
 from trainingjob.model import API_VERSION, KIND, Mode, RoleSpec, TrainingJob
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob_sdk import Invalid

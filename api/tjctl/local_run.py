@@ -14,8 +14,8 @@ from tjctl import display, local_checks
 from tjctl.errors import FAILED, OK
 from tjctl.output import Ui
 from tjctl.progress import JobProgress, status_line
-from trainingjob.local import Chaos, LocalCluster, run_local
-from trainingjob.local_files import ConfigMaps, configmaps_in
+from trainingjob.local.cluster import Chaos, LocalCluster, run_local
+from trainingjob.local.files import ConfigMaps, configmaps_in
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event
 

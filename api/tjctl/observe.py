@@ -10,8 +10,8 @@ from tjctl import display
 from tjctl.errors import FAILED, OK, UsageError
 from tjctl.output import RESOURCE, Ui
 from tjctl.progress import JobProgress, status_line
+from trainingjob.children.naming import Replica
 from trainingjob.model import ConditionType, Phase, TrainingJob, TrainingJobSpec
-from trainingjob.naming import Replica
 from trainingjob_sdk import Client, Invalid, NotFound
 from trainingjob_sdk.pods import parse_replica
 

@@ -40,7 +40,7 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
 
 def run(manifest: dict[str, Any], sweep: TrainingSweep, workdir: Path, console: Console) -> int:
     """Run to the end; 0 when the sweep succeeded (a trial succeeded and none went over the failure budget)."""
-    from trainingjob.local_sweep import run_sweep  # noqa: PLC0415  (it imports Optuna: only for this command)
+    from trainingjob.local.sweep import run_sweep  # noqa: PLC0415  (it imports Optuna: only for this command)
 
     logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started, seen = time.monotonic(), [list[Trial]()]

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from trainingjob.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL
+from trainingjob.children.naming import ATTEMPT_LABEL, CONTAINER_NAME, INDEX_LABEL, ROLE_LABEL
 from trainingjob_api.summaries import as_dict, as_int, as_str
 
 

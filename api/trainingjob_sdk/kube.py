@@ -14,9 +14,9 @@ from kubernetes import client, config
 from kubernetes.config import ConfigException
 from urllib3.exceptions import HTTPError
 
-from trainingjob import timeline
+from trainingjob.children import timeline
+from trainingjob.children.naming import CONTAINER_NAME, job_selector
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
-from trainingjob.naming import CONTAINER_NAME, job_selector
 from trainingjob_sdk import pods
 from trainingjob_sdk.errors import Conflict, NotConfigured, Unavailable, one_line, unreachable_reason
 from trainingjob_sdk.jobs import FINISHED, Manifest, Manifests, describe_job, event_row

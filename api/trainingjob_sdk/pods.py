@@ -4,7 +4,7 @@ earlier attempt, and whether it has a log to read yet."""
 import re
 from typing import Any
 
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, Replica
+from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, Replica
 from trainingjob_sdk.errors import FieldError, Invalid, NotFound
 
 REPLICA_PATTERN = rf"^({'|'.join(ROLES)})-([0-9]{{1,5}})$"

@@ -7,7 +7,7 @@ import os
 
 import kopf
 
-import trainingjob.handlers  # noqa: F401  (registers the kopf handlers)
+import trainingjob.runtime.operator  # noqa: F401  (registers the kopf handlers)
 
 # Fields reconcile puts on its decision lines; the JSON format carries them as keys of their own.
 DECISION_FIELDS = ("job", "attempt", "decision")

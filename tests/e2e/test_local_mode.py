@@ -11,7 +11,7 @@ import pytest
 import yaml
 from tests.support.processes import poll_until
 
-from trainingjob import crd
+from trainingjob.generate import crd
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from tests.support.namespaces import create_namespace
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
-from trainingjob import crd
+from trainingjob.generate import crd
 
 _ESTABLISH_TIMEOUT = 60.0
 

@@ -16,7 +16,7 @@ from tests.strategies_trainingjob import PRIORITY_CLASSES, RUNTIME_CLASSES, SERV
 from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 
-from trainingjob.manifests import access_manifests, pod_manifest, replicas, service_manifest
+from trainingjob.children.specs import access_manifests, pod_manifest, replicas, service_manifest
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
 
 pytestmark = pytest.mark.envtest

@@ -22,10 +22,10 @@ from tests.support.helm import Helm, HelmError
 from tests.support.operator import OperatorProcess, operator_running
 from tests.support.processes import poll_until
 
-from trainingjob import crd
-from trainingjob.metrics import Metrics
+from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
+from trainingjob.runtime.metrics import Metrics
 
 Manifest = dict[str, Any]
 OPERATOR_RBAC = ("templates/operator-serviceaccount.yaml", "templates/operator-rbac.yaml")

@@ -9,8 +9,8 @@ from tests.builders import job_manifest
 from tests.support.harness import Harness
 from tests.support.processes import poll_until
 
-from trainingjob.access import KEY_BYTES, KEY_MOUNT_PATH
-from trainingjob.naming import JOB_LABEL
+from trainingjob.children.access import KEY_BYTES, KEY_MOUNT_PATH
+from trainingjob.children.naming import JOB_LABEL
 
 pytestmark = pytest.mark.cluster
 

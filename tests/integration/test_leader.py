@@ -17,7 +17,7 @@ from tests.support.harness import Harness
 from tests.support.operator import OperatorProcess
 from tests.support.processes import poll_until
 
-from trainingjob.leader import LeaderElector, existing_lease_namespace
+from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace
 
 LEASE_SECONDS = 3.0
 

@@ -14,9 +14,9 @@ from tests.support.admission import dry_run_refusals
 from tests.support.controlplane import ControlPlane
 from tests.support.examples import JOB_EXAMPLES
 
-from trainingjob.manifests import pod_manifest, replicas, service_manifest
+from trainingjob.children.naming import INDEX_LABEL, ROLE_LABEL
+from trainingjob.children.specs import pod_manifest, replicas, service_manifest
 from trainingjob.model import TrainingJob
-from trainingjob.naming import INDEX_LABEL, ROLE_LABEL
 
 pytestmark = pytest.mark.envtest
 

@@ -15,7 +15,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.examples import SWEEP_EXAMPLES
 from tests.support.namespaces import create_namespace
 
-from trainingjob import crd
+from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 

@@ -25,7 +25,7 @@ from tests.support.controlplane import ControlPlane
 from tests.support.processes import free_port, poll_until
 from tests.support.rest_api import token_kubeconfig
 
-from trainingjob import crd
+from trainingjob.generate import crd
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
 

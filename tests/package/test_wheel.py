@@ -32,8 +32,8 @@ NOT_LIGHT = ("torch", "numpy", "sklearn", "kopf", "fastapi", "uvicorn", "optuna"
 EXTRA_MODULES = {
     "operator": (
         "trainingjob.__main__",
-        "trainingjob.handlers",
-        "trainingjob.metrics_server",
+        "trainingjob.runtime.operator",
+        "trainingjob.runtime.metrics_server",
         "trainingjob.sweep.plan",
     ),
     "api": ("trainingjob_api.__main__", "trainingjob_api.app"),

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from trainingjob.local import merge_patched
+from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
+from trainingjob.children.observe import controller_uid
+from trainingjob.children.progress_report import Report
+from trainingjob.kube.ports import Conflict, Created, Gone
+from trainingjob.local.cluster import merge_patched
 from trainingjob.model import TrainingJobStatus
-from trainingjob.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
-from trainingjob.observe import controller_uid
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import Conflict, Created, Gone
-from trainingjob.report import Report
 
 Manifest = dict[str, Any]
 GRACE_SECONDS = 30

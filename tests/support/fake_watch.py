@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.cache import Stores
-from trainingjob.store import Store
+from trainingjob.runtime.cached import Stores
+from trainingjob.runtime.store import Store
 
 Manifest = dict[str, Any]
 KINDS = ("jobs", "pods", "services")

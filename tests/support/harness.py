@@ -12,9 +12,9 @@ from kubernetes import client
 from tests.support import pods
 from tests.support.processes import poll_until
 
-from trainingjob.manifests import PROGRESS_PORT
+from trainingjob.children.naming import job_selector
+from trainingjob.children.specs import PROGRESS_PORT
 from trainingjob.model import GROUP, PLURAL, VERSION
-from trainingjob.naming import job_selector
 
 Manifest = dict[str, Any]
 

@@ -16,8 +16,8 @@ from tests.support.node import NodeTier
 from tests.support.node_cluster import local_volume
 from tests.support.processes import poll_until
 
-from trainingjob.manifests import PROGRESS_PORT
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
+from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
+from trainingjob.children.specs import PROGRESS_PORT
 
 _RESUMED = re.compile(r"resuming from checkpoint \S+ \(step (\d+)\)")
 

@@ -12,9 +12,9 @@ from kubernetes import client
 from tests.builders import job_manifest
 from tests.support.controlplane import ControlPlane
 
+from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL
 from trainingjob.model.sweep import SWEEP_PLURAL
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
+from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 from trainingjob_api.dashboard_schemas import JobPodList
 from trainingjob_api.job_pods import pod_row, pod_rows
 

@@ -11,7 +11,7 @@ import yaml
 from pydantic.alias_generators import to_camel
 from tests.support.helm import Helm
 
-from trainingjob import chart_settings, crd
+from trainingjob.generate import chart_settings, crd
 from trainingjob.settings import OperatorSettings
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import trainer.contract as trainer_side
-import trainingjob.contract as operator_side
+import trainingjob.children.contract as operator_side
 from trainer.config import parse_trainer_config
 from trainingjob.model import TrainerSpec
 

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import yaml
 
-from trainingjob import crd
+from trainingjob.generate import crd
 from trainingjob.model import ApiModel, TrainingJobSpec
 from trainingjob.model.base import QUANTITY
+from trainingjob.model.rules import VALIDATIONS
 from trainingjob.model.sweep import TrainingSweepSpec
-from trainingjob.rules import VALIDATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 Schema = dict[str, Any]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.support.helm import CHART, Helm
 
-from trainingjob.metrics import Metrics
+from trainingjob.runtime.metrics import Metrics
 
 DASHBOARD = CHART / "files" / "dashboard.json"
 # Series Prometheus makes itself, not the operator.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.builders import job_manifest
 
-from trainingjob.local import run_local
+from trainingjob.local.cluster import run_local
 from trainingjob.model import Phase
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainingjob.local_files import configmaps_in, mount_folders, relocate
+from trainingjob.local.files import configmaps_in, mount_folders, relocate
 
 CONFIGMAP = """
 apiVersion: v1

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from tests.builders import job_manifest, sweep_manifest
 
-from trainingjob.local_sweep import LocalSweep
+from trainingjob.local.sweep import LocalSweep
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
 
 STEPS = 1000  # long enough that a trial stopped early visibly stops: the pruned one is stopped near step 50

@@ -6,10 +6,10 @@ import pytest
 from tests import builders
 from tests.corpus_trainingjob import SPREAD, pod_fields_job, sidecar
 
-from trainingjob import contract
-from trainingjob.manifests import MASTER_PORT, PS_PORT, pod_manifest, replicas, service_manifest
+from trainingjob.children import contract
+from trainingjob.children.naming import Replica
+from trainingjob.children.specs import MASTER_PORT, PS_PORT, pod_manifest, replicas, service_manifest
 from trainingjob.model import TrainingJob
-from trainingjob.naming import Replica
 
 
 def make_job(uid: str = "job-uid", **spec: Any) -> TrainingJob:

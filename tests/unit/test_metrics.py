@@ -9,11 +9,11 @@ from prometheus_client import CollectorRegistry, Gauge
 from tests.builders import SETTINGS, T0, at, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.metrics import Metrics
+from trainingjob.children.progress_report import progress_from_report
 from trainingjob.model import Phase, Progress, TrainingJob, TrainingJobStatus
-from trainingjob.queue import Key
-from trainingjob.reconcile import reconcile
-from trainingjob.report import progress_from_report
+from trainingjob.reconcile.job import reconcile
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.runtime.queue import Key
 
 NS = "team-a"
 KEY: Key = (NS, "bert")

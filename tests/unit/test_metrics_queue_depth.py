@@ -5,8 +5,8 @@ wait for a free worker or for the Lease."""
 import asyncio
 from collections.abc import Callable
 
-from trainingjob.metrics import Metrics
-from trainingjob.queue import Key, ReconcileQueue
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.runtime.queue import Key, ReconcileQueue
 
 DEADLINE = 10.0
 

@@ -14,12 +14,12 @@ from typing import cast
 import kopf
 import pytest
 
-from trainingjob.cache import Stores
-from trainingjob.handlers import _health_problem, _lead, _open_when_synced
-from trainingjob.leader import LeaderElector
-from trainingjob.metrics import Metrics
-from trainingjob.metrics_server import MetricsServer
 from trainingjob.model import Phase, TrainingJobStatus
+from trainingjob.runtime.cached import Stores
+from trainingjob.runtime.leader import LeaderElector
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.runtime.metrics_server import MetricsServer
+from trainingjob.runtime.operator import _health_problem, _lead, _open_when_synced
 
 TIMEOUT = 10.0
 

@@ -4,9 +4,9 @@ real sweep planner wrote), sweeps by phase, every series of a sweep gone with it
 from prometheus_client import CollectorRegistry
 from tests.builders import at, make_sweep, sweep_step, trial_job
 
-from trainingjob.metrics import Metrics
 from trainingjob.model.sweep_status import TrainingSweepStatus
-from trainingjob.queue import Key
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.runtime.queue import Key
 
 KEY: Key = ("team-a", "lr-search")
 

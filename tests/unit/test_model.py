@@ -205,7 +205,7 @@ def test_changed_immutable_fields(old_and_new: tuple[dict[str, Any], dict[str, A
 
 def test_model_imports_no_kubernetes_client_kopf_or_fastapi() -> None:
     code = (
-        "import sys, trainingjob.model, trainingjob.rules;"
+        "import sys, trainingjob.model, trainingjob.model.rules;"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in {'kopf', 'kubernetes', 'fastapi'}))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -31,12 +31,13 @@ from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_watch import KINDS, FakeWatch
 from tests.support.model_runs import knob, run_model
 
-import trainingjob.reconcile as reconcile_module
-from trainingjob.cache import CachedCluster
+import trainingjob.reconcile.job as reconcile_module
+from trainingjob.children.progress_report import parse_report
+from trainingjob.kube.ports import Conflict
 from trainingjob.plan import Settings
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import Conflict, reconcile
-from trainingjob.report import parse_report
+from trainingjob.reconcile.job import reconcile
+from trainingjob.runtime.cached import CachedCluster
 
 NS = "ns"
 NAMES = ("a", "b", "c")

@@ -5,9 +5,9 @@ from typing import Any
 import pytest
 from tests.builders import JOB_UID, make_job, pod, seen
 
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import REASON_LENGTH, PodState, bounded, observe, pod_state
 from trainingjob.model import FailureClass
-from trainingjob.naming import Replica
-from trainingjob.observe import REASON_LENGTH, PodState, bounded, observe, pod_state
 from trainingjob.plan.classify import classify
 
 

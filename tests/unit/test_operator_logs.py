@@ -8,13 +8,13 @@ from tests.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.__main__ import JsonFormatter
-from trainingjob.reconcile import reconcile
+from trainingjob.reconcile.job import reconcile
 
 
 def test_each_decision_is_one_line_naming_the_job_and_its_attempt(caplog: pytest.LogCaptureFixture) -> None:
     cluster = FakeCluster(clock=lambda: T0)
     cluster.submit(job_manifest("bert", namespace="team-a"))
-    with caplog.at_level(logging.INFO, logger="trainingjob.reconcile"):
+    with caplog.at_level(logging.INFO, logger="trainingjob.reconcile.job"):
         reconcile(cluster, "team-a", "bert", now=T0, settings=SETTINGS)
         for key in list(cluster.pods):
             cluster.finish(*key, 137, "OOMKilled")

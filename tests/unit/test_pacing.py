@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from trainingjob.pacing import Pacer, Throttled, waves, windowed
+from trainingjob.reconcile.job import waves
+from trainingjob.runtime.writes import Pacer, Throttled, windowed
 
 TIMEOUT = 10.0
 

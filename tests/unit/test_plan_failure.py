@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from tests.builders import SETTINGS, at, created_names, make_job, pod, pods_of, running, seen, step, without
 
+from trainingjob.children.naming import Replica
 from trainingjob.model import FailureClass, Phase, PodOutcome, TrainingJob
-from trainingjob.naming import Replica
 from trainingjob.plan import plan
 
 EMPTY_DIR = 'Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". '

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from trainingjob.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue, retry_delay
+from trainingjob.runtime.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue, retry_delay
 
 
 @pytest.mark.parametrize(

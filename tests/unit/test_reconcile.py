@@ -8,8 +8,9 @@ import pytest
 from tests.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 
+from trainingjob.kube.ports import Conflict
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import FIRST_WAVE, Conflict, Outcome, merge_patch, reconcile
+from trainingjob.reconcile.job import FIRST_WAVE, Outcome, merge_patch, reconcile
 
 NS = "ns"
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from trainingjob.children.progress_report import MAX_REPORT_BYTES, final_report, parse_report, progress_from_report
 from trainingjob.model.status import MAX_METRICS
-from trainingjob.report import MAX_REPORT_BYTES, final_report, parse_report, progress_from_report
 
 HEARTBEAT = 1767225600  # 2026-01-01T00:00:00Z
 

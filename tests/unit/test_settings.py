@@ -3,8 +3,8 @@
 import pytest
 from pydantic import ValidationError
 
-from trainingjob.handlers import _plan_settings
-from trainingjob.local import LOCAL_SETTINGS
+from trainingjob.local.cluster import LOCAL_SETTINGS
+from trainingjob.runtime.operator import _plan_settings
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE, OperatorSettings
 
 IMAGE_VARIABLE = "TJ_OPERATOR_DEFAULT_TRAINER_IMAGE"

@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from tests.builders import JOB_UID, T0, make_job, pod
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.cache import CachedCluster, Stores
-from trainingjob.naming import CONTAINER_NAME, JOB_LABEL, Replica
-from trainingjob.observe import essentials, pod_state
-from trainingjob.report import final_report
-from trainingjob.store import Store, newer
+from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, Replica
+from trainingjob.children.observe import essentials, pod_state
+from trainingjob.children.progress_report import final_report
+from trainingjob.runtime.cached import CachedCluster, Stores
+from trainingjob.runtime.store import Store, newer
 from trainingjob.sweep.trials import SWEEP_LABEL
 
 Manifest = dict[str, Any]

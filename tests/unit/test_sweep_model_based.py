@@ -17,11 +17,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tests.builders import T0, sweep_manifest
 from tests.support.model_runs import knob, run_model
 
-from trainingjob.local import merge_patched
+from trainingjob.kube.ports import Conflict
+from trainingjob.local.cluster import merge_patched
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob.model.sweep_status import TrainingSweepStatus
-from trainingjob.reconcile import Conflict
-from trainingjob.sweep.reconcile import reconcile_sweep
+from trainingjob.reconcile.sweep import reconcile_sweep
 from trainingjob.sweep.sampling import trial_budget
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, TRIAL_LABEL
 

@@ -5,9 +5,9 @@ from typing import Any
 
 from tests.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
 
-from trainingjob import timeline
+from trainingjob.children import timeline
+from trainingjob.children.naming import Replica
 from trainingjob.model import CheckpointStatus, Progress, TrainingJob
-from trainingjob.naming import Replica
 
 
 def _lived(job: TrainingJob) -> TrainingJob:

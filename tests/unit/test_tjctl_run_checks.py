@@ -11,7 +11,7 @@ from tests.builders import job_manifest
 from tjctl import local_checks
 from tjctl.cli import main
 from tjctl.errors import UsageError
-from trainingjob.local import Chaos
+from trainingjob.local.cluster import Chaos
 from trainingjob.model import TrainingJob
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

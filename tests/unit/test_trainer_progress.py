@@ -6,7 +6,7 @@ import urllib.request
 from pathlib import Path
 
 from trainer.progress import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
-from trainingjob.report import parse_report
+from trainingjob.children.progress_report import parse_report
 
 
 def test_metrics_text_format() -> None:

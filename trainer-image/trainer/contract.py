@@ -1,6 +1,6 @@
 """The trainer's side of the operator <-> trainer contract: environment variable names and exit codes.
 
-The operator keeps its own copy (operator/trainingjob/contract.py); neither side imports the other, and
+The operator keeps its own copy (operator/trainingjob/children/contract.py); neither side imports the other, and
 tests/unit/test_contract.py checks that the two agree.
 """
 

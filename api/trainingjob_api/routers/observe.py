@@ -13,8 +13,8 @@ from fastapi.responses import Response, StreamingResponse
 from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 
-from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.naming import CONTAINER_NAME
+from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob_api.auth import Access
 from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
 from trainingjob_api.errors import ApiError, Problem, from_sdk

@@ -33,6 +33,7 @@ from trainingjob.model.policy import (
     SchedulingSpec,
 )
 from trainingjob.model.roles import DEFAULT_SHM_SIZE, ParameterServerSpec, RoleSpec, WorkerSpec
+from trainingjob.model.rules import changed_immutable_fields
 from trainingjob.model.spec import Mode, Optimizer, TrainerSpec, TrainingJobSpec, Workload
 from trainingjob.model.status import (
     CheckpointStatus,
@@ -51,7 +52,6 @@ from trainingjob.model.status import (
     TrainingResult,
 )
 from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, SHM_PATH, SHM_VOLUME_NAME, Volume, VolumeMount
-from trainingjob.rules import changed_immutable_fields
 
 __all__ = [
     "API_VERSION",

@@ -20,7 +20,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import WithJsonSchema
 
-from trainingjob import rules
+from trainingjob.model import rules
 
 # Kubernetes name formats, as its apimachinery validation spells them.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -5,12 +5,12 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Str, list_map, unique_by
 from trainingjob.model.pod import ENV_NAME, EnvVar, PullPolicy, Resources
+from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.security import ContainerSecurity
 from trainingjob.model.volumes import VolumeMount
-from trainingjob.naming import CONTAINER_NAME
-from trainingjob.rules import Reason, Rule
 
 Image = Annotated[Str, Field(pattern=r"^[^\s]+$", max_length=512)]
 Argument = Annotated[Str, Field(max_length=4096)]

@@ -6,9 +6,9 @@ from typing import Any, Self
 from pydantic import ConfigDict, Field, field_validator
 
 from trainingjob.model.base import ApiModel, Int, Str
+from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.spec import TrainingJobSpec
 from trainingjob.model.status import TrainingJobStatus
-from trainingjob.rules import Reason, Rule
 
 GROUP = "trainingjob.io"
 VERSION = "v1alpha1"

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from trainingjob import contract
+from trainingjob.children import contract
 from trainingjob.model.base import (
     DNS_SUBDOMAIN,
     LABEL_VALUE,
@@ -19,7 +19,7 @@ from trainingjob.model.base import (
     Str,
     parse_quantity,
 )
-from trainingjob.rules import Reason, Rule
+from trainingjob.model.rules import Reason, Rule
 
 _OWNED_ENV = sorted(contract.ALL_VARIABLES)
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"

@@ -7,9 +7,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from trainingjob.children.naming import LABEL_PREFIX, OPERATOR_ANNOTATIONS, OPERATOR_LABELS, operator_owned
 from trainingjob.model.base import DNS_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME, ApiModel, Int, Str, list_map
-from trainingjob.naming import LABEL_PREFIX, OPERATOR_ANNOTATIONS, OPERATOR_LABELS, operator_owned
-from trainingjob.rules import Reason, Rule
+from trainingjob.model.rules import Reason, Rule
 
 LabelKey = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=316)]
 LabelValue = Annotated[Str, Field(pattern=LABEL_VALUE, max_length=63)]

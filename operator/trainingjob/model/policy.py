@@ -5,7 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.contract import ExitCode
+from trainingjob.children.contract import ExitCode
 from trainingjob.model.base import (
     DNS_SUBDOMAIN,
     LABEL_VALUE,
@@ -16,6 +16,7 @@ from trainingjob.model.base import (
     Str,
     unique_values,
 )
+from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.volumes import (
     RESERVED_MOUNT_ROOT,
     SHM_PATH,
@@ -26,7 +27,6 @@ from trainingjob.model.volumes import (
     outside,
     outside_cel,
 )
-from trainingjob.rules import Immutable, Reason, Rule
 
 DEFAULT_PERMANENT_EXIT_CODES = (int(ExitCode.PERMANENT),)
 Seconds = Annotated[Int, Field(ge=1, le=31_536_000)]  # at most a year

@@ -25,9 +25,9 @@ from trainingjob.model.podspec import (
     PodMetadata,
     TopologySpreadConstraints,
 )
+from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.security import RoleSecurity
 from trainingjob.model.volumes import Volume
-from trainingjob.rules import Immutable, Reason, Rule
 
 DEFAULT_SHM_SIZE = "1Gi"
 ContainerList = Annotated[list[Container] | None, Field(max_length=8), AfterValidator(unique_by("name"))]

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.model.base import LIST_SET, ApiModel, Bool, Int, Str, unique_values
-from trainingjob.rules import Reason, Rule
+from trainingjob.model.rules import Reason, Rule
 
 TRAINER_UID = 10001
 """The trainer image's own user and group."""

@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_snake
 from trainingjob.model.base import ApiModel, Bool, Float, Int, Str
 from trainingjob.model.policy import CheckpointSpec, RunPolicy, SchedulingSpec
 from trainingjob.model.roles import ParameterServerSpec, WorkerSpec
-from trainingjob.rules import FixedPresence, Immutable, Reason, Rule
+from trainingjob.model.rules import FixedPresence, Immutable, Reason, Rule
 
 
 class Mode(StrEnum):

@@ -9,12 +9,12 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from trainingjob.model.base import ApiModel, Bool, Int, Str, unique_by
 from trainingjob.model.job import MAX_NAME_LENGTH, ApiObject, name_rule
+from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.spec import TrainingJobSpec
 from trainingjob.model.sweep_fill import space_problems
 from trainingjob.model.sweep_space import Parameter
 from trainingjob.model.sweep_status import MAX_TRIALS, TrainingSweepStatus
 from trainingjob.model.values import METRIC_NAME
-from trainingjob.rules import Immutable, Reason, Rule
 
 SWEEP_KIND = "TrainingSweep"
 SWEEP_PLURAL = "trainingsweeps"

@@ -8,7 +8,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.json_schema import WithJsonSchema
 
 from trainingjob.model.base import ApiModel, Bool, Float, Str
-from trainingjob.rules import Reason, Rule
+from trainingjob.model.rules import Reason, Rule
 
 MAX_CHOICES = 64
 MAX_GRID_POINTS = 10_000  # a Float or Int parameter's values in a grid

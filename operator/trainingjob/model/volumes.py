@@ -5,7 +5,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int, Quantity, ShortStr, Str
-from trainingjob.rules import Reason, Rule
+from trainingjob.model.rules import Reason, Rule
 
 CHECKPOINT_VOLUME_NAME = "tj-checkpoint"  # the operator mounts spec.checkpoint.volume under this name
 KEY_VOLUME_NAME = "tj-key"  # ... and the job's key Secret under this one

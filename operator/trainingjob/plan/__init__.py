@@ -24,9 +24,9 @@ The replica counts are recomputed last, whatever decided, and status.history not
 from collections.abc import Callable
 from datetime import datetime
 
-from trainingjob.manifests import access_manifests, pod_manifest, service_manifest
+from trainingjob.children.observe import Observed
+from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
-from trainingjob.observe import Observed
 from trainingjob.plan import (
     creation,
     deadlines,

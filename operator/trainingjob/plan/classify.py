@@ -3,9 +3,9 @@
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from trainingjob.contract import ExitCode
+from trainingjob.children.contract import ExitCode
+from trainingjob.children.observe import PodState
 from trainingjob.model import FailureClass, LastFailure, RestartCounts, RestartPolicy, RunPolicy
-from trainingjob.observe import PodState
 
 # Most telling first: a configuration error explains the rest; a preemption explains peers that then crashed.
 _PRECEDENCE = (FailureClass.PERMANENT, FailureClass.DISRUPTION, FailureClass.OOM, FailureClass.RETRYABLE)

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from trainingjob.conditions import set_condition
-from trainingjob.manifests import uses_default_image
+from trainingjob.children.observe import PodState
+from trainingjob.children.specs import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
-from trainingjob.observe import PodState
 from trainingjob.plan import finished, tracking
+from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
 from trainingjob.plan.transitions import after, backoff_seconds, condition_of, seconds_until, with_condition
 from trainingjob.plan.types import Context, Decision, Event

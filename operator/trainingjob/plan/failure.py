@@ -4,10 +4,10 @@ mode: each failed worker is replaced alone. Every failure is counted exactly onc
 
 from dataclasses import replace
 
-from trainingjob.contract import ROLE_PS
+from trainingjob.children.contract import ROLE_PS
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.naming import Replica
-from trainingjob.observe import PodPhase, PodState
 from trainingjob.plan import classify, finished, tracking
 from trainingjob.plan.transitions import backoff_seconds, moved
 from trainingjob.plan.types import Context, Decision, Event

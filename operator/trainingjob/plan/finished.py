@@ -4,8 +4,8 @@ deleted after ttlSecondsAfterFinished, and nothing is ever created again."""
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from trainingjob.children.observe import Observed, PodState
 from trainingjob.model import CleanPodPolicy, Phase, RunPolicy, TrainingJobStatus
-from trainingjob.observe import Observed, PodState
 from trainingjob.plan import estimate
 from trainingjob.plan.transitions import moved
 from trainingjob.plan.types import Context, Decision

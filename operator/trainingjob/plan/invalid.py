@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainingjob.conditions import set_condition
+from trainingjob.children.observe import Observed
 from trainingjob.model import ConditionType, Phase, RunPolicy, TrainingJobStatus
-from trainingjob.observe import Observed
 from trainingjob.plan import estimate, finished
+from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.types import Event, Plan
 
 REASON = "InvalidSpec"

@@ -1,8 +1,8 @@
 """Which pods' logs are evidence: the uncounted failures of the current attempt, a few at most, so the
 last lines of a failed rank land in status.lastFailure without reading every pod's log on every pass."""
 
+from trainingjob.children.observe import Observed, PodPhase
 from trainingjob.model import TrainingJobStatus
-from trainingjob.observe import Observed, PodPhase
 from trainingjob.plan import tracking
 
 MOST = 3

@@ -3,9 +3,9 @@ every pod of the attempt is up (it stays Running while a parameter-server worker
 Pending or Restarting, with the pods' waiting reasons, the scheduler's messages or the apiserver's refusal.
 Also the replica counts, recomputed from the pods on every pass."""
 
-from trainingjob.contract import ROLE_PS
+from trainingjob.children.contract import ROLE_PS
+from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionType, Mode, Phase, ReplicaStatus, TrainingJobStatus
-from trainingjob.observe import PodPhase, PodState
 from trainingjob.plan import progress, tracking
 from trainingjob.plan.slots import slots, summary
 from trainingjob.plan.transitions import moved, with_condition

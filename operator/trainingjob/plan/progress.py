@@ -4,10 +4,10 @@ reports (a program without the progress endpoint, or the operator not reading it
 
 from datetime import timedelta
 
-from trainingjob.contract import ROLE_WORKER
+from trainingjob.children.contract import ROLE_WORKER
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Phase, Progress, TrainingJobStatus
-from trainingjob.naming import Replica
-from trainingjob.observe import PodPhase, PodState
 from trainingjob.plan import classify, estimate, finished
 from trainingjob.plan.failure import restart
 from trainingjob.plan.transitions import seconds_until

@@ -4,9 +4,9 @@ when the startup deadline counts for each. Shared by the startup deadline, pod c
 from dataclasses import dataclass
 from datetime import datetime
 
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionStatus, ConditionType, TrainingJobStatus
-from trainingjob.naming import Replica
-from trainingjob.observe import PodPhase, PodState
 from trainingjob.plan import tracking
 from trainingjob.plan.transitions import condition_of
 from trainingjob.plan.types import Context

@@ -3,7 +3,7 @@ Parameter servers do not need to; cleanPodPolicy then stops them. The job's resu
 
 from dataclasses import replace
 
-from trainingjob.contract import ROLE_WORKER
+from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.model import Phase, TrainingJobStatus
 from trainingjob.plan import finished, result
 from trainingjob.plan.slots import slots

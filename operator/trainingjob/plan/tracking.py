@@ -4,8 +4,8 @@ failure counted exactly once across operator restarts."""
 
 from collections.abc import Mapping
 
+from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import PodOutcome, TrackedPod, TrainingJobStatus
-from trainingjob.observe import PodPhase, PodState
 from trainingjob.plan.types import Context, Decision
 
 

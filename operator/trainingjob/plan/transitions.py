@@ -3,8 +3,8 @@ mirror it and the Event that announces it), and the restart backoff."""
 
 from datetime import datetime, timedelta
 
-from trainingjob.conditions import set_condition
 from trainingjob.model import Condition, ConditionStatus, ConditionType, Phase, TrainingJobStatus
+from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.types import Context, Event
 
 PHASE_CONDITIONS = {

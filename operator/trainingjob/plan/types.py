@@ -5,10 +5,10 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from trainingjob.manifests import replicas
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import Observed, PodState
+from trainingjob.children.specs import replicas
 from trainingjob.model import TrainingJob, TrainingJobStatus
-from trainingjob.naming import Replica
-from trainingjob.observe import Observed, PodState
 from trainingjob.settings import OperatorSettings
 
 Manifest = dict[str, Any]

@@ -15,7 +15,7 @@ from tests.integration.rest import test_sdk
 from tests.support.processes import poll_until
 from tests.support.rest_api import ALL_VERBS, TIMEOUT, World, grant, jobs_path, manifest
 
-from trainingjob import crd
+from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob_sdk import Client, Forbidden, Invalid, NotFound

@@ -14,16 +14,16 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from trainingjob.access import KEY_BYTES, KEY_FILE
-from trainingjob.manifests import PROGRESS_PORT
+from trainingjob.children.access import KEY_BYTES, KEY_FILE
+from trainingjob.children.naming import TRACKING_GATE, job_selector, service_name
+from trainingjob.children.progress_report import MAX_REPORT_BYTES, Report, final_report, parse_report
+from trainingjob.children.specs import PROGRESS_PORT
+from trainingjob.kube.ports import Conflict, Created, Gone
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
-from trainingjob.naming import TRACKING_GATE, job_selector, service_name
-from trainingjob.pacing import Pacer, Throttled, windowed
 from trainingjob.plan import Event
 from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile import Conflict, Created, Gone
-from trainingjob.report import MAX_REPORT_BYTES, Report, final_report, parse_report
+from trainingjob.runtime.writes import Pacer, Throttled, windowed
 from trainingjob.sweep.trials import SWEEP_LABEL
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Local mode for sweeps: the sweep.reconcile.SweepCluster protocol on this machine. Each trial's TrainingJob is a
-local job (trainingjob.local.LocalCluster, its pods local processes); the same sweep planner samples, prunes and
+local job (trainingjob.local.cluster.LocalCluster, its pods local processes); the same sweep planner samples, prunes and
 ranks, and the same job planner runs every trial, so a sweep behaves as it does on a cluster."""
 
 import copy
@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from trainingjob.local import LOCAL_SETTINGS, LocalCluster, merge_patched
-from trainingjob.local_pod import Manifest, now_stamp
+from trainingjob.local.cluster import LOCAL_SETTINGS, LocalCluster, merge_patched
+from trainingjob.local.pod import Manifest, now_stamp
 from trainingjob.model.sweep_status import TrainingSweepStatus
 from trainingjob.plan import Event
-from trainingjob.reconcile import reconcile
-from trainingjob.sweep.reconcile import reconcile_sweep
+from trainingjob.reconcile.job import reconcile
+from trainingjob.reconcile.sweep import reconcile_sweep
 
 NAMESPACE = "local"
 TrialEvent = Callable[[str, Event], None]  # (the trial's job name, an event of its job)

@@ -1,4 +1,4 @@
-"""The TrainingJob and TrainingSweep CRDs, generated from the pydantic models: `python -m trainingjob.crd`."""
+"""The TrainingJob and TrainingSweep CRDs, generated from the pydantic models: `python -m trainingjob.generate.crd`."""
 
 import argparse
 import json
@@ -11,8 +11,8 @@ import yaml
 from pydantic import BaseModel
 
 from trainingjob.model import CATEGORIES, GROUP, KIND, PLURAL, SHORT_NAMES, SINGULAR, VERSION, TrainingJob
+from trainingjob.model.rules import VALIDATIONS
 from trainingjob.model.sweep import SWEEP_KIND, SWEEP_PLURAL, SWEEP_SHORT_NAMES, SWEEP_SINGULAR, TrainingSweep
-from trainingjob.rules import VALIDATIONS
 
 HEADER = "# Generated from operator/trainingjob/model by `make crds`; edit the model, not this file.\n"
 _DROPPED = {"title", "$defs"}

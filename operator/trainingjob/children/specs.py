@@ -4,20 +4,9 @@ environment (see contract.py)."""
 import json
 from typing import Any
 
-from trainingjob import access, contract
-from trainingjob.contract import ROLE_PS, ROLE_WORKER
-from trainingjob.model import (
-    CHECKPOINT_VOLUME_NAME,
-    SHM_PATH,
-    SHM_VOLUME_NAME,
-    Container,
-    Resources,
-    RoleSpec,
-    TopologySpreadConstraint,
-    TrainingJob,
-)
-from trainingjob.model.security import ContainerSecurity
-from trainingjob.naming import (
+from trainingjob.children import access, contract
+from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.children.naming import (
     CONTAINER_NAME,
     JOB_LABEL,
     KUEUE_GROUP_COUNT_ANNOTATION,
@@ -32,6 +21,17 @@ from trainingjob.naming import (
     pod_labels,
     service_name,
 )
+from trainingjob.model import (
+    CHECKPOINT_VOLUME_NAME,
+    SHM_PATH,
+    SHM_VOLUME_NAME,
+    Container,
+    Resources,
+    RoleSpec,
+    TopologySpreadConstraint,
+    TrainingJob,
+)
+from trainingjob.model.security import ContainerSecurity
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 
 MASTER_PORT = 29500

@@ -5,10 +5,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
+from trainingjob.kube.ports import Manifest, SweepCluster
 from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep import PrunedTrialAction, TrainingSweep
 from trainingjob.model.sweep_status import (
@@ -17,25 +18,12 @@ from trainingjob.model.sweep_status import (
     SweepPhase,
     TrainingSweepStatus,
 )
-from trainingjob.reconcile import merge_patch
+from trainingjob.reconcile.job import merge_patch
 from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import SweepPlan, plan
 from trainingjob.sweep.trials import child
 
 log = logging.getLogger(__name__)
-Manifest = dict[str, Any]
-
-
-class SweepCluster(Protocol):
-    """What a sweep's reconcile needs. write_sweep_status raises reconcile.Conflict or Gone; create_job takes an
-    existing job of that name as done; suspend_job and delete_job take a missing one as done."""
-
-    def read_sweep(self, namespace: str, name: str) -> Manifest | None: ...
-    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]: ...
-    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
-    def create_job(self, namespace: str, manifest: Manifest) -> None: ...
-    def suspend_job(self, namespace: str, name: str) -> None: ...
-    def delete_job(self, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)

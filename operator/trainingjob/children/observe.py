@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
 from trainingjob.model import CheckpointStatus, Progress
-from trainingjob.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
 
 # Pod reasons and condition reasons that mean the pod was pushed out, not that the job failed.
 DISRUPTION_REASONS = frozenset(

@@ -17,10 +17,10 @@ from typing import Any
 import urllib3
 from kubernetes import client
 
+from trainingjob.children.naming import JOB_LABEL
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
-from trainingjob.naming import JOB_LABEL
-from trainingjob.store import Key, Manifest, Store
+from trainingjob.runtime.store import Key, Manifest, Store
 from trainingjob.sweep.trials import SWEEP_LABEL
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The chart's `operator.settings`, generated from OperatorSettings, the one source of the operator's setting names,
 defaults, bounds and descriptions: the block of values.yaml, its part of values.schema.json, and the environment
-variable each becomes (the Deployment template derives it from the key). `python -m trainingjob.chart_settings`
+variable each becomes (the Deployment template derives it from the key). `python -m trainingjob.generate.chart_settings`
 rewrites both files; tests/unit/test_chart.py fails when they drift."""
 
 import json

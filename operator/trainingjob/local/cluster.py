@@ -22,15 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from trainingjob import contract
-from trainingjob.access import KEY_BYTES
-from trainingjob.local_files import ConfigMaps, mount_folders, relocate
-from trainingjob.local_pod import LocalPod, Manifest, now_stamp
-from trainingjob.manifests import TRAINER_COMMAND
+from trainingjob.children import contract
+from trainingjob.children.access import KEY_BYTES
+from trainingjob.children.progress_report import Report, parse_report
+from trainingjob.children.specs import TRAINER_COMMAND
+from trainingjob.kube.ports import Created, Gone
+from trainingjob.local.files import ConfigMaps, mount_folders, relocate
+from trainingjob.local.pod import LocalPod, Manifest, now_stamp
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
-from trainingjob.reconcile import Created, Gone, reconcile
-from trainingjob.report import Report, parse_report
+from trainingjob.reconcile.job import reconcile
 
 BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchrun)
 

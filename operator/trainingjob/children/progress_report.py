@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from trainingjob.children.naming import CONTAINER_NAME
+from trainingjob.children.observe import bounded
 from trainingjob.model import CheckpointStatus, Progress
 from trainingjob.model.status import MAX_METRICS, METRIC_NAME
-from trainingjob.naming import CONTAINER_NAME
-from trainingjob.observe import bounded
 
 MAX_REPORT_BYTES = 64 * 1024
 MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway

@@ -4,59 +4,25 @@ released from the tracking gate once the status names them."""
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from trainingjob.contract import ROLE_WORKER
+from trainingjob.children.contract import ROLE_WORKER
+from trainingjob.children.naming import CONTAINER_NAME, Replica
+from trainingjob.children.observe import Observed, observe
+from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest
 from trainingjob.model import ConditionType, TrainingJob, TrainingJobStatus
-from trainingjob.naming import CONTAINER_NAME, Replica
-from trainingjob.observe import Observed, observe
-from trainingjob.pacing import waves
 from trainingjob.plan import Event, Plan, Settings, creation, logs, plan, tracking
-from trainingjob.plan.creation import Refusal
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
-from trainingjob.report import Report
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 TAIL_LINES: int = OperatorSettings.model_fields["log_tail_lines"].default
-Manifest = dict[str, Any]
 FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
-
-
-class Conflict(Exception):  # noqa: N818  (a domain outcome, not a bug)
-    """The job changed since it was read: plan again from the new version."""
-
-
-class Gone(Exception):  # noqa: N818
-    """The job no longer exists."""
-
-
-@dataclass(frozen=True)
-class Created:
-    """What a create call did: the pods it created (name -> UID) and the ones the apiserver refused."""
-
-    pods: Mapping[str, str] = field(default_factory=dict)
-    refusals: Sequence[Refusal] = ()
-
-
-class Cluster(Protocol):
-    """What reconcile needs from a cluster. write_status raises Conflict or Gone and returns the new version."""
-
-    def read_job(self, namespace: str, name: str) -> Manifest | None: ...
-    def list_pods(self, namespace: str, job: str) -> list[Manifest]: ...
-    def read_service(self, namespace: str, job: str) -> Manifest | None: ...
-    def log_tail(self, namespace: str, pod: str, lines: int) -> str: ...
-    def progress(self, pod: Manifest) -> Report: ...
-    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
-    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created: ...
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None: ...
-    def ungate(self, namespace: str, names: Sequence[str]) -> None: ...
-    def delete_job(self, namespace: str, name: str) -> None: ...
-    def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -238,3 +204,15 @@ def _log(namespace: str, name: str, result: Plan) -> None:
             len(result.force_delete),
             ", ".join(result.decisions),
         )
+
+
+def waves(items: Sequence[T], first: int) -> list[list[T]]:
+    """`items` in order, in waves of first, 2 x first, 4 x first... items; the last wave takes whatever is left
+    when that is less than twice the wave before it (1,024 in waves of 16: 16, 32, 64, 128, 256, 528)."""
+    result: list[list[T]] = []
+    start, size = 0, max(first, 1)
+    while start < len(items):
+        end = len(items) if len(items) - start < 2 * size else start + size
+        result.append(list(items[start:end]))
+        start, size = end, 2 * size
+    return result

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from trainingjob.contract import ROLE_PS, ROLE_WORKER
+from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 
 LABEL_PREFIX = "trainingjob.io"
 JOB_LABEL = f"{LABEL_PREFIX}/job-name"

@@ -4,13 +4,12 @@ requests, as priority and fairness does under load), between 1 and `most`. A thr
 apiserver asked (Retry-After) and is tried again, until its deadline; only then does the reconcile fail.
 
 `windowed` runs one call's writes through a shared thread pool a few at a time, so a 1,024-pod job's creations
-queue behind a small job's no longer than a window's worth. `waves` cuts a job's creations into waves that double
-in size, so the first pods of a large gang are recorded and released while the rest are still being created.
+queue behind a small job's no longer than a window's worth.
 """
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import TypeVar
@@ -114,15 +113,3 @@ def windowed(pool: ThreadPoolExecutor, work: Callable[[T], R], items: Iterable[T
     if error is not None:
         raise error
     return [results[index] for index in sorted(results)]
-
-
-def waves(items: Sequence[T], first: int) -> list[list[T]]:
-    """`items` in order, in waves of first, 2 x first, 4 x first... items; the last wave takes whatever is left
-    when that is less than twice the wave before it (1,024 in waves of 16: 16, 32, 64, 128, 256, 528)."""
-    result: list[list[T]] = []
-    start, size = 0, max(first, 1)
-    while start < len(items):
-        end = len(items) if len(items) - start < 2 * size else start + size
-        result.append(list(items[start:end]))
-        start, size = end, 2 * size
-    return result

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
 from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus
-from trainingjob.queue import Key
+from trainingjob.runtime.queue import Key
 
 JOB_LABELS = ("namespace", "trainingjob")
 Series = tuple[Gauge, tuple[str, ...]]  # a per-job gauge and its label values

@@ -17,17 +17,18 @@ import kopf
 import urllib3
 from kubernetes import client, config
 
-from trainingjob.cache import CachedCluster, CachedSweepCluster, Stores
-from trainingjob.cluster import KubernetesCluster
-from trainingjob.informer import Informer, sources
-from trainingjob.leader import LeaderElector, existing_lease_namespace
-from trainingjob.metrics import Metrics, SweepMetrics
-from trainingjob.metrics_server import MetricsServer
+from trainingjob.kube.cluster import KubernetesCluster
+from trainingjob.kube.informer import Informer, sources
+from trainingjob.kube.ports import Conflict
 from trainingjob.model import GROUP
-from trainingjob.pacing import Pacer
 from trainingjob.plan import Settings
-from trainingjob.queue import Key, ReconcileQueue
-from trainingjob.reconcile import Conflict, reconcile
+from trainingjob.reconcile.job import reconcile
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, Stores
+from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace
+from trainingjob.runtime.metrics import Metrics, SweepMetrics
+from trainingjob.runtime.metrics_server import MetricsServer
+from trainingjob.runtime.queue import Key, ReconcileQueue
+from trainingjob.runtime.writes import Pacer
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def _sweep_queue(
     cluster = CachedSweepCluster(direct, stores)
 
     def reconcile_now(key: Key) -> float | None:
-        from trainingjob.sweep.reconcile import reconcile_sweep  # noqa: PLC0415  (Optuna loads with the first sweep)
+        from trainingjob.reconcile.sweep import reconcile_sweep  # noqa: PLC0415  (Optuna loads with the first sweep)
 
         if (elector is not None and not elector.is_leader()) or not stores.sweeps_synced:
             return NOT_LEADING_RETRY_SECONDS  # not leading, or the sweeps are not (yet) served and listed

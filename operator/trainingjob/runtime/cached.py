@@ -12,18 +12,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from trainingjob.children.naming import JOB_LABEL, service_name
+from trainingjob.children.observe import essentials
+from trainingjob.children.progress_report import Report
+from trainingjob.kube.ports import Cluster, Created, Manifest
 from trainingjob.model import KIND
 from trainingjob.model.sweep import SWEEP_KIND
-from trainingjob.naming import JOB_LABEL, service_name
-from trainingjob.observe import essentials
 from trainingjob.plan import Event
-from trainingjob.reconcile import Cluster, Created, Manifest
-from trainingjob.report import Report
-from trainingjob.store import Store
+from trainingjob.runtime.store import Store
 from trainingjob.sweep.trials import SWEEP_LABEL
 
 if TYPE_CHECKING:  # the sweep planner (and Optuna) load with the first sweep, not with the operator
-    from trainingjob.sweep.reconcile import SweepCluster
+    from trainingjob.kube.ports import SweepCluster
 
 
 def _own_name(manifest: Manifest) -> str | None:

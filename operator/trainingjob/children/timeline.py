@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from trainingjob.children.naming import CONTAINER_NAME
+from trainingjob.children.observe import pod_state
 from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJobStatus
-from trainingjob.naming import CONTAINER_NAME
-from trainingjob.observe import pod_state
 from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"

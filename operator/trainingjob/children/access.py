@@ -4,8 +4,8 @@ builders; the key itself is drawn by the cluster client when it creates the Secr
 
 from typing import Any
 
+from trainingjob.children.naming import JOB_LABEL
 from trainingjob.model.volumes import KEY_VOLUME_NAME, RESERVED_MOUNT_ROOT
-from trainingjob.naming import JOB_LABEL
 
 KEY_MOUNT_PATH = f"{RESERVED_MOUNT_ROOT}/key"
 KEY_FILE = "key"

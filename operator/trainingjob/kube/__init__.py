@@ -1,0 +1,1 @@
+"""The Kubernetes adapter: the Cluster ports reconcile needs, and their implementation on the apiserver."""

@@ -1,0 +1,57 @@
+"""The ports reconcile needs from a cluster, and their errors: Cluster for a job's reconcile, SweepCluster for a
+sweep's. Implemented on the apiserver (kube.jobs, kube.sweeps), from the runtime's stores (runtime.cached), on this
+machine (local.cluster, local.sweep) and in memory by the tests (tests/support/fake_cluster.py). Pure: no client."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from trainingjob.children.progress_report import Report
+from trainingjob.plan import Event
+from trainingjob.plan.creation import Refusal
+
+Manifest = dict[str, Any]
+
+
+class Conflict(Exception):  # noqa: N818  (a domain outcome, not a bug)
+    """The job changed since it was read: plan again from the new version."""
+
+
+class Gone(Exception):  # noqa: N818
+    """The job no longer exists."""
+
+
+@dataclass(frozen=True)
+class Created:
+    """What a create call did: the pods it created (name -> UID) and the ones the apiserver refused."""
+
+    pods: Mapping[str, str] = field(default_factory=dict)
+    refusals: Sequence[Refusal] = ()
+
+
+class Cluster(Protocol):
+    """What reconcile needs from a cluster. write_status raises Conflict or Gone and returns the new version."""
+
+    def read_job(self, namespace: str, name: str) -> Manifest | None: ...
+    def list_pods(self, namespace: str, job: str) -> list[Manifest]: ...
+    def read_service(self, namespace: str, job: str) -> Manifest | None: ...
+    def log_tail(self, namespace: str, pod: str, lines: int) -> str: ...
+    def progress(self, pod: Manifest) -> Report: ...
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created: ...
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None: ...
+    def ungate(self, namespace: str, names: Sequence[str]) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
+
+
+class SweepCluster(Protocol):
+    """What a sweep's reconcile needs. write_sweep_status raises reconcile.Conflict or Gone; create_job takes an
+    existing job of that name as done; suspend_job and delete_job take a missing one as done."""
+
+    def read_sweep(self, namespace: str, name: str) -> Manifest | None: ...
+    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]: ...
+    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str: ...
+    def create_job(self, namespace: str, manifest: Manifest) -> None: ...
+    def suspend_job(self, namespace: str, name: str) -> None: ...
+    def delete_job(self, namespace: str, name: str) -> None: ...
