@@ -7,7 +7,7 @@ import os
 
 import kopf
 
-import trainingjob.runtime.operator  # noqa: F401  (registers the kopf handlers)
+import trainingjob.runtime.operator  # noqa: F401  (registers the startup and cleanup hooks with kopf)
 
 # Fields reconcile puts on its decision lines; the JSON format carries them as keys of their own.
 DECISION_FIELDS = ("job", "attempt", "decision")
@@ -35,8 +35,6 @@ def configure_logging(level: str, style: str) -> None:
         JsonFormatter() if style == "json" else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    # kopf reports every handler call ("Handler 'pod_changed' succeeded"); the decisions are ours to log.
-    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 def main() -> None:

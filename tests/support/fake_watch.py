@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.runtime.cached import Stores
+from trainingjob.runtime.memory import Stores
 from trainingjob.runtime.store import Store
 
 Manifest = dict[str, Any]

@@ -9,17 +9,20 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import kopf
 import pytest
+from kubernetes import client
 
+from trainingjob.kube.client import Connection
 from trainingjob.model import Phase, TrainingJobStatus
-from trainingjob.runtime.cached import Stores
-from trainingjob.runtime.leader import LeaderElector
+from trainingjob.runtime.controller import Controller
+from trainingjob.runtime.leader import LeaderElector, lead
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.metrics_server import MetricsServer
-from trainingjob.runtime.operator import _health_problem, _lead, _open_when_synced
+from trainingjob.runtime.operator import health_problem
+from trainingjob.settings import OperatorSettings
 
 TIMEOUT = 10.0
 
@@ -99,49 +102,49 @@ def test_a_wedged_event_loop_fails_healthz(served: Served) -> None:
     assert get(served.url + "/healthz")[0] == 200
 
 
-def test_the_operators_health_needs_its_queue_a_live_leader_election_and_live_watches() -> None:
+def controller() -> Controller:
+    """A controller that has not started (building one sends no request: no leader election here)."""
+    return Controller(OperatorSettings(leader_election=False), Connection(client.ApiClient(), "ns"), Metrics())
+
+
+def test_the_operators_health_needs_a_started_controller_a_live_leader_election_and_live_watches() -> None:
     async def scenario() -> list[str]:
         memo = kopf.Memo()
-        found = [_health_problem(memo)]
-        memo.queue = object()
-        memo.informers = [SimpleNamespace(source=SimpleNamespace(resource=r), alive=True) for r in ("jobs", "pods")]
-        memo.leading = asyncio.get_running_loop().create_future()
-        found.append(_health_problem(memo))
-        memo.informers[1].alive = False
-        found.append(_health_problem(memo))
-        memo.leading.set_result(None)
-        found.append(_health_problem(memo))
+        found = [health_problem(memo)]
+        memo.controller = built = controller()
+        informers = [SimpleNamespace(source=SimpleNamespace(resource=r), alive=True) for r in ("jobs", "pods")]
+        leading = asyncio.get_running_loop().create_future()
+        built.informers, built.leading = cast(Any, informers), cast(Any, leading)
+        found.append(health_problem(memo))
+        informers[1].alive = False
+        found.append(health_problem(memo))
+        leading.set_result(None)
+        found.append(health_problem(memo))
         return found
 
     assert asyncio.run(scenario()) == [
-        "the reconcile queue has not started",
+        "the controller has not started",
         "",
         "watching pods stopped",
         "leader election stopped",
     ]
 
 
-def synced() -> Stores:
-    stores = Stores()
-    for store in stores.all:
-        store.replace([], "1")
-    return stores
-
-
 def test_no_reconcile_starts_before_every_store_holds_a_whole_list() -> None:
     """Before the pod store is filled every tracked pod would look vanished: the gate stays shut until then."""
 
     async def scenario() -> tuple[bool, bool]:
-        gate, stores = asyncio.Event(), Stores()
-        stores.jobs.replace([], "1")
-        stores.services.replace([], "1")
-        opening = asyncio.create_task(_open_when_synced(gate, stores))
+        built = controller()
+        built.stores.jobs.replace([], "1")
+        built.stores.services.replace([], "1")
+        opening = asyncio.create_task(built._open_gate())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(opening), 1.0)
-        shut = not gate.is_set()
-        stores.pods.replace([], "1")
-        await asyncio.wait_for(opening, TIMEOUT)
-        return shut, gate.is_set()
+        shut = not built.gate.is_set()
+        built.stores.pods.replace([], "1")
+        await asyncio.wait_for(built.gate.wait(), TIMEOUT)
+        opening.cancel()
+        return shut, built.gate.is_set()
 
     assert asyncio.run(scenario()) == (True, True)
 
@@ -165,7 +168,9 @@ def test_an_operator_that_loses_the_lease_drops_every_jobs_series() -> None:
     async def scenario() -> tuple[float | None, float | None]:
         metrics, gate = Metrics(), asyncio.Event()
         metrics.record(("ns", "a"), None, TrainingJobStatus(phase=Phase.RUNNING))
-        leading = asyncio.create_task(_lead(cast(LeaderElector, Elector()), gate, 0.01, metrics, synced()))
+        leading = asyncio.create_task(
+            lead(cast(LeaderElector, Elector()), gate, 0.01, on_won=metrics.report_again, on_lost=metrics.forget_all)
+        )
         await asyncio.wait_for(gate.wait(), TIMEOUT)
         before = value(metrics)
         deadline = asyncio.get_running_loop().time() + TIMEOUT

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from trainingjob.kube.writes import Pacer, Throttled, windowed
 from trainingjob.reconcile.job import waves
-from trainingjob.runtime.writes import Pacer, Throttled, windowed
 
 TIMEOUT = 10.0
 

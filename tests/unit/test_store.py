@@ -14,7 +14,8 @@ from tests.support.fake_cluster import FakeCluster
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, Replica
 from trainingjob.children.observe import essentials, pod_state
 from trainingjob.children.progress_report import final_report
-from trainingjob.runtime.cached import CachedCluster, Stores
+from trainingjob.runtime.cached import CachedCluster
+from trainingjob.runtime.memory import Stores
 from trainingjob.runtime.store import Store, newer
 from trainingjob.sweep.trials import SWEEP_LABEL
 
@@ -93,7 +94,7 @@ def test_a_relist_drops_the_gone_keeps_what_was_written_after_it_and_names_every
     changed = store.replace([obj("kept", 3), obj("changed", 11), obj("new", 11, job="third")], "11")
     assert versions(store) == {"changed": "11", "kept": "3", "written-later": "12"}
     assert changed == {(NS, "job"), (NS, "other"), (NS, "third")}
-    assert store.seen_deleted("uid-gone") and store.synced and store.version == "11"
+    assert store.seen_deleted("uid-gone") and store.synced
 
 
 def test_an_empty_store_is_not_synced_until_a_whole_list_arrives() -> None:
@@ -102,16 +103,6 @@ def test_an_empty_store_is_not_synced_until_a_whole_list_arrives() -> None:
     assert not store.synced and not store.wait_synced(timeout=0)
     store.replace([], "6")
     assert store.synced and store.wait_synced(timeout=0)
-
-
-def test_bookmarks_and_events_move_the_version_to_resume_from_forward_only() -> None:
-    store = by_label()
-    store.replace([], "10")
-    store.bookmark("15")
-    store.apply("MODIFIED", obj("p", 12))
-    assert store.version == "15"
-    store.apply("ADDED", obj("q", 17))
-    assert store.version == "17"
 
 
 def test_tombstones_are_forgotten_after_their_time() -> None:

@@ -1,6 +1,7 @@
-"""reconcile.Cluster reading jobs, pods and Services from watch-fed stores instead of the apiserver: a reconcile
-of a job that did not change reads nothing. Writes go to the direct cluster, which passes what the apiserver
-answered to `Stores.saw`, so the stores never lag the operator's own writes.
+"""The Cluster ports reading jobs, pods and Services (and sweeps and their trials) from the runtime's memory
+instead of the apiserver: a reconcile of a job that did not change reads nothing. Writes go to the direct
+cluster, which passes what the apiserver answered to `Stores.saw`, so the stores never lag the operator's own
+writes.
 
 One lag remains that write-through cannot close: pods another writer created (an earlier leader) that the pod
 watch has not delivered yet. A tracked pod missing from the store would count as vanished, a failure, so when the
@@ -9,72 +10,12 @@ pods from the apiserver instead.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from trainingjob.children.naming import JOB_LABEL, service_name
-from trainingjob.children.observe import essentials
+from trainingjob.children.naming import service_name
 from trainingjob.children.progress_report import Report
-from trainingjob.kube.ports import Cluster, Created, Manifest
-from trainingjob.model import KIND
-from trainingjob.model.sweep import SWEEP_KIND
+from trainingjob.kube.ports import Cluster, Created, Manifest, SweepCluster
 from trainingjob.plan import Event
-from trainingjob.runtime.store import Store
-from trainingjob.sweep.trials import SWEEP_LABEL
-
-if TYPE_CHECKING:  # the sweep planner (and Optuna) load with the first sweep, not with the operator
-    from trainingjob.kube.ports import SweepCluster
-
-
-def _own_name(manifest: Manifest) -> str | None:
-    return str(manifest["metadata"]["name"])
-
-
-def _label(key: str) -> Callable[[Manifest], str | None]:
-    def value(manifest: Manifest) -> str | None:
-        found = (manifest["metadata"].get("labels") or {}).get(key)
-        return str(found) if found else None
-
-    return value
-
-
-_job_label, _sweep_label = _label(JOB_LABEL), _label(SWEEP_LABEL)
-
-
-@dataclass
-class Stores:
-    """The operator's memory of the cluster: jobs by name, pods and Services by their job label; sweeps by name,
-    and their trials' jobs by their sweep label."""
-
-    jobs: Store = field(default_factory=lambda: Store(_own_name))
-    pods: Store = field(default_factory=lambda: Store(_job_label, keep=essentials))
-    services: Store = field(default_factory=lambda: Store(_job_label))
-    sweeps: Store = field(default_factory=lambda: Store(_own_name))
-    trials: Store = field(default_factory=lambda: Store(_sweep_label))
-
-    def saw(self, manifest: Manifest) -> None:
-        """Take in what the apiserver answered to a write: a job's status, a pod, a Service or a sweep's status.
-        (Not the jobs a sweep creates or suspends: their watch events must wake the jobs' reconciles, and a store
-        that already holds a version takes its event as no change.)"""
-        kinds = {KIND: self.jobs, "Pod": self.pods, "Service": self.services, SWEEP_KIND: self.sweeps}
-        store = kinds.get(str(manifest.get("kind")))
-        if store is not None:
-            store.saw(manifest)
-
-    @property
-    def all(self) -> tuple[Store, ...]:
-        """The stores in the order of informer.sources."""
-        return self.jobs, self.pods, self.services, self.sweeps, self.trials
-
-    def wait_synced(self, timeout: float) -> bool:
-        """Whether the stores jobs are reconciled from hold a whole list (before that, a missing pod would look
-        vanished), waiting up to `timeout` seconds for each. Sweeps have their own (sweeps_synced): a cluster
-        without the TrainingSweep CRD still runs jobs."""
-        return all(store.wait_synced(timeout) for store in (self.jobs, self.pods, self.services))
-
-    @property
-    def sweeps_synced(self) -> bool:
-        return self.sweeps.synced and self.trials.synced
+from trainingjob.runtime.memory import Stores
 
 
 def _live_tracked_uids(job: Manifest | None) -> list[str]:
@@ -136,7 +77,7 @@ class CachedCluster:
 class CachedSweepCluster:
     """sweep.reconcile.SweepCluster reading the sweep and its trials' jobs from `stores`, writing through `direct`."""
 
-    def __init__(self, direct: "SweepCluster", stores: Stores) -> None:
+    def __init__(self, direct: SweepCluster, stores: Stores) -> None:
         self.direct, self.stores = direct, stores
 
     def read_sweep(self, namespace: str, name: str) -> Manifest | None:

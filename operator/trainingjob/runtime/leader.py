@@ -5,6 +5,7 @@ A candidate judges expiry by its own clock, from the moment it last saw the Leas
 different machines never need to agree). The leader stops acting when it could not renew for two thirds of
 the lease, before any standby may take over."""
 
+import asyncio
 import json
 import logging
 import time
@@ -13,6 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
+
+from trainingjob.kube.errors import CALL_ERRORS, answer, status_of
 
 log = logging.getLogger(__name__)
 TIMEOUT = (2, 5)
@@ -27,7 +30,7 @@ def existing_lease_namespace(api: client.CoordinationV1Api, name: str) -> str | 
     operator run outside the cluster (a stray `make run-operator`) finds the installed one's Lease."""
     try:
         found = api.list_lease_for_all_namespaces(field_selector=f"metadata.name={name}", _request_timeout=TIMEOUT)
-    except (client.ApiException, OSError):
+    except CALL_ERRORS:
         return None
     namespaces = {lease.metadata.namespace for lease in found.items}
     return namespaces.pop() if len(namespaces) == 1 else None
@@ -62,12 +65,8 @@ class LeaderElector:
             response = self.api.read_namespaced_lease(
                 self.name, self.namespace, _preload_content=False, _request_timeout=TIMEOUT
             )
-        except client.ApiException as error:
-            if error.status != 404:
-                return self._failed(error)
-            return self._write(None)
-        except OSError as error:
-            return self._failed(error)
+        except CALL_ERRORS as error:
+            return self._write(None) if status_of(error) == 404 else self._failed(error)
         return self._write(json.loads(response.data))
 
     def _write(self, lease: dict[str, Any] | None) -> bool:
@@ -102,7 +101,7 @@ class LeaderElector:
             else:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
                 self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=TIMEOUT)
-        except (client.ApiException, OSError) as error:
+        except CALL_ERRORS as error:
             return self._failed(error)  # 409: another candidate won this round
         if holder != self.identity:
             log.info("leading as %s (Lease %s/%s)", self.identity, self.namespace, self.name)
@@ -110,8 +109,10 @@ class LeaderElector:
         return True
 
     def _failed(self, error: Exception) -> bool:
-        said = f"{getattr(error, 'status', '')} {getattr(error, 'reason', '') or error}"
-        if not (isinstance(error, client.ApiException) and error.status == 409) and said != self._last_error:
+        found = answer(error)
+        status = found.status if found is not None else None
+        said = f"{status or ''} {found.message if found is not None else error}".strip()
+        if status != 409 and said != self._last_error:
             log.warning("Lease %s/%s: %s", self.namespace, self.name, said)  # e.g. 403: RBAC lacks leases
         self._last_error = said
         was = self._renewed_at is not None
@@ -135,7 +136,33 @@ class LeaderElector:
                 return
             lease["spec"].update(holderIdentity=None, leaseDurationSeconds=1, renewTime=_micro_time(datetime.now(UTC)))
             self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=TIMEOUT)
-        except (client.ApiException, OSError) as error:
+        except CALL_ERRORS as error:
             log.warning("could not release the Lease %s/%s: %s", self.namespace, self.name, error)
             return
         log.info("released the Lease %s/%s", self.namespace, self.name)
+
+
+async def lead(
+    elector: LeaderElector,
+    gate: asyncio.Event,
+    every: float,
+    *,
+    on_won: Callable[[], None] = lambda: None,
+    on_lost: Callable[[], None] = lambda: None,
+) -> None:
+    """Keep trying to lead; open the gate while leading (after `on_won`), close it as soon as leadership may be lost
+    (then `on_lost`: the new leader reports on the jobs). Called once the stores are synced."""
+    while True:
+        try:
+            leading = await asyncio.to_thread(elector.try_once)
+        except Exception:  # never let the election loop die: a dead loop would keep the gate as it was
+            log.exception("leader election failed; retrying")
+            leading = elector.is_leader()
+        if leading and not gate.is_set():
+            on_won()
+            gate.set()
+        elif not leading and gate.is_set():
+            log.warning("not leading any more: reconciles stop until the Lease is held again")
+            gate.clear()
+            on_lost()
+        await asyncio.sleep(every)

@@ -1,8 +1,9 @@
 """Watch-fed memory of one kind of object, indexed by the job each belongs to: what a reconcile reads instead of
 the apiserver.
 
-An informer fills it (a list, then a watch from the list's resourceVersion; a relist after 410 Gone), and the
-operator's own writes go through it as the apiserver answered them, so a reconcile never reads an older version
+An informer (kube.watch) fills it (a list, then a watch from the list's resourceVersion; a relist after 410
+Gone), and the operator's own writes go through it as the apiserver answered them, so a reconcile never reads an
+older version
 of what it has just written. An older version never replaces a newer one, and an object seen deleted stays
 deleted (its UID is remembered for a while), whichever order a watch event and a write's answer arrive in.
 
@@ -62,7 +63,6 @@ class Store:
         self._tombstone_seconds, self._clock = tombstone_seconds, clock
         self._lock = threading.Lock()
         self._synced = threading.Event()
-        self.version = ""  # the newest resourceVersion of the list or watch that fed it
 
     # -- reads ---------------------------------------------------------------------------------------------
 
@@ -93,7 +93,6 @@ class Store:
     def apply(self, kind: str, manifest: Manifest) -> set[Key]:
         """One watch event: ADDED, MODIFIED or DELETED."""
         with self._lock:
-            self._note_version(_identity(manifest)[2])
             if kind == "DELETED":
                 return self._delete(manifest)
             return self._put(manifest)
@@ -113,18 +112,8 @@ class Store:
                     changed |= self._delete(old)
             for manifest in listed.values():
                 changed |= self._put(manifest)
-            self.version = version
         self._synced.set()
         return changed
-
-    def bookmark(self, version: str) -> None:
-        """The watch has seen everything up to `version`, though nothing of this kind changed."""
-        with self._lock:
-            self._note_version(version)
-
-    def _note_version(self, version: str) -> None:
-        if version and (not self.version or newer(version, self.version)):
-            self.version = version
 
     def _put(self, manifest: Manifest) -> set[Key]:
         key, uid, version = _identity(manifest)

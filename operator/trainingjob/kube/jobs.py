@@ -1,0 +1,210 @@
+"""The Cluster port on the apiserver: a job, its pods and Service, and every write a job's reconcile makes. 409 on
+a create and 404 on a delete mean "already done". What the apiserver answers to each write (the job's status,
+pods, the Service) goes to `on_written`, so the runtime's stores never lag the operator's own writes. The parallel
+writes of all reconciles share one pace (kube.writes), and each call sends at most `window` of its own at once."""
+
+import base64
+import json
+import logging
+import secrets
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+
+from trainingjob.children.access import KEY_BYTES, KEY_FILE
+from trainingjob.children.naming import TRACKING_GATE, job_selector, service_name
+from trainingjob.children.progress_report import Report
+from trainingjob.kube.errors import answer, status_of
+from trainingjob.kube.ports import Created, Manifest
+from trainingjob.kube.progress import read_progress
+from trainingjob.kube.resources import TIMEOUT, Resources
+from trainingjob.kube.writes import Pacer, windowed
+from trainingjob.model import GROUP, KIND, PLURAL, VERSION
+from trainingjob.plan import Event
+from trainingjob.plan.creation import Refusal
+
+log = logging.getLogger(__name__)
+
+
+def with_drawn_key(secret: Manifest) -> Manifest:
+    """The job's key Secret with its key drawn now: 32 random bytes, never logged, never read back."""
+    return {**secret, "data": {KEY_FILE: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
+
+
+class KubernetesCluster:
+    """Cluster on the apiserver, through `resources` (which paces writes and passes on what was written)."""
+
+    def __init__(
+        self, api: Any, resources: Resources | None = None, *, read_progress: bool = False, window: int = 16
+    ) -> None:
+        self.core, self.networking = client.CoreV1Api(api), client.NetworkingV1Api(api)
+        self.resources = resources or Resources(api, pacer=Pacer(window))
+        self.read_progress, self.window = read_progress, window
+        self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="tj-write")
+
+    def read_job(self, namespace: str, name: str) -> Manifest | None:
+        return self.resources.read(PLURAL, namespace, name)
+
+    def list_pods(self, namespace: str, job: str) -> list[Manifest]:
+        response = self.core.list_namespaced_pod(
+            namespace, label_selector=job_selector(job), _preload_content=False, _request_timeout=TIMEOUT
+        )
+        items: list[Manifest] = json.loads(response.data)["items"]
+        return items
+
+    def read_service(self, namespace: str, job: str) -> Manifest | None:
+        try:
+            response = self.core.read_namespaced_service(
+                service_name(job), namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            if status_of(error) != 404:
+                raise
+            return None
+        found: Manifest = json.loads(response.data)
+        return found
+
+    def log_tail(self, namespace: str, pod: str, lines: int) -> str:
+        try:
+            text = self.core.read_namespaced_pod_log(
+                pod, namespace, tail_lines=lines, limit_bytes=16384, _request_timeout=5
+            )
+        except Exception as error:  # logs are evidence, not a reason to stop reconciling
+            log.info("no log for pod %s/%s: %s", namespace, pod, error)
+            return ""
+        return text if isinstance(text, str) else ""
+
+    def progress(self, pod: Manifest) -> Report:
+        return read_progress(pod, ask=self.read_progress)
+
+    def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        return self.resources.write_status(PLURAL, namespace, name, resource_version, patch)
+
+    def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        """Create all at once, in parallel (the key, policy and Service before the pods): a large gang starts
+        together, not pod by pod."""
+        others = [m for m in manifests if m["kind"] != "Pod"]
+        results = windowed(self.pool, lambda m: self._create_one(namespace, m), others, self.window)
+        pods = [m for m in manifests if m["kind"] == "Pod"]
+        results += windowed(self.pool, lambda m: self._create_one(namespace, m), pods, self.window)
+        created = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
+        return Created(created, [r for r in results if isinstance(r, Refusal)])
+
+    def _create_one(self, namespace: str, manifest: Manifest) -> tuple[str, str] | Refusal:
+        """(name, UID) of a created pod, (name, "") of anything else created, or the apiserver's refusal; no answer,
+        a 429 past the pace's deadline or a 5xx is raised (the reconcile is retried)."""
+        name, kind = manifest["metadata"]["name"], manifest["kind"]
+        try:
+            if kind != "Pod":
+                self._create_other(namespace, manifest)
+                return name, ""
+            response = self.resources.paced(
+                lambda: self.core.create_namespaced_pod(
+                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            )
+        except client.ApiException as error:
+            found = answer(error)
+            if found is None or found.transient:
+                raise
+            if kind != "Pod" and found.status == 409:
+                return name, ""  # ours from an earlier pass (or a namesake's Service the GC is removing)
+            return Refusal(name, int(found.status or 0), found.message)
+        pod: Manifest = json.loads(response.data)
+        self.resources.on_written(pod)
+        return name, str(pod["metadata"]["uid"])
+
+    def _create_other(self, namespace: str, manifest: Manifest) -> None:
+        """The job's Service, key Secret (its key drawn here) or NetworkPolicy."""
+        paced, kind = self.resources.paced, manifest["kind"]
+        if kind == "Secret":
+            body = with_drawn_key(manifest)
+            paced(lambda: self.core.create_namespaced_secret(namespace, body, _request_timeout=TIMEOUT))
+        elif kind == "NetworkPolicy":
+            create_policy = self.networking.create_namespaced_network_policy
+            paced(lambda: create_policy(namespace, manifest, _request_timeout=TIMEOUT))
+        else:
+            response = paced(
+                lambda: self.core.create_namespaced_service(
+                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
+                )
+            )
+            self.resources.on_written(json.loads(response.data))
+
+    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
+        grace = 0 if force else None
+        self._each_pod(
+            names,
+            lambda name: self.core.delete_namespaced_pod(
+                name, namespace, grace_period_seconds=grace, _preload_content=False, _request_timeout=TIMEOUT
+            ),
+        )
+
+    def ungate(self, namespace: str, names: Sequence[str]) -> None:
+        """Remove the tracking gate: the pods may now be scheduled."""
+        patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": TRACKING_GATE}]}}
+        self._each_pod(
+            names,
+            lambda name: self.core.patch_namespaced_pod(
+                name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
+            ),
+        )
+
+    def _each_pod(self, names: Sequence[str], write: Any) -> None:
+        """One paced write per pod, in parallel; a pod already gone is done; what was written goes on."""
+
+        def one(name: str) -> None:
+            try:
+                response = self.resources.paced(lambda: write(name))
+            except client.ApiException as error:
+                if status_of(error) != 404:
+                    raise
+                return
+            self.resources.on_written(json.loads(response.data))
+
+        windowed(self.pool, one, names, self.window)
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.resources.delete(PLURAL, namespace, name)
+
+    def emit(self, job: Manifest, events: Sequence[Event]) -> None:
+        """Record each event about the job; best effort (an event that cannot be written is logged)."""
+        metadata = job["metadata"]
+        for event in events:
+            try:
+                self.core.create_namespaced_event(
+                    metadata["namespace"], _event_body(metadata, event), _request_timeout=TIMEOUT
+                )
+            except client.ApiException as error:
+                found = answer(error)
+                if found is not None and found.status == 403 and "being terminated" in found.message:
+                    log.debug("event %s not recorded: its namespace is being deleted", event.reason)
+                else:
+                    log.warning("could not record event %s: %s", event.reason, error.reason)
+
+
+def _event_body(metadata: Manifest, event: Event) -> Manifest:
+    now = datetime.now(UTC).isoformat()
+    return {
+        "metadata": {"name": f"{metadata['name']}.{uuid.uuid4().hex[:16]}"},
+        "involvedObject": {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": KIND,
+            "name": metadata["name"],
+            "namespace": metadata["namespace"],
+            "uid": metadata["uid"],
+            "resourceVersion": metadata.get("resourceVersion"),
+        },
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "source": {"component": "trainingjob-operator"},
+        "reportingComponent": "trainingjob-operator",
+    }

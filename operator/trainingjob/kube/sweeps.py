@@ -1,0 +1,35 @@
+"""The SweepCluster port on the apiserver: a sweep, its trials' TrainingJobs, and the writes a sweep's reconcile
+makes. The trial jobs it creates or suspends are not passed to on_written: their watch events are what wake the
+jobs' reconciles."""
+
+from trainingjob.kube.ports import Manifest
+from trainingjob.kube.resources import Resources
+from trainingjob.model import PLURAL
+from trainingjob.model.sweep import SWEEP_PLURAL
+from trainingjob.sweep.trials import SWEEP_LABEL
+
+
+class KubernetesSweeps:
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    def read_sweep(self, namespace: str, name: str) -> Manifest | None:
+        return self.resources.read(SWEEP_PLURAL, namespace, name)
+
+    def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]:
+        return self.resources.list(PLURAL, namespace, f"{SWEEP_LABEL}={sweep}")
+
+    def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
+        return self.resources.write_status(SWEEP_PLURAL, namespace, name, resource_version, patch)
+
+    def create_job(self, namespace: str, manifest: Manifest) -> None:
+        """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
+        earlier pass, or a namesake the planner will not adopt)."""
+        self.resources.create(PLURAL, namespace, manifest)
+
+    def suspend_job(self, namespace: str, name: str) -> None:
+        """Suspend a trial's job (its pods go, the job and its history stay)."""
+        self.resources.merge_patch(PLURAL, namespace, name, {"spec": {"runPolicy": {"suspend": True}}})
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        self.resources.delete(PLURAL, namespace, name)

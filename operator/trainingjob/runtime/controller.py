@@ -1,0 +1,190 @@
+"""The controller runtime put together: the informers that fill the operator's memory (one thread each), the two
+reconcile queues (jobs, sweeps) on the asyncio loop, the reconciles they run in threads, the shared write pace,
+leader election and metrics. kopf starts and stops it (runtime.operator)."""
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from kubernetes import client
+
+from trainingjob.kube.client import Connection, own_namespace
+from trainingjob.kube.errors import is_transient
+from trainingjob.kube.jobs import KubernetesCluster
+from trainingjob.kube.ports import Conflict
+from trainingjob.kube.resources import Resources
+from trainingjob.kube.sweeps import KubernetesSweeps
+from trainingjob.kube.watch import Informer
+from trainingjob.kube.writes import Pacer
+from trainingjob.plan import Settings
+from trainingjob.reconcile.job import reconcile
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster
+from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace, lead
+from trainingjob.runtime.memory import Stores, Waking, sources
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.runtime.queue import Key, ReconcileQueue
+from trainingjob.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+CONFLICT_RETRY_SECONDS = 0.2
+NOT_LEADING_RETRY_SECONDS = 1.0
+SWEEP_WORKERS = 2  # sweeps reconcile rarely (when a trial's job changes) and each is small
+
+
+def plan_settings(options: OperatorSettings) -> Settings:
+    return Settings(
+        backoff_base_seconds=options.backoff_base_seconds,
+        backoff_max_seconds=options.backoff_max_seconds,
+        terminating_timeout_seconds=options.terminating_timeout_seconds,
+        read_progress=options.read_progress,
+        network_policy=options.network_policy,
+        operator_namespace=own_namespace(),
+        default_trainer_image=options.default_trainer_image,
+    )
+
+
+def lease_namespace(options: OperatorSettings, api: client.CoordinationV1Api) -> str:
+    """The setting; else the operator's own namespace in a pod; else where an installed operator keeps its Lease
+    (so a local run defers to it); else the watched namespace, or default."""
+    if options.lease_namespace:
+        return options.lease_namespace
+    return own_namespace() or existing_lease_namespace(api, options.lease_name) or options.namespace or "default"
+
+
+class Controller:
+    """Everything the operator runs, built from its settings and one connection; `start` and `stop` on the loop."""
+
+    def __init__(self, options: OperatorSettings, connection: Connection, metrics: Metrics) -> None:
+        self.options, self.connection, self.metrics = options, connection, metrics
+        self.stores = Stores()
+        pacer = Pacer(options.max_writes_in_flight, on_throttled=metrics.writes_throttled.inc)
+        metrics.write_limit.set_function(lambda: pacer.limit)
+        resources = Resources(connection.api, pacer=pacer, on_written=self.stores.saw)
+        jobs = KubernetesCluster(
+            connection.api, resources, read_progress=options.read_progress, window=options.max_writes_in_flight
+        )
+        self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc)
+        self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores)
+        self.plan_settings = plan_settings(options)
+        self.gate = asyncio.Event()
+        self.elector = self._elector() if options.leader_election else None
+        self.job_queue = ReconcileQueue(
+            self._in_thread(self.reconcile_job),
+            workers=options.workers,
+            resync_seconds=options.resync_seconds,
+            on_depth=metrics.queue_depth.set,
+            is_transient=is_transient,
+            gate=self.gate,
+            batch_seconds=options.batch_seconds,
+        )
+        self.sweep_queue = ReconcileQueue(
+            self._in_thread(self.reconcile_sweep),
+            workers=SWEEP_WORKERS,
+            resync_seconds=options.resync_seconds,
+            gate=self.gate,
+        )
+        self.informers: list[Informer] = []
+        self.leading: asyncio.Task[None] | None = None
+
+    def _elector(self) -> LeaderElector:
+        coordination = client.CoordinationV1Api(self.connection.api)
+        identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        namespace = lease_namespace(self.options, coordination)
+        lease_seconds = self.options.lease_duration_seconds
+        return LeaderElector(coordination, namespace, self.options.lease_name, identity, lease_seconds=lease_seconds)
+
+    @staticmethod
+    def _in_thread(work: Callable[[Key], float | None]) -> Callable[[Key], Awaitable[float | None]]:
+        """A reconcile for the queue: the Kubernetes client is synchronous, so it runs in a thread of its own."""
+
+        async def run(key: Key) -> float | None:
+            return await asyncio.to_thread(work, key)
+
+        return run
+
+    def _leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def reconcile_job(self, key: Key) -> float | None:
+        """One job's reconcile (in a thread); the seconds until it wants to run again, None once it is gone."""
+        if not self._leading():
+            return NOT_LEADING_RETRY_SECONDS
+        with self.metrics.reconcile_seconds.time():
+            try:
+                outcome = reconcile(
+                    self.jobs, *key, now=datetime.now(UTC), settings=self.plan_settings,
+                    log_tail_lines=self.options.log_tail_lines,
+                )  # fmt: skip
+            except Conflict:  # the job changed while we planned: plan again from the new version
+                return CONFLICT_RETRY_SECONDS
+        self.metrics.record(key, outcome.before, outcome.after, outcome.job)
+        if outcome.after is None:
+            return None
+        return outcome.requeue_after or self.options.resync_seconds
+
+    def reconcile_sweep(self, key: Key) -> float | None:
+        """One sweep's reconcile (in a thread), once the sweeps and their trials are listed."""
+        from trainingjob.reconcile.sweep import reconcile_sweep  # noqa: PLC0415  (Optuna loads with the first sweep)
+
+        if not self._leading() or not self.stores.sweeps_synced:
+            return NOT_LEADING_RETRY_SECONDS  # not leading, or the sweeps are not (yet) served and listed
+        try:
+            outcome = reconcile_sweep(self.sweeps, *key, now=datetime.now(UTC))
+        except Conflict:
+            return CONFLICT_RETRY_SECONDS
+        self.metrics.sweeps.record(key, outcome.after, outcome.metric)
+        return None if outcome.after is None else self.options.resync_seconds
+
+    async def start(self) -> None:
+        """Start the informers; once the stores a job's reconcile reads hold a whole list, open the gate (or lead)."""
+        loop = asyncio.get_running_loop()
+
+        def waking(queue: ReconcileQueue) -> Callable[[set[Key]], None]:
+            def wake(keys: set[Key]) -> None:  # from an informer's thread
+                loop.call_soon_threadsafe(queue.wake_all, keys)
+
+            return wake
+
+        jobs, sweeps = waking(self.job_queue), waking(self.sweep_queue)
+        wakes = (jobs, jobs, jobs, sweeps, sweeps)  # in the order of sources()
+        relisted = self.metrics.cache_relists.labels
+        self.informers = [
+            Informer(self.connection.api, source, Waking(store, wake), on_relist=lambda r: relisted(r).inc())
+            for source, store, wake in zip(sources(self.options.namespace), self.stores.all, wakes, strict=True)
+        ]
+        for informer in self.informers:
+            informer.start()
+        self.leading = asyncio.create_task(self._open_gate(), name="leader election")
+
+    async def _open_gate(self) -> None:
+        while not await asyncio.to_thread(self.stores.wait_synced, 0.5):  # short turns: it can be cancelled
+            pass
+        if self.elector is None:
+            self.gate.set()
+            await asyncio.Event().wait()  # nothing more to do; done() stays False while the operator runs
+            return
+        every, metrics = self.options.lease_renew_seconds, self.metrics
+        await lead(self.elector, self.gate, every, on_lost=metrics.forget_all, on_won=metrics.report_again)
+
+    def problem(self) -> str:
+        """Why the operator is not healthy; "" when it is."""
+        if self.leading is not None and self.leading.done():
+            return "leader election stopped"
+        stopped = [i.source.resource for i in self.informers if not i.alive]
+        return f"watching {', '.join(stopped)} stopped" if stopped else ""
+
+    async def stop(self) -> None:
+        """Stop watching first (no more wake-ups), then the queues; give the Lease up so a standby leads at once."""
+        if self.leading is not None:
+            self.leading.cancel()
+        for informer in self.informers:
+            await asyncio.to_thread(informer.stop)
+        await self.job_queue.stop()
+        await self.sweep_queue.stop()
+        if self.elector is not None:
+            await asyncio.to_thread(self.elector.release)
+        self.connection.close()
