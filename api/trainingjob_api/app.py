@@ -8,12 +8,12 @@ from fastapi import FastAPI
 from trainingjob_api import docs, errors
 from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
 from trainingjob_api.deps import AppState
+from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
 from trainingjob_api.routers import dashboard, health, jobs, observe, sweeps, ui
 from trainingjob_api.settings import ApiSettings
-from trainingjob_api.store import JobCache
 from trainingjob_sdk.kube import KubeJobs
 
 DESCRIPTION = """Submit, list and follow TrainingJobs, and TrainingSweeps. Every request carries a Kubernetes bearer

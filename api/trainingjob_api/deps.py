@@ -9,11 +9,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob_api.errors import ApiError, unauthorized
+from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.settings import ApiSettings
-from trainingjob_api.store import JobCache
 from trainingjob_sdk.kube import KubeJobs
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

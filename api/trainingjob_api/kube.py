@@ -1,10 +1,11 @@
-"""The API's own Kubernetes identity: one client built from a kubeconfig or the in-cluster ServiceAccount."""
+"""The API's own Kubernetes identity: one client (kube.client.connect: the kubeconfig set, else the pod's account)."""
 
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 
+from trainingjob.kube.client import connect
 from trainingjob_api.settings import ApiSettings
 
 
@@ -22,12 +23,7 @@ class Kube:
 
     @classmethod
     def connect(cls, settings: ApiSettings) -> "Kube":
-        if settings.kubeconfig is not None:
-            api = config.new_client_from_config(config_file=str(settings.kubeconfig))
-        else:
-            configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)
-            api = client.ApiClient(configuration)
+        api = connect(settings.kubeconfig).api
         return cls(
             api=api,
             custom=client.CustomObjectsApi(api),

@@ -3,22 +3,20 @@ tjctl) or the REST API's own ServiceAccount. Kubernetes' errors come out as the 
 
 import codecs
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-from kubernetes import client, config
-from kubernetes.config import ConfigException
+from kubernetes import client
 from urllib3.exceptions import HTTPError
 
 from trainingjob.children import timeline
 from trainingjob.children.naming import CONTAINER_NAME, job_selector
+from trainingjob.kube.client import NoCluster, connect
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob_sdk import pods
-from trainingjob_sdk.errors import Conflict, NotConfigured, Unavailable, one_line, unreachable_reason
+from trainingjob_sdk.errors import Conflict, NotConfigured, Unavailable, unreachable_reason
 from trainingjob_sdk.jobs import FINISHED, Manifest, Manifests, describe_job, event_row
 from trainingjob_sdk.kube_answers import answering, kubernetes_message, typed
 from trainingjob_sdk.watching import JobWatch
@@ -29,34 +27,6 @@ PAGE = 500
 NO_CLUSTER = "NoCluster"  # NotConfigured's reason when neither a kubeconfig nor a pod's account was found
 SUSPEND_ATTEMPTS = 3
 FOLLOW_READ_SECONDS = 7 * 24 * 3600.0
-# What reading a kubeconfig raises when it is not one: libyaml's errors, and the client's on a wrong shape.
-KUBECONFIG_ERRORS = (ConfigException, OSError, yaml.YAMLError, TypeError, AttributeError, KeyError, ValueError)
-
-
-def _connect(kubeconfig: str | Path | None, context: str | None) -> tuple[Any, str]:
-    """A client and the context's namespace: the kubeconfig named, $KUBECONFIG, ~/.kube/config, or the pod's."""
-    path = str(kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
-    if kubeconfig or Path(path.split(os.pathsep, maxsplit=1)[0]).exists():
-        try:
-            return _from_kubeconfig(path, context)
-        except KUBECONFIG_ERRORS as error:
-            raise NotConfigured(f"the kubeconfig {path} cannot be used: {one_line(str(error))}") from None
-    try:
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
-        namespace = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace").read_text().strip()
-    except (ConfigException, OSError) as error:
-        raise NotConfigured(f"no cluster to talk to: {error}", reason=NO_CLUSTER) from None
-    return client.ApiClient(configuration), namespace or "default"
-
-
-def _from_kubeconfig(path: str, context: str | None) -> tuple[Any, str]:
-    contexts, current = config.list_kube_config_contexts(config_file=path)
-    chosen = next((c for c in contexts if c["name"] == context), None) if context else current
-    if chosen is None:
-        raise NotConfigured(f"the kubeconfig {path} has no context {context!r}")
-    api = config.new_client_from_config(config_file=path, context=context)
-    return api, (chosen.get("context") or {}).get("namespace") or "default"
 
 
 class KubeJobs:
@@ -71,8 +41,11 @@ class KubeJobs:
         cls, kubeconfig: str | Path | None = None, *, context: str | None = None, namespace: str | None = None,
         timeout: float | None = 30.0,
     ) -> "KubeJobs":  # fmt: skip
-        api, default = _connect(kubeconfig, context)
-        return cls(api, namespace or default, timeout)
+        try:
+            found = connect(kubeconfig, context=context)
+        except NoCluster as error:
+            raise NotConfigured(str(error), reason=None if error.kubeconfig else NO_CLUSTER) from None
+        return cls(found.api, namespace or found.namespace, timeout)
 
     def close(self) -> None:
         self.api.close()

@@ -1,14 +1,13 @@
-"""Kubernetes' answers (and no answer at all) as the SDK's typed errors."""
+"""Kubernetes' answers (and no answer at all) as the SDK's typed errors, read through the one mapping every
+Kubernetes call shares (trainingjob.kube.errors)."""
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from kubernetes.client import ApiException
-from kubernetes.config import ConfigException
-from urllib3.exceptions import HTTPError
 
+from trainingjob.kube.errors import CALL_ERRORS, Answer, answer, from_status
 from trainingjob_sdk.errors import (
     FieldError,
     Invalid,
@@ -23,30 +22,31 @@ from trainingjob_sdk.errors import (
 
 def kubernetes_message(error: ApiException) -> tuple[str, dict[str, Any]]:
     """The apiserver's own message in an error, and its whole Status body."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    body = body if isinstance(body, dict) else {}
-    return str(body.get("message") or f"HTTP {error.status}"), body
+    found = answer(error)
+    if found is None or found.status is None:
+        return f"HTTP {error.status}", {}
+    return found.message, dict(found.body or {})
+
+
+def typed_answer(found: Answer, what: str) -> TrainingJobError:
+    """The SDK's error for the apiserver's answer about `what`."""
+    status, reason = int(found.status or 0), found.reason or None
+    if status == 404:
+        return NotFound(f"{what} not found", status=404, reason=reason)
+    if status in (400, 422):
+        return Invalid(found.message, [FieldError(f, m) for f, m in found.causes], status=status, reason=reason)
+    return for_status(status, found.message, reason)
 
 
 def status_error(status: int, body: dict[str, Any], what: str) -> TrainingJobError:
     """The SDK's error for a Kubernetes Status (`body`) with HTTP `status` about `what`."""
-    message, reason = str(body.get("message") or f"HTTP {status}"), body.get("reason")
-    if status == 404:
-        return NotFound(f"{what} not found", status=404, reason=reason)
-    if status in (400, 422):
-        causes = (body.get("details") or {}).get("causes") or []
-        fields = [FieldError(str(c.get("field", "")), str(c.get("message", ""))) for c in causes]
-        return Invalid(message, fields, status=status, reason=reason)
-    return for_status(status, message, reason)
+    return typed_answer(from_status(status, body), what)
 
 
 def typed(error: ApiException, what: str) -> TrainingJobError:
     """The SDK's error for a Kubernetes answer about `what`."""
-    _, body = kubernetes_message(error)
-    return status_error(int(error.status or 0), body, what)
+    found = answer(error)
+    return typed_answer(found if found is not None and found.status else from_status(0, {}), what)
 
 
 @contextmanager
@@ -55,10 +55,12 @@ def answering(what: str) -> Iterator[None]:
     plugin or a token provider failing in the middle of a request), as the SDK's errors."""
     try:
         yield
-    except ApiException as error:
-        raise typed(error, what) from None
-    except HTTPError as error:
+    except CALL_ERRORS as error:
+        found = answer(error)
+        if found is None:
+            raise
+        if found.status is not None:
+            raise typed_answer(found, what) from None
+        if found.reason == "NotConfigured":
+            raise NotConfigured(f"the kubeconfig's credentials could not be refreshed: {found.message}") from None
         raise Unavailable(f"the Kubernetes API server is unreachable: {unreachable_reason(error)}") from None
-    except ConfigException as error:
-        message = " ".join(str(error).split())
-        raise NotConfigured(f"the kubeconfig's credentials could not be refreshed: {message}") from None

@@ -8,17 +8,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.watch.watch import iter_resp_lines
-
+from trainingjob.kube.watch import Expired, WatchError, events
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob_sdk.deadline import Deadline, Retry, followed
-from trainingjob_sdk.errors import NotFound
-from trainingjob_sdk.jobs import Manifest, describe_job, json_object
-from trainingjob_sdk.kube_answers import answering, status_error
+from trainingjob_sdk.errors import NotFound, TrainingJobError
+from trainingjob_sdk.jobs import Manifest, describe_job
+from trainingjob_sdk.kube_answers import answering, typed_answer
 
 WATCH_SECONDS = 300  # one WATCH request at most; the watch goes on with the next
 READ_GRACE = 30  # past the server's own time limit, a WATCH that sends nothing has lost its connection
-GONE = 410
 
 
 @dataclass
@@ -44,56 +42,42 @@ class JobWatch:
         return current
 
     def _stream(self, deadline: Deadline, retry: Retry) -> Iterator[Manifest]:
-        """The new versions of the job one WATCH request sends; after 410 Gone the job read again, and the next
-        WATCH from there."""
-        for kind, found in self._events(self.version, deadline, retry):
-            if kind == "ERROR":
-                current = self._gone(found)
-                retry.answered()
-                yield current
-                return
-            self.version = found.get("metadata", {}).get("resourceVersion", self.version)
-            if kind in ("ADDED", "MODIFIED"):
-                yield found
-
-    def _gone(self, status: dict[str, Any]) -> Manifest:
-        """The job read again after an ERROR event that is 410 Gone; any other as the SDK's error."""
-        code = status.get("code")
-        if code != GONE:
-            raise status_error(
-                int(code) if isinstance(code, int) else 0, status, describe_job(self.namespace, self.name)
-            )
-        return self._read()
-
-    def _events(self, version: str, deadline: Deadline, retry: Retry) -> Iterator[tuple[str, dict[str, Any]]]:
-        """The events of one WATCH request from `version` (the type and the object), until the deadline; each
-        event but an ERROR, and a clean end, is an answer to `retry`."""
+        """The new versions of the job one WATCH request sends; after 410 Gone the job read again (the next WATCH
+        goes on from there); any other ERROR event as the SDK's error (429 and 5xx as Unavailable: retried)."""
         what = describe_job(self.namespace, self.name)
+        try:
+            for kind, found in self._events(deadline, retry):
+                self.version = found.get("metadata", {}).get("resourceVersion", self.version)
+                if kind == "DELETED":
+                    raise NotFound(f"{what} was deleted", status=404)
+                if kind in ("ADDED", "MODIFIED"):
+                    yield found
+        except Expired:
+            current = self._read()
+            retry.answered()
+            yield current
+        except WatchError as error:
+            if error.answer.status is None:
+                raise TrainingJobError(f"{what}: {error.answer.message}", reason=error.answer.reason) from None
+            raise typed_answer(error.answer, what) from None
+
+    def _events(self, deadline: Deadline, retry: Retry) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The events of one WATCH request from the last version (kube.watch.events reads them), until the
+        deadline; each event, and a clean end, is an answer to `retry`."""
         left = max(1, math.ceil(deadline.left(WATCH_SECONDS)))
-        with answering(what):
+        with answering(describe_job(self.namespace, self.name)):
             response = self.custom.list_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, PLURAL, field_selector=f"metadata.name={self.name}", watch=True,
-                resource_version=version, allow_watch_bookmarks=True, timeout_seconds=left, _preload_content=False,
-                _request_timeout=(self.timeout, left + READ_GRACE),
+                resource_version=self.version, allow_watch_bookmarks=True, timeout_seconds=left,
+                _preload_content=False, _request_timeout=(self.timeout, left + READ_GRACE),
             )  # fmt: skip
             try:
-                for line in iter_resp_lines(response):
-                    if line:
-                        kind, found = _event(line, what)
-                        if kind != "ERROR":
-                            retry.answered()
-                        yield kind, found
+                for kind, found in events(response):
+                    retry.answered()
+                    yield kind, found
                     if deadline.passed():
                         return
                 retry.answered()
             finally:
                 response.close()  # an event stream left unread must not go back to the pool
                 response.release_conn()
-
-
-def _event(line: str, what: str) -> tuple[str, dict[str, Any]]:
-    event = json_object(line, f"the watch of {what} sent a line that is not an event")
-    kind, found = str(event.get("type")), event.get("object")
-    if kind == "DELETED":
-        raise NotFound(f"{what} was deleted", status=404)
-    return kind, found if isinstance(found, dict) else {}

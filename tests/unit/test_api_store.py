@@ -1,11 +1,14 @@
 """The REST API's job cache: pages in order, label selectors through the label index, updates and deletes."""
 
 import json
+from types import SimpleNamespace
 from typing import Any, cast
 
+from trainingjob_api.job_cache import CachedJob, JobCache
 from trainingjob_api.selectors import parse
 from trainingjob_api.settings import ApiSettings
-from trainingjob_api.store import CachedJob, JobCache
+
+NO_KUBE = cast(Any, SimpleNamespace(api=None, timeout=5.0))  # no Kubernetes: the cache is never started
 
 
 def job(namespace: str, name: str, **labels: str) -> CachedJob:
@@ -13,7 +16,7 @@ def job(namespace: str, name: str, **labels: str) -> CachedJob:
 
 
 def cache_with(*jobs: CachedJob) -> JobCache:
-    cache = JobCache(cast(Any, None), ApiSettings())  # no Kubernetes: the watch thread is never started
+    cache = JobCache(NO_KUBE, ApiSettings())  # no Kubernetes: the watch thread is never started
     for each in jobs:
         cache._apply("ADDED", each)  # what the watch thread does
     return cache
@@ -49,6 +52,6 @@ def test_relabelled_and_deleted_jobs_leave_the_index() -> None:
 
 
 def test_a_cache_for_some_namespaces_serves_those_only() -> None:
-    everywhere = JobCache(cast(Any, None), ApiSettings())
-    scoped = JobCache(cast(Any, None), ApiSettings(namespaces=["team-a"]))
+    everywhere = JobCache(NO_KUBE, ApiSettings())
+    scoped = JobCache(NO_KUBE, ApiSettings(namespaces=["team-a"]))
     assert everywhere.serves("kube-system") and scoped.serves("team-a") and not scoped.serves("kube-system")

@@ -2,15 +2,18 @@
 summaries with its counts, the cluster's counts, and the summary listeners of the job cache."""
 
 import json
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from tests.builders import job_manifest
 
 from trainingjob_api.dashboard_schemas import ClusterView, JobSummary, JobSummaryList
+from trainingjob_api.job_cache import CachedJob, JobCache
 from trainingjob_api.settings import ApiSettings
-from trainingjob_api.store import CachedJob, JobCache
 from trainingjob_api.summaries import Summary, cluster, page_body, role_gpus, select, summarize
+
+NO_KUBE = cast(Any, SimpleNamespace(api=None, timeout=5.0))  # no Kubernetes: the cache is never started
 
 Manifest = dict[str, Any]
 
@@ -197,7 +200,7 @@ def cached(name: str, phase: str, heartbeat: str = "", namespace: str = "team") 
 
 
 def test_the_cache_tells_every_job_listeners_of_summary_changes_only() -> None:
-    cache = JobCache(cast(Any, None), ApiSettings())  # no Kubernetes: the watch thread is never started
+    cache = JobCache(NO_KUBE, ApiSettings())  # no Kubernetes: the watch thread is never started
     heard: list[tuple[str, str, str]] = []
     undo = cache.listen(None, lambda kind, job: heard.append((kind, job.name, job.summary.phase)))
     cache._apply("ADDED", cached("a", "Pending"))

@@ -36,7 +36,7 @@ class Stream:
     def __init__(self, events: list[Event]) -> None:
         self.events, self.closed = events, False
 
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+    def __iter__(self) -> Iterator[bytes]:
         for each in self.events:
             if isinstance(each, Exception):
                 raise each

@@ -25,10 +25,10 @@ from trainingjob_api.deps import (
     require,
 )
 from trainingjob_api.errors import ApiError, Problem
+from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.job_pods import pod_rows
 from trainingjob_api.routers.jobs import Continue, Limit, Selector, decode_continue, encode_continue
 from trainingjob_api.selectors import SelectorError, parse
-from trainingjob_api.store import CachedJob
 from trainingjob_api.summaries import cluster, page_body, select
 
 router = APIRouter(prefix="/api/v1", tags=["dashboard"])

@@ -23,9 +23,9 @@ from trainingjob_api.deps import (
     State,
 )
 from trainingjob_api.errors import ApiError, Problem
+from trainingjob_api.job_cache import CachedJob, Key
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
 from trainingjob_api.selectors import SelectorError, parse
-from trainingjob_api.store import CachedJob, Key
 from trainingjob_sdk.manifests import create_body
 
 router = APIRouter(prefix="/api/v1", tags=["trainingjobs"])

@@ -18,9 +18,9 @@ from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob_api.auth import Access
 from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
 from trainingjob_api.errors import ApiError, Problem, from_sdk
+from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.logs import LogStream
 from trainingjob_api.schemas import JobEventList
-from trainingjob_api.store import CachedJob
 from trainingjob_sdk import pods
 from trainingjob_sdk.jobs import JobEvent
 from trainingjob_sdk.kube import kubernetes_message, typed

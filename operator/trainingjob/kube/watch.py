@@ -34,7 +34,7 @@ class Expired(Exception):  # noqa: N818
 
 
 class WatchError(Exception):
-    """An ERROR event other than 410 Gone, as the apiserver's Answer."""
+    """An ERROR event other than 410 Gone, as the apiserver's Answer (status None: a line that is no event)."""
 
     def __init__(self, answer: Answer) -> None:
         super().__init__(f"watch error {answer.status}: {answer.message}")
@@ -108,7 +108,12 @@ def events(response: urllib3.HTTPResponse) -> Iterator[tuple[str, Manifest]]:
     for line in response:
         if not line.strip():
             continue
-        event = json.loads(line)
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            raise WatchError(Answer(None, f"the watch sent a line that is not an event: {line[:100]!r}", "BadResponse"))
         kind, found = str(event.get("type")), event.get("object")
         found = found if isinstance(found, dict) else {}
         if kind == "ERROR":
@@ -121,7 +126,7 @@ def events(response: urllib3.HTTPResponse) -> Iterator[tuple[str, Manifest]]:
 
 class Informer:
     """Keeps `sink` in step with `source` from a thread of its own. `synced` is set once a whole list went in;
-    `current` while a watch is up (cleared while listing or watching fails). `on_relist` is told of each list
+    `current` while it is up to date (from a list until listing or watching fails). `on_relist` is told of each list
     after the first (a watch that could not resume)."""
 
     def __init__(
@@ -192,14 +197,14 @@ class Informer:
         return delay
 
     def _list(self) -> None:
-        items, self.version = list_all(self.api, self.source, self.page)
+        items, self.version = list_all(self.api, self.source, self.page, (self.connect_timeout, 60))
         self.sink.replace(items, self.version)
         log.debug("%s: listed %d at version %s", self.source.resource, len(items), self.version)
         self.synced.set()
+        self.current.set()
 
     def _watch(self) -> None:
         self._response = watch(self.api, self.source, self.version, self.watch_seconds, self.connect_timeout)
-        self.current.set()
         try:
             for kind, found in events(self._response):
                 self.version = str((found.get("metadata") or {}).get("resourceVersion") or self.version)

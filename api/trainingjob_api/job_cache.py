@@ -1,20 +1,17 @@
-"""The job cache: a background thread LISTs then WATCHes TrainingJobs in every namespace, or one thread per served
-namespace (TJ_API_NAMESPACES), relisting on 410 Gone, and answers reads from memory. Eventually consistent: it
-trails the apiserver by the watch's latency."""
+"""The job cache: TrainingJobs in every namespace, or in each served namespace (TJ_API_NAMESPACES), kept by the same
+list/watch loop as the operator's stores (kube.watch.Informer: one thread per scope, a relist after 410 Gone),
+answering reads from memory. Eventually consistent: it trails the apiserver by the watch's latency."""
 
 import json
 import logging
 import threading
 from bisect import bisect_right, insort
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from kubernetes.client import ApiException
-from kubernetes.watch.watch import iter_resp_lines
-from urllib3.exceptions import HTTPError
-
+from trainingjob.kube.watch import Informer, Source
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob_api.kube import Kube
 from trainingjob_api.schemas import public_manifest
@@ -59,18 +56,24 @@ def _summary_event(previous: CachedJob | None, kind: str, job: CachedJob) -> boo
     return kind == "DELETED" or previous.summary.body != job.summary.body
 
 
-class GoneError(Exception):
-    """The watch's resourceVersion is too old (410 Gone): relist."""
+def _source(namespace: str | None) -> Source:
+    scope = f"/namespaces/{namespace}" if namespace else ""
+    return Source("trainingjobs", f"/apis/{GROUP}/{VERSION}{scope}/{PLURAL}")
 
 
-@dataclass
-class Scope:
-    """One LIST + WATCH: every namespace (None) or one; its own resourceVersion and state."""
+@dataclass(frozen=True)
+class _Scope:
+    """The informer's Sink for one scope (every namespace: None): what it reads goes into the cache."""
 
+    cache: "JobCache"
     namespace: str | None
-    resource_version: str = ""
-    synced: threading.Event = field(default_factory=threading.Event)
-    current: threading.Event = field(default_factory=threading.Event)  # the watch is up
+
+    def replace(self, items: list[dict[str, Any]], version: str) -> None:
+        jobs = {(j.namespace, j.name): j for j in map(CachedJob.from_raw, items)}
+        self.cache._replace_all(self.namespace, jobs)
+
+    def apply(self, kind: str, item: dict[str, Any]) -> None:
+        self.cache._apply(kind, CachedJob.from_raw(item))
 
 
 class AllOf:
@@ -88,34 +91,43 @@ class JobCache:
     threads, one per scope."""
 
     def __init__(self, kube: Kube, settings: ApiSettings, on_change: Callable[[], None] = lambda: None) -> None:
-        self._kube, self._settings, self._on_change = kube, settings, on_change
+        self._on_change = on_change
         self._jobs: dict[str, dict[str, CachedJob]] = {}
         self._names: dict[str, list[str]] = {}  # sorted names per namespace, for pages
         self._by_label: dict[tuple[str, str], set[Key]] = {}  # (label key, value) -> jobs, for selectors
         self._lock = threading.Lock()
         self._listeners: dict[Key | None, set[Listener]] = {}  # None: listens to every job
-        self._stopping = threading.Event()
         self.served = tuple(settings.namespaces)
-        self._scopes = [Scope(ns) for ns in self.served] or [Scope(None)]
-        self.synced = AllOf([scope.synced for scope in self._scopes])
-        self.current = AllOf([scope.current for scope in self._scopes])  # cleared while a watch is down
+        self._informers = [self._informer(kube, settings, namespace) for namespace in self.served or [None]]
+        self.synced = AllOf([informer.synced for informer in self._informers])
+        self.current = AllOf([informer.current for informer in self._informers])  # cleared while a watch is down
         self.relists = 0
+
+    def _informer(self, kube: Kube, settings: ApiSettings, namespace: str | None) -> Informer:
+        return Informer(
+            kube.api,
+            _source(namespace),
+            _Scope(self, namespace),
+            page=settings.list_page_size,
+            watch_seconds=settings.watch_timeout_seconds,
+            connect_timeout=kube.timeout,
+        )
 
     @property
     def resource_version(self) -> str:
         """The resourceVersion of the one LIST + WATCH; "" when there is one per namespace (none covers all)."""
-        return self._scopes[0].resource_version if len(self._scopes) == 1 else ""
+        return self._informers[0].version if len(self._informers) == 1 else ""
 
     def serves(self, namespace: str) -> bool:
         return not self.served or namespace in self.served
 
     def start(self) -> None:
-        for scope in self._scopes:
-            name = f"trainingjob-cache-{scope.namespace or 'all'}"
-            threading.Thread(target=self._run, args=(scope,), name=name, daemon=True).start()
+        for informer in self._informers:
+            informer.start()
 
     def stop(self) -> None:
-        self._stopping.set()  # the thread ends after its current WATCH; it is a daemon, so nothing waits on it
+        for informer in self._informers:
+            informer.stop(timeout=0)  # its thread is a daemon: nothing waits on it
 
     def __len__(self) -> int:
         with self._lock:
@@ -186,88 +198,21 @@ class JobCache:
 
         return undo
 
-    def _run(self, scope: Scope) -> None:
-        while not self._stopping.is_set():
-            try:
-                self._relist(scope)
-                scope.synced.set()
-                scope.current.set()
-                self._watch(scope)
-            except GoneError:
-                log.info("the watch expired (410 Gone); relisting")
-            except Exception as error:
-                scope.current.clear()
-                if self._stopping.is_set():
-                    return
-                if isinstance(error, HTTPError):  # Kubernetes unreachable: no stack trace every second
-                    log.warning("the job cache lost its watch (%r); relisting in 1 s", error)
-                else:
-                    log.exception("the job cache lost its watch; relisting in 1 s")
-                self._stopping.wait(1.0)
-
-    def _list(self, scope: Scope, **options: Any) -> Any:
-        custom = self._kube.custom
-        if scope.namespace is None:
-            return custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **options)
-        return custom.list_namespaced_custom_object(GROUP, VERSION, scope.namespace, PLURAL, **options)
-
-    def _relist(self, scope: Scope) -> None:
-        items: dict[Key, CachedJob] = {}
-        token: str | None = None
-        while True:
-            page = self._list(
-                scope, limit=self._settings.list_page_size, _continue=token, _request_timeout=self._kube.timeout
-            )
-            for raw in page.get("items", []):
-                job = CachedJob.from_raw(raw)
-                items[(job.namespace, job.name)] = job
-            token = page["metadata"].get("continue")
-            if not token:
-                break
-        self._replace_all(scope, items)
-        scope.resource_version = page["metadata"]["resourceVersion"]
-        self.relists += 1
-
-    def _replace_all(self, scope: Scope, items: dict[Key, CachedJob]) -> None:
+    def _replace_all(self, namespace: str | None, items: dict[Key, CachedJob]) -> None:
+        """A whole list of one scope: what is not in it is deleted, what changed is applied."""
         with self._lock:
             old = {
                 (ns, name): job
                 for ns, jobs in self._jobs.items()
-                if scope.namespace in (None, ns)
+                if namespace in (None, ns)
                 for name, job in jobs.items()
             }
+            self.relists += 1
         for key in old.keys() - items.keys():
             self._apply("DELETED", old[key])
         for key, job in items.items():
             if old.get(key) != job:
                 self._apply("ADDED" if key not in old else "MODIFIED", job)
-
-    def _watch(self, scope: Scope) -> None:
-        timeout = self._settings.watch_timeout_seconds
-        while not self._stopping.is_set():
-            response = self._list(
-                scope, watch=True, resource_version=scope.resource_version,
-                allow_watch_bookmarks=True, timeout_seconds=timeout, _preload_content=False,
-                _request_timeout=(self._kube.timeout, timeout + 30),
-            )  # fmt: skip
-            try:
-                for line in iter_resp_lines(response):
-                    if self._stopping.is_set():
-                        return
-                    self._handle(scope, json.loads(line))
-            finally:
-                response.close()
-                response.release_conn()
-
-    def _handle(self, scope: Scope, event: dict[str, Any]) -> None:
-        kind, raw = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if raw.get("code") == 410:
-                raise GoneError
-            raise ApiException(status=raw.get("code"), reason=raw.get("message"))
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            self._apply(str(kind), CachedJob.from_raw(raw))
-        scope.resource_version = raw.get("metadata", {}).get("resourceVersion", scope.resource_version)
 
     def _index(self, job: CachedJob, add: bool) -> None:
         for label in job.labels.items():
