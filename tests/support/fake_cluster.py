@@ -19,7 +19,7 @@ from trainingjob.kube.ports import Conflict, Created, Gone
 from trainingjob.local.cluster import merge_patched
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event
-from trainingjob.plan.creation import Refusal
+from trainingjob.plan.waves import Refusal
 
 Manifest = dict[str, Any]
 GRACE_SECONDS = 30
@@ -47,6 +47,8 @@ class FakeCluster:
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None
     operations_left: int | None = None  # crash when this many operations have run
+    status_writes: int = 0  # status writes the apiserver took, and create calls (waves) it answered, so far
+    create_calls: int = 0
     on_written: Callable[[Manifest], None] = lambda _: None
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -106,10 +108,12 @@ class FakeCluster:
         except ValueError as error:
             raise InvalidStatus(f"{namespace}/{name}: {error}") from error
         job["status"] = status
+        self.status_writes += 1
         self._written(job)
         return str(job["metadata"]["resourceVersion"])
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        self.create_calls += 1
         pods: dict[str, str] = {}
         refusals = []
         for manifest in manifests:

@@ -7,8 +7,8 @@ from typing import Any, cast
 
 from tests.builders import job_manifest
 
+from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.routers.dashboard import _summary_events
-from trainingjob_api.store import CachedJob
 
 
 class OnlyIn:

@@ -35,7 +35,7 @@ import trainingjob.reconcile.job as reconcile_module
 from trainingjob.children.progress_report import parse_report
 from trainingjob.kube.ports import Conflict
 from trainingjob.plan import Settings
-from trainingjob.plan.creation import Refusal
+from trainingjob.plan.waves import Refusal
 from trainingjob.reconcile.job import reconcile
 from trainingjob.runtime.cached import CachedCluster
 
@@ -187,6 +187,7 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         pods = self.cached.list_pods(NS, name)  # what the reconcile will read
         self.cluster.operations_left = crash_after
         crashed = conflicted = False
+        writes, waves = self.cluster.status_writes, self.cluster.create_calls
         try:
             reconcile(self.cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
         except Crash:
@@ -196,6 +197,9 @@ class OperatorUnderEvents(RuleBasedStateMachine):
             conflicted = True
         finally:
             self.cluster.operations_left = None
+        writes, waves = self.cluster.status_writes - writes, self.cluster.create_calls - waves
+        assert writes <= 1 + waves, f"{writes} status writes in a pass that sent {waves} waves of creations"
+        self.ledger.stats[f"passes with {writes} status writes"] += 1
         after = self.cluster.read_job(NS, name)
         if not current:
             self.ledger.stats["reconciles of a stale job"] += 1

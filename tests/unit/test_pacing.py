@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from trainingjob.kube.writes import Pacer, Throttled, windowed
-from trainingjob.reconcile.job import waves
+from trainingjob.plan.waves import waves
 
 TIMEOUT = 10.0
 

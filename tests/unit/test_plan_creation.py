@@ -10,7 +10,7 @@ from tests.builders import SETTINGS, at, condition, created_names, make_job, pod
 
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase
-from trainingjob.plan.creation import Refusal, refused
+from trainingjob.plan.waves import Refusal, refused
 
 QUOTA = 'pods "job-worker-0-1" is forbidden: exceeded quota: gpu, requested: nvidia.com/gpu=8, used: 8, limited: 8'
 

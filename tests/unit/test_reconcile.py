@@ -9,8 +9,8 @@ from tests.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 
 from trainingjob.kube.ports import Conflict
-from trainingjob.plan.creation import Refusal
-from trainingjob.reconcile.job import FIRST_WAVE, Outcome, merge_patch, reconcile
+from trainingjob.plan.waves import FIRST_WAVE, Refusal
+from trainingjob.reconcile.job import Outcome, merge_patch, reconcile
 
 NS = "ns"
 

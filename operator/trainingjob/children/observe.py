@@ -4,7 +4,7 @@ webhook or a hostile pod writes can make a status the apiserver refuses."""
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -247,12 +247,11 @@ def observe(
     *,
     job_uid: str,
     service: Mapping[str, Any] | None,
-    log_tails: Mapping[str, str] | None = None,
 ) -> Observed:
     """The job's own pods and Service: those whose controller is the job with this UID."""
     ours, foreign = [], []
     for pod in pods:
-        state = pod_state(pod, container, (log_tails or {}).get(str((pod.get("metadata") or {}).get("name")), ""))
+        state = pod_state(pod, container)
         if state is None:
             continue
         if controller_uid(pod) == job_uid:
@@ -264,3 +263,14 @@ def observe(
         service_exists=service is not None and controller_uid(service) == job_uid,
         foreign=tuple(sorted(foreign)),
     )
+
+
+def with_log_tails(observed: Observed, tails: Mapping[str, str]) -> Observed:
+    """The same observation, with the last lines of the logs read for some of its pods (by name)."""
+    if not tails:
+        return observed
+    pods = tuple(
+        replace(p, log_tail=bounded(tails[p.name][-LOG_TAIL_LENGTH:], LOG_TAIL_LENGTH)) if p.name in tails else p
+        for p in observed.pods
+    )
+    return replace(observed, pods=pods)

@@ -25,7 +25,7 @@ from trainingjob.kube.resources import TIMEOUT, Resources
 from trainingjob.kube.writes import Pacer, windowed
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.plan import Event
-from trainingjob.plan.creation import Refusal
+from trainingjob.plan.waves import Refusal
 
 log = logging.getLogger(__name__)
 

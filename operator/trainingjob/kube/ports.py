@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from trainingjob.children.progress_report import Report
 from trainingjob.plan import Event
-from trainingjob.plan.creation import Refusal
+from trainingjob.plan.waves import Refusal
 
 Manifest = dict[str, Any]
 

@@ -1,17 +1,16 @@
-"""Pod creation: the attempt's missing pods are created in one pass (in waves, see reconcile.py), once the pods
+"""Pod creation: the attempt's missing pods are created in one pass (in waves, see plan/waves.py), once the pods
 of earlier attempts are gone (a pod stuck terminating is force-deleted after a timeout) and the backoff is over.
-Refused creations (a quota, Pod Security, a webhook) are retried with a growing delay and recorded in the Created
-condition, where the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
+Refused creations (recorded in the Created condition after the wave that met them, plan/waves.py) are retried with
+a growing delay, and the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 from trainingjob.children.observe import PodState
 from trainingjob.children.specs import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
 from trainingjob.plan import finished, tracking
-from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
 from trainingjob.plan.transitions import after, backoff_seconds, condition_of, seconds_until, with_condition
 from trainingjob.plan.types import Context, Decision, Event
@@ -19,15 +18,6 @@ from trainingjob.plan.types import Context, Decision, Event
 INVALID = "PodInvalid"
 CREATING = "CreatingPods"
 STALE_POLL_SECONDS = 2.0
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """The apiserver's answer to one refused create."""
-
-    name: str
-    code: int
-    message: str
 
 
 def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -118,28 +108,3 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
     if ready and status.default_image is None and uses_default_image(ctx.job):
         status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
     return replace(decision, status=status, create=ready, requeue_after=STALE_POLL_SECONDS if blocked else None)
-
-
-def refused(
-    status: TrainingJobStatus, refusals: Sequence[Refusal], now: datetime, generation: int | None
-) -> TrainingJobStatus:
-    """After the actions: refused creations, recorded so they are retried with a delay and counted by the
-    startup deadline. An invalid pod (422) fails the job on the next pass."""
-    if not refusals:
-        return status
-    invalid = [r for r in refusals if r.code == 422]
-    first = (invalid or list(refusals))[0]
-    reason = INVALID if invalid else REFUSED
-    names = ", ".join(r.name for r in refusals[:3]) + (f" and {len(refusals) - 3} more" if len(refusals) > 3 else "")
-    message = f"Creating {names} was refused ({first.code}): {first.message}"
-    conditions = set_condition(
-        status.conditions,
-        ConditionType.CREATED,
-        False,
-        reason,
-        message[:4096],
-        now=now,
-        generation=generation,
-        probed=now,
-    )
-    return status.model_copy(update={"conditions": conditions})

@@ -1,28 +1,28 @@
-"""One reconcile of one job: observe the cluster once, plan, write the status, announce, then act; what the
-actions returned (the UIDs of created pods, refused creations) is written back wave by wave, and each wave's pods
-released from the tracking gate once the status names them."""
+"""One reconcile of one job: observe its children once, plan (pure), write the status (the commit point),
+announce, then act. Creations go out in waves; what each wave did is decided by plan.waves.after_wave (pure) and
+written before its pods are released from the tracking gate: a pass writes the status at most once, plus once per
+wave of creations."""
 
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import ValidationError
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
-from trainingjob.children.observe import Observed, observe
+from trainingjob.children.observe import Observed, observe, with_log_tails
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest
-from trainingjob.model import ConditionType, TrainingJob, TrainingJobStatus
-from trainingjob.plan import Event, Plan, Settings, creation, logs, plan, tracking
+from trainingjob.model import TrainingJob, TrainingJobStatus
+from trainingjob.plan import Plan, Settings, logs, plan
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
+from trainingjob.plan.waves import FIRST_WAVE, after_wave, waves
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 TAIL_LINES: int = OperatorSettings.model_fields["log_tail_lines"].default
-FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
 
 
 @dataclass(frozen=True)
@@ -51,12 +51,12 @@ def merge_patch(old: Any, new: Any) -> Any:
 def _observe(
     cluster: Cluster, job: TrainingJob, pods: list[Manifest], service: Manifest | None, lines: int
 ) -> Observed:
+    """Read the job's children once: the pods and Service, then the logs of the failures to record and rank 0's
+    progress, which the first reading names."""
     namespace, name, uid = str(job.metadata.namespace), str(job.metadata.name), str(getattr(job.metadata, "uid", ""))
     observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
     wanted = logs.wanted(job.status, observed) if lines else []
-    if wanted:
-        tails = {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted}
-        observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, log_tails=tails)
+    observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
     attempt = job.status.attempt if job.status else 0
     rank0 = Replica(ROLE_WORKER, 0).pod_name(name, attempt)
     ours = {p.name for p in observed.of_attempt(attempt)}
@@ -97,13 +97,28 @@ def _dump(status: TrainingJobStatus) -> Manifest:
     return status.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+@dataclass(frozen=True)
+class _Written:
+    """The job as last written by this pass: its manifest as read, the status written and its resourceVersion."""
+
+    manifest: Manifest
+    status: TrainingJobStatus
+    version: str
+
+    @property
+    def namespace(self) -> str:
+        return str(self.manifest["metadata"]["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.manifest["metadata"]["name"])
+
+
 def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> TrainingJobStatus:
-    """Write the status first (the commit point), announce, delete, release, create, then record what creating
-    did."""
+    """Write the status first (the commit point), announce, delete, release, create wave by wave."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
-    stored = manifest.get("status") or {}
-    patch = merge_patch(stored, _dump(result.status))
+    patch = merge_patch(manifest.get("status") or {}, _dump(result.status))
     if patch:
         version = cluster.write_status(namespace, name, version, patch)
     _log(namespace, name, result)
@@ -117,65 +132,49 @@ def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> T
         cluster.ungate(namespace, result.ungate)
     status = result.status
     if result.create:
-        status = _create_in_waves(cluster, (manifest, version), status, result.create, now)
+        status = _create_in_waves(cluster, _Written(manifest, status, version), result.create, now)
     if result.delete_job:
         cluster.delete_job(namespace, name)
     return status
 
 
 def _create_in_waves(
-    cluster: Cluster,
-    written: tuple[Manifest, str],
-    status: TrainingJobStatus,
-    create: Sequence[Manifest],
-    now: datetime,
+    cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime
 ) -> TrainingJobStatus:
-    """Create in waves that double in size (the Service, key and policy go first), each recorded and released
-    before the next is sent: the scheduler starts on a large gang's first pods while its last are still being
-    created. A wave with refusals, or one that could not be recorded, ends it: the next pass goes on."""
-    manifest, version = written
+    """Create wave by wave (the Service, key and policy with the first), recording each before the next goes out;
+    a wave with refusals, or one that could not be recorded (the job changed), ends it: the next pass goes on."""
     others = [m for m in create if m["kind"] != "Pod"]
     pods = [m for m in create if m["kind"] == "Pod"]
     for index, wave in enumerate(waves(pods, FIRST_WAVE) or [[]]):
-        done = cluster.create(manifest["metadata"]["namespace"], [*others, *wave] if index == 0 else wave)
-        recorded = _record_creation(cluster, (manifest, version), status, done, now)
+        done = cluster.create(written.namespace, [*others, *wave] if index == 0 else wave)
+        recorded = _record(cluster, written, done, now)
         if recorded is None:
-            return status  # the next pass sees the pods and the refusals again
-        status, version = recorded
+            return written.status  # the next pass sees the pods and the refusals again
+        written = recorded
         if done.refusals:
             break
-    return status
+    return written.status
 
 
-def _record_creation(
-    cluster: Cluster, written: tuple[Manifest, str], status: TrainingJobStatus, done: Created, now: datetime
-) -> tuple[TrainingJobStatus, str] | None:
-    """Track the pods just created, and record refusals, in a write on the version just written; then release
-    the pods from the tracking gate (the next pass does, if this write is cut off). The status and version now,
-    or None if the job changed meanwhile."""
-    manifest, version = written
-    metadata = manifest["metadata"]
-    after = creation.refused(tracking.created(status, done.pods), done.refusals, now, metadata.get("generation"))
-    if after == status:
-        return status, version
+def _record(cluster: Cluster, written: _Written, done: Created, now: datetime) -> _Written | None:
+    """Write what a wave did (plan.waves.after_wave decides it) on the version just written, then release its pods
+    from the tracking gate (the next pass does, if this is cut off). None if the job changed meanwhile."""
+    decided = after_wave(written.status, done.pods, done.refusals, now, written.manifest["metadata"].get("generation"))
+    if decided.status == written.status:
+        return written
     try:
-        patch = merge_patch(_dump(status), _dump(after))
-        version = cluster.write_status(metadata["namespace"], metadata["name"], version, patch)
+        patch = merge_patch(_dump(written.status), _dump(decided.status))
+        version = cluster.write_status(written.namespace, written.name, written.version, patch)
     except Conflict:
         return None
     if done.pods:
-        cluster.ungate(metadata["namespace"], sorted(done.pods))
-    if done.refusals and _condition_message(status) != _condition_message(after):
-        first = done.refusals[0]
-        message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]
-        cluster.emit(manifest, [Event("Warning", "PodCreateRefused", message)])
-        log.warning("%s/%s attempt %d: %s", metadata["namespace"], metadata["name"], status.attempt, message)
-    return after, version
-
-
-def _condition_message(status: TrainingJobStatus) -> str:
-    created = next((c for c in status.conditions if c.type == ConditionType.CREATED), None)
-    return f"{created.reason}: {created.message}" if created else ""
+        cluster.ungate(written.namespace, sorted(done.pods))
+    if decided.event is not None:
+        cluster.emit(written.manifest, [decided.event])
+        log.warning(
+            "%s/%s attempt %d: %s", written.namespace, written.name, decided.status.attempt, decided.event.message
+        )
+    return _Written(written.manifest, decided.status, version)
 
 
 def _log(namespace: str, name: str, result: Plan) -> None:
@@ -204,15 +203,3 @@ def _log(namespace: str, name: str, result: Plan) -> None:
             len(result.force_delete),
             ", ".join(result.decisions),
         )
-
-
-def waves(items: Sequence[T], first: int) -> list[list[T]]:
-    """`items` in order, in waves of first, 2 x first, 4 x first... items; the last wave takes whatever is left
-    when that is less than twice the wave before it (1,024 in waves of 16: 16, 32, 64, 128, 256, 528)."""
-    result: list[list[T]] = []
-    start, size = 0, max(first, 1)
-    while start < len(items):
-        end = len(items) if len(items) - start < 2 * size else start + size
-        result.append(list(items[start:end]))
-        start, size = end, 2 * size
-    return result

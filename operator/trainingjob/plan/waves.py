@@ -1,0 +1,97 @@
+"""After the actions, pure: a large gang is created in waves that double in size (16, 32, 64... pods), and after
+each wave the status records what it did, the pods created (by UID, so none can vanish unrecorded) and the
+refusals (in the Created condition, where the startup deadline counts them), before the wave's pods are released
+from the tracking gate and the next wave is sent. The scheduler starts on a gang's first pods while its last are
+still being created, and a pass writes the status at most once per wave after its first write."""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from trainingjob.model import ConditionType, TrainingJobStatus
+from trainingjob.plan import tracking
+from trainingjob.plan.conditions import set_condition
+from trainingjob.plan.creation import INVALID
+from trainingjob.plan.slots import REFUSED
+from trainingjob.plan.types import Event
+
+T = TypeVar("T")
+FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The apiserver's answer to one refused create."""
+
+    name: str
+    code: int
+    message: str
+
+
+@dataclass(frozen=True)
+class AfterWave:
+    """The status once a wave is recorded, and the Event that says a creation was refused (when the Created
+    condition changed: a refusal that repeats pass after pass is announced once)."""
+
+    status: TrainingJobStatus
+    event: Event | None = None
+
+
+def waves(items: Sequence[T], first: int = FIRST_WAVE) -> list[list[T]]:
+    """`items` in order, in waves of first, 2 x first, 4 x first... items; the last wave takes whatever is left
+    when that is less than twice the wave before it (1,024 in waves of 16: 16, 32, 64, 128, 256, 528)."""
+    result: list[list[T]] = []
+    start, size = 0, max(first, 1)
+    while start < len(items):
+        end = len(items) if len(items) - start < 2 * size else start + size
+        result.append(list(items[start:end]))
+        start, size = end, 2 * size
+    return result
+
+
+def after_wave(
+    status: TrainingJobStatus,
+    created: Mapping[str, str],
+    refusals: Sequence[Refusal],
+    now: datetime,
+    generation: int | None,
+) -> AfterWave:
+    """What one wave did, recorded: the pods it created (name -> UID) tracked, its refusals in the Created
+    condition."""
+    after = refused(tracking.created(status, created), refusals, now, generation)
+    if not refusals or _created_says(status) == _created_says(after):
+        return AfterWave(after)
+    first = refusals[0]
+    message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]
+    return AfterWave(after, Event("Warning", "PodCreateRefused", message))
+
+
+def _created_says(status: TrainingJobStatus) -> str:
+    created = next((c for c in status.conditions if c.type == ConditionType.CREATED), None)
+    return f"{created.reason}: {created.message}" if created else ""
+
+
+def refused(
+    status: TrainingJobStatus, refusals: Sequence[Refusal], now: datetime, generation: int | None
+) -> TrainingJobStatus:
+    """After the actions: refused creations, recorded so they are retried with a delay and counted by the
+    startup deadline. An invalid pod (422) fails the job on the next pass."""
+    if not refusals:
+        return status
+    invalid = [r for r in refusals if r.code == 422]
+    first = (invalid or list(refusals))[0]
+    reason = INVALID if invalid else REFUSED
+    names = ", ".join(r.name for r in refusals[:3]) + (f" and {len(refusals) - 3} more" if len(refusals) > 3 else "")
+    message = f"Creating {names} was refused ({first.code}): {first.message}"
+    conditions = set_condition(
+        status.conditions,
+        ConditionType.CREATED,
+        False,
+        reason,
+        message[:4096],
+        now=now,
+        generation=generation,
+        probed=now,
+    )
+    return status.model_copy(update={"conditions": conditions})
