@@ -105,17 +105,17 @@ bench-kubeflow: venv controlplane ## our operator against Kubeflow's PyTorchJob 
 demo-cluster: venv node ## a real node with the chart installed: digits DDP, a rank killed, resumed; the cluster stays up
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
-	  $(PY) -m tests.support.demo_cluster up --dir .demo-cluster
+	  $(PY) -m testbed.demo_cluster up --dir .demo-cluster
 
 demo-cluster-down: venv ## take the demo cluster down and put the machine back as it was
-	$(PY) -m tests.support.demo_cluster down --dir .demo-cluster
+	$(PY) -m testbed.demo_cluster down --dir .demo-cluster
 
 dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeconfig, .dev/bin
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
-	  $(PY) -m tests.support.devcluster up --dir .dev
+	  $(PY) -m testbed.devcluster up --dir .dev
 
 dev-cluster-down: venv ## stop the dev cluster
-	$(PY) -m tests.support.devcluster down --dir .dev
+	$(PY) -m testbed.devcluster down --dir .dev
 
 clean-cache: ## remove the cached virtual environments, control planes, node binaries and images
 	rm -rf $(CACHE)

@@ -3,9 +3,13 @@
 import json
 from typing import Any, cast
 
+import pytest
+
 from trainingjob_api.selectors import parse
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import CachedJob, JobCache
+
+pytestmark = pytest.mark.fast
 
 
 def job(namespace: str, name: str, **labels: str) -> CachedJob:

@@ -5,12 +5,14 @@ import json
 from typing import Any, cast
 
 import pytest
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 from trainingjob_api.dashboard_schemas import ClusterView, JobSummary, JobSummaryList
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.store import CachedJob, JobCache
 from trainingjob_api.summaries import Summary, cluster, page_body, role_gpus, select, summarize
+
+pytestmark = pytest.mark.fast
 
 Manifest = dict[str, Any]
 

@@ -21,6 +21,8 @@ from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.metrics_server import MetricsServer
 from trainingjob.runtime.operator import _health_problem, _lead, _open_when_synced
 
+pytestmark = pytest.mark.fast
+
 TIMEOUT = 10.0
 
 

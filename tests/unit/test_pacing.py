@@ -12,6 +12,8 @@ import pytest
 from trainingjob.reconcile.job import waves
 from trainingjob.runtime.writes import Pacer, Throttled, windowed
 
+pytestmark = pytest.mark.fast
+
 TIMEOUT = 10.0
 
 
