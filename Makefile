@@ -1,4 +1,4 @@
-# The two commands a person needs: `make demo` and `make test`. Heavy things (the virtual environment, the
+# The two commands a person needs: `make demo` and `make test` (and `make test-fast` before every commit). Heavy things (the virtual environment, the
 # Go-built control plane) live in a cache outside the clone, keyed by what they were built from.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,8 +14,8 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test crds dist \
-	run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test test-fast crds \
+	dist run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -67,7 +67,13 @@ test: venv controlplane promtool pythons node lint ## set everything up, then li
 	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
 	  TJ_PYTHONS=$$(bash scripts/build-pythons.sh 2>/dev/null | paste -sd: -) \
 	  TJ_UV=$(UV) \
-	  $(VENV)/bin/pytest $(PYTEST_ARGS)
+	  $(VENV)/bin/pytest --durations=10 $(PYTEST_ARGS)
+
+# The model-based tests run here with 100 random sequences each (make test runs their full count).
+test-fast: venv ## before every commit: ruff and the fast tier (no control plane, node or promtool), in under 3 minutes
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	TJ_MODEL_EXAMPLES=$${TJ_MODEL_EXAMPLES:-100} $(VENV)/bin/pytest -m "fast or model" $(PYTEST_ARGS)
 
 dist: $(UV) ## build the wheel and the sdist into dist/ (then: pip install dist/trainingjob-<version>-py3-none-any.whl)
 	rm -rf dist
