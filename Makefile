@@ -1,4 +1,4 @@
-# The two commands a person needs: `make demo` and `make test`. Heavy things (the virtual environment, the
+# The two commands a person needs: `make demo` and `make test` (and `make test-fast` before every commit). Heavy things (the virtual environment, the
 # Go-built control plane) live in a cache outside the clone, keyed by what they were built from.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,8 +14,8 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test crds dist \
-	run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node lint fmt test test-fast crds \
+	dist run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -67,7 +67,13 @@ test: venv controlplane promtool pythons node lint ## set everything up, then li
 	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
 	  TJ_PYTHONS=$$(bash scripts/build-pythons.sh 2>/dev/null | paste -sd: -) \
 	  TJ_UV=$(UV) \
-	  $(VENV)/bin/pytest $(PYTEST_ARGS)
+	  $(VENV)/bin/pytest --durations=10 $(PYTEST_ARGS)
+
+# The model-based tests run here with 100 random sequences each (make test runs their full count).
+test-fast: venv ## before every commit: ruff and the fast tier (no control plane, node or promtool), in under 3 minutes
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	TJ_MODEL_EXAMPLES=$${TJ_MODEL_EXAMPLES:-100} $(VENV)/bin/pytest -m "fast or model" $(PYTEST_ARGS)
 
 dist: $(UV) ## build the wheel and the sdist into dist/ (then: pip install dist/trainingjob-<version>-py3-none-any.whl)
 	rm -rf dist
@@ -105,17 +111,17 @@ bench-kubeflow: venv controlplane ## our operator against Kubeflow's PyTorchJob 
 demo-cluster: venv node ## a real node with the chart installed: digits DDP, a rank killed, resumed; the cluster stays up
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
 	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
-	  $(PY) -m tests.support.demo_cluster up --dir .demo-cluster
+	  $(PY) -m testbed.demo_cluster up --dir .demo-cluster
 
 demo-cluster-down: venv ## take the demo cluster down and put the machine back as it was
-	$(PY) -m tests.support.demo_cluster down --dir .demo-cluster
+	$(PY) -m testbed.demo_cluster down --dir .demo-cluster
 
 dev-cluster: venv controlplane ## start the cluster tier for people: .dev/kubeconfig, .dev/bin
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
-	  $(PY) -m tests.support.devcluster up --dir .dev
+	  $(PY) -m testbed.devcluster up --dir .dev
 
 dev-cluster-down: venv ## stop the dev cluster
-	$(PY) -m tests.support.devcluster down --dir .dev
+	$(PY) -m testbed.devcluster down --dir .dev
 
 clean-cache: ## remove the cached virtual environments, control planes, node binaries and images
 	rm -rf $(CACHE)

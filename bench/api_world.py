@@ -11,9 +11,9 @@ import httpx
 import uvicorn
 from fastapi.staticfiles import StaticFiles
 from kubernetes import client
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.processes import free_port, poll_until
 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.app import create_app

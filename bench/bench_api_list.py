@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 from bench.api_world import prepare, serve
 from kubernetes import client
-from tests.support.controlplane import ControlPlane, running
+from testbed.controlplane import ControlPlane, running
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

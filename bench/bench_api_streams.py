@@ -11,10 +11,10 @@ from contextlib import ExitStack, closing, contextmanager
 
 import httpx
 from kubernetes import client
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane, running
-from tests.support.processes import Server, free_port
-from tests.support.rest_api import SILENT_KUBELET, accepts, pod_of
+from testbed.controlplane import ControlPlane, running
+from testbed.crds import install_crd
+from testbed.processes import Server, free_port
+from testbed.silent_kubelet import pod_of, silent_node
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 
@@ -50,18 +50,10 @@ def caller_token(api: client.ApiClient) -> str:
     return str(core.create_namespaced_service_account_token("bench", NAMESPACE, request).status.token)
 
 
-def silent_pod(plane: ControlPlane, api: client.ApiClient, stack: ExitStack) -> None:
-    """A node whose kubelet answers every log request with one line and then nothing, and a job's pod on it."""
-    pair, port = plane.pki.issue("kubelet", "kubelet", server=True), free_port()
-    kubelet = Server("kubelet", [sys.executable, "-c", SILENT_KUBELET, str(port), str(pair.cert), str(pair.key)],
-                     plane.root)  # fmt: skip
-    stack.callback(kubelet.stop)
-    kubelet.wait_ready(lambda: accepts(port), 30)
-    status = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-              "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}  # fmt: skip
-    client.CoreV1Api(api).create_node({"metadata": {"name": "silent"}, "status": status})
+def silent_pod(api: client.ApiClient, node: str) -> None:
+    """A job's pod on `node`, whose kubelet answers every log request with one line and then nothing."""
     client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, NAMESPACE, PLURAL, manifest(JOB))
-    client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, pod_of(JOB, attempt=1, node="silent"))
+    client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, pod_of(JOB, attempt=1, node=node))
 
 
 @contextmanager
@@ -125,14 +117,14 @@ def open_streams(url: str, token: str, stack: ExitStack) -> None:
 
 def main() -> None:
     with running(cluster=False, prefix="tj-bench-streams-") as plane, ExitStack() as stack:
-        with plane.api_client() as api:
-            install_crd(api)
-            client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": NAMESPACE}))
-            client.CoreV1Api(api).create_namespaced_service_account(
-                NAMESPACE, client.V1ServiceAccount(metadata={"name": "default"})
-            )
-            token = caller_token(api)
-            silent_pod(plane, api, stack)
+        api = stack.enter_context(plane.api_client())
+        install_crd(api)
+        client.CoreV1Api(api).create_namespace(client.V1Namespace(metadata={"name": NAMESPACE}))
+        client.CoreV1Api(api).create_namespaced_service_account(
+            NAMESPACE, client.V1ServiceAccount(metadata={"name": "default"})
+        )
+        token = caller_token(api)
+        silent_pod(api, stack.enter_context(silent_node(plane, api, plane.root)))
         url = stack.enter_context(serve(plane))
         rest = stack.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}))
         measure(rest)  # warm up: connections, the auth cache

@@ -18,8 +18,8 @@ from kubernetes import client
 from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.support.ui import WebDriverWait
-from tests.browser.conftest import start_chromium
-from tests.support.controlplane import ControlPlane, running
+from testbed.chromium import start_chromium
+from testbed.controlplane import ControlPlane, running
 
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 

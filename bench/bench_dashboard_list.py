@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 from bench.api_world import prepare, serve
 from kubernetes import client
-from tests.support.controlplane import ControlPlane, running
+from testbed.controlplane import ControlPlane, running
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

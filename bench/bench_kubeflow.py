@@ -47,8 +47,8 @@ from bench.kubeflow_plane import (  # noqa: E402
 from bench.kubeflow_report import DOC, report, summary, write_doc  # noqa: E402
 from bench.kubeflow_sides import KF_DEFAULT, KF_UNTHROTTLED, OURS, SIDES, Contender, Kubeflow, Ours  # noqa: E402
 from kubernetes import client  # noqa: E402
-from tests.integration.conftest import install_crd as install_trainingjob_crd  # noqa: E402
-from tests.support.controlplane import Binaries  # noqa: E402
+from testbed.controlplane import Binaries  # noqa: E402
+from testbed.crds import install_crd as install_trainingjob_crd  # noqa: E402
 
 SCENARIOS = ("big", "many", "failure")
 

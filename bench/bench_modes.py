@@ -19,8 +19,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.trainer.test_parameter_server import ps_env  # noqa: E402
-from tests.trainer.trainer_procs import base_env, free_port, read_json  # noqa: E402
+from testbed.processes import free_port  # noqa: E402
+from testbed.trainer_procs import base_env, ps_env, read_json  # noqa: E402
 
 SHAPES = "examples/image-classification/shapes.py:build"
 BATCH, BOUND = 32, 8

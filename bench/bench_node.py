@@ -22,10 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
 
 from kubernetes import client  # noqa: E402
-from tests.support import controlplane, node  # noqa: E402
-from tests.support.harness import Harness  # noqa: E402
-from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
-from tests.support.node_jobs import (  # noqa: E402
+from testbed import controlplane, node  # noqa: E402
+from testbed.harness import Harness  # noqa: E402
+from testbed.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
+from testbed.node_jobs import (  # noqa: E402
     at_step,
     claim_on_local_volume,
     example,
@@ -35,7 +35,7 @@ from tests.support.node_jobs import (  # noqa: E402
     resumed_steps,
 )
 
-BACKOFF_SECONDS = 1.0  # operator.settings.backoffBaseSeconds in tests/support/node_cluster.py
+BACKOFF_SECONDS = 1.0  # operator.settings.backoffBaseSeconds in testbed/node_cluster.py
 
 
 def warm_start() -> None:

@@ -22,12 +22,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from kubernetes import client  # noqa: E402
-from tests.integration.conftest import install_crd  # noqa: E402
-from tests.support import kwok, pods  # noqa: E402
-from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.support.namespaces import create_namespace  # noqa: E402
-from tests.support.operator import OperatorProcess  # noqa: E402
-from tests.support.processes import poll_until  # noqa: E402
+from testbed import kwok, pods  # noqa: E402
+from testbed.controlplane import Binaries, ControlPlane  # noqa: E402
+from testbed.crds import install_crd  # noqa: E402
+from testbed.namespaces import create_namespace  # noqa: E402
+from testbed.operator import OperatorProcess  # noqa: E402
+from testbed.processes import poll_until  # noqa: E402
 
 from trainingjob.children.specs import pod_manifest, replicas  # noqa: E402
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob  # noqa: E402

@@ -27,20 +27,27 @@ sys.path[:0] = [str(REPO), str(REPO / "operator")]
 from bench.kubeflow import process_usage  # noqa: E402
 from bench.kubeflow_plane import CREATE_THREADS, PODS_PER_NODE, RoutablePlane, add_nodes  # noqa: E402
 from kubernetes import client  # noqa: E402
-from tests.builders import make_job  # noqa: E402
-from tests.support.controlplane import Binaries, ControlPlane  # noqa: E402
-from tests.support.namespaces import create_namespace, delete_namespace  # noqa: E402
-from tests.support.processes import poll_until  # noqa: E402
+from testbed.controlplane import Binaries, ControlPlane  # noqa: E402
+from testbed.namespaces import create_namespace, delete_namespace  # noqa: E402
+from testbed.processes import poll_until  # noqa: E402
 
 from trainingjob.children.naming import JOB_LABEL, RANK_LABEL  # noqa: E402
 from trainingjob.children.specs import pod_manifest, replicas, service_manifest  # noqa: E402
+from trainingjob.model import API_VERSION, KIND, TrainingJob  # noqa: E402
 
 Json = dict[str, Any]
 VARIANTS = ("every pod (ours)", "worker 0 only")
 
 
+def big_job(namespace: str, ranks: int) -> TrainingJob:
+    """The job as the apiserver stores it: `ranks` DDP workers running the built-in trainer."""
+    metadata = {"name": "big", "namespace": namespace, "uid": "bench-uid", "generation": 1, "resourceVersion": "1"}
+    spec = {"mode": "DDP", "workers": {"replicas": ranks}, "trainer": {"steps": 100}}
+    return TrainingJob.model_validate({"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec})
+
+
 def manifests(namespace: str, ranks: int, rank_0_only: bool) -> tuple[Json, list[Json]]:
-    job = make_job("big", namespace=namespace, uid="bench-uid", workers={"replicas": ranks})
+    job = big_job(namespace, ranks)
     service = service_manifest(job, "bench-uid")
     if rank_0_only:
         service["spec"]["selector"] = {JOB_LABEL: "big", RANK_LABEL: "0"}

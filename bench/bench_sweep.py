@@ -6,20 +6,28 @@ measured alternately at 50, 200 and 500 finished trials with 10 running. No clus
 import random
 import statistics
 import time
+from datetime import UTC, datetime, timedelta
 
 import optuna
 from optuna.trial import TrialState
-from tests.builders import T0, at, make_sweep, trial_job
 
-from trainingjob.model.sweep import TrainingSweep
+from trainingjob.model import API_VERSION
+from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.model.sweep_status import ObjectivePoint, SweepPhase, TrainingSweepStatus, Trial, TrialPhase
+from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import job_name, plan
 from trainingjob.sweep.space import distributions
 from trainingjob.sweep.study import pruner, rebuilt
+from trainingjob.sweep.trials import Child, child
 
 RUNNING = 10
 STEPS = [100 * k for k in range(1, 17)]  # 16 evaluations, as a status keeps at most
 ROUNDS = 5
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+PARAMETERS = [
+    {"name": "lr", "path": "trainer.learningRate", "type": "Float", "min": 0.001, "max": 1.0, "log": True},
+    {"name": "batch", "path": "trainer.batchSize", "type": "Categorical", "values": [16, 32, 64]},
+]
 
 
 def _trial(number: int, phase: TrialPhase, rng: random.Random, points: int) -> Trial:
@@ -43,19 +51,35 @@ def world(finished: int) -> TrainingSweep:
     rng = random.Random(finished)
     trials = [_trial(n, TrialPhase.SUCCEEDED, rng, len(STEPS)) for n in range(finished)]
     trials += [_trial(finished + n, TrialPhase.RUNNING, rng, len(STEPS) // 2) for n in range(RUNNING)]
-    sweep = make_sweep(
-        maxTrials=500, parallelism=RUNNING + 1, earlyStopping={"algorithm": "Median", "startupTrials": 5}
-    )
+    template = {"spec": {"mode": "DDP", "workers": {"replicas": 2}, "trainer": {"steps": 100, "evalEverySteps": 10}}}
+    spec = {
+        "template": template,
+        "parameters": PARAMETERS,
+        "objective": {"metric": "accuracy", "goal": "Maximize"},
+        "maxTrials": 500,
+        "parallelism": RUNNING + 1,
+        "earlyStopping": {"algorithm": "Median", "startupTrials": 5},
+    }
+    metadata = {"name": "sweep", "namespace": "ns", "uid": "sweep-uid", "generation": 1, "resourceVersion": "1"}
+    manifest = {"apiVersion": API_VERSION, "kind": SWEEP_KIND, "metadata": metadata, "spec": spec}
+    sweep = TrainingSweep.from_manifest(manifest)
     return sweep.model_copy(update={"status": TrainingSweepStatus(phase=SweepPhase.RUNNING, trials=trials)})
+
+
+def running_trial(sweep: TrainingSweep, trial: Trial) -> Child:
+    """A running trial's job as the store holds it, with its evaluations so far."""
+    manifest = trial_manifest(sweep, trial)
+    manifest["metadata"].update(uid=f"job-{trial.number}", creationTimestamp=T0.isoformat())
+    evaluations = [{"step": p.step, "time": T0.isoformat(), "metrics": {"accuracy": p.value}} for p in trial.curve]
+    return child({**manifest, "status": {"phase": "Running", "history": {"evaluations": evaluations}}})
 
 
 def ours(sweep: TrainingSweep) -> float:
     """plan(): one reconcile's decisions, the study rebuilt from the status (one new trial: one place is free)."""
     assert sweep.status is not None
-    children = {t.job_name: trial_job(sweep, t.number, curve={p.step: p.value for p in t.curve})
-                for t in sweep.status.trials if t.phase == TrialPhase.RUNNING}  # fmt: skip
+    children = {t.job_name: running_trial(sweep, t) for t in sweep.status.trials if t.phase == TrialPhase.RUNNING}
     start = time.perf_counter()
-    result = plan(sweep, children, at(60))
+    result = plan(sweep, children, T0 + timedelta(seconds=60))
     elapsed = time.perf_counter() - start
     assert len(result.create) == 1
     return elapsed

@@ -16,7 +16,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.trainer.trainer_procs import base_env, free_port, read_json  # noqa: E402
+from testbed.processes import free_port  # noqa: E402
+from testbed.trainer_procs import base_env, read_json  # noqa: E402
 
 STEPS, BATCH, LEARNING_RATE, SEED, NPROC = 200, 64, 0.05, 0, 2
 TIMEOUT = 300

@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 from kubernetes import client, config
-from tests.support.processes import Server, free_port, poll_until
+from testbed.processes import Server, free_port, poll_until
 
 REPO = Path(__file__).resolve().parents[1]
 BINARY = "training-operator"

@@ -17,9 +17,9 @@ from bench.kubeflow_books import JobBook, PodBook, Watch
 from bench.kubeflow_plane import CREATE_THREADS, AuditedControlPlane, AuditLog, reads, writes
 from bench.kubeflow_sides import Contender
 from kubernetes import client
-from tests.support import pods
-from tests.support.namespaces import create_namespace, delete_namespace
-from tests.support.processes import poll_until
+from testbed import pods
+from testbed.namespaces import create_namespace, delete_namespace
+from testbed.processes import poll_until
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from tests.support import kwok
-from tests.support.controlplane import Binaries, ControlPlane, node_ready
-from tests.support.processes import Server, poll_until
+from testbed import kwok
+from testbed.controlplane import Binaries, ControlPlane, node_ready
+from testbed.processes import Server, poll_until
 
 Json = dict[str, Any]
 OURS_USER, KUBEFLOW_USER, MARKER_USER = "trainingjob-operator", "kubeflow-operator", "bench-marker"

@@ -8,9 +8,9 @@ from typing import Any, Protocol
 from bench import kubeflow
 from bench.kubeflow_books import PodBook
 from bench.kubeflow_plane import KUBEFLOW_USER, OURS_USER
-from tests.support.controlplane import ControlPlane
-from tests.support.operator import OperatorProcess
-from tests.support.processes import Server, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.operator import OperatorProcess
+from testbed.processes import Server, poll_until
 
 import trainingjob
 from trainingjob.model import GROUP, PLURAL, VERSION

@@ -29,9 +29,9 @@ from bench.kubeflow import (  # noqa: E402
     pytorchjob,
 )
 from kubernetes import client  # noqa: E402
-from tests.support.controlplane import running  # noqa: E402
-from tests.support.namespaces import create_namespace  # noqa: E402
-from tests.support.processes import poll_until  # noqa: E402
+from testbed.controlplane import running  # noqa: E402
+from testbed.namespaces import create_namespace  # noqa: E402
+from testbed.processes import poll_until  # noqa: E402
 
 IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"  # kwok runs no containers: any name will do
 SCENARIOS = ((1, 4), (10, 8))  # (jobs, ranks)

@@ -1,13 +1,16 @@
 """Session fixtures for the two control-plane tiers, a fresh namespace per test, and the real operator against the
 cluster tier (one per test module)."""
 
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane, running
-from tests.support.namespaces import fresh_namespace
-from tests.support.operator import OperatorProcess, operator_running
+from testbed.controlplane import ControlPlane, running
+from testbed.crds import install_crd
+from testbed.helm import Helm
+from testbed.namespaces import fresh_namespace
+from testbed.operator import OperatorProcess, operator_running
 
 from trainingjob.generate import crd
 
@@ -43,13 +46,13 @@ def cluster() -> Iterator[ControlPlane]:
 @pytest.fixture
 def envtest_ns(envtest: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace in the envtest tier, deleted after the test."""
-    yield from fresh_namespace(envtest, request)
+    yield from fresh_namespace(envtest, request.node.name)
 
 
 @pytest.fixture
 def cluster_ns(cluster: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace in the cluster tier, deleted after the test."""
-    yield from fresh_namespace(cluster, request)
+    yield from fresh_namespace(cluster, request.node.name)
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +63,10 @@ def operator(cluster: ControlPlane) -> Iterator[OperatorProcess]:
             install_crd(api, resource)
     with operator_running(cluster.kubeconfig) as process:
         yield process
+
+
+@pytest.fixture(scope="module")
+def helm() -> Iterator[Helm]:
+    """The control plane's helm (TJ_CONTROLPLANE_BIN), with its own home for one test module."""
+    with tempfile.TemporaryDirectory(prefix="tj-helm-") as home:
+        yield Helm(Path(home))

@@ -1,13 +1,12 @@
 """Browser-tier fixtures: the cluster tier with the real operator, the REST API (and so the dashboard) under
 uvicorn acting as its own least-privilege ServiceAccount, headless Chromium from Debian's packages driven by
-Selenium, and people with chosen rights. Every test here is marked `browser`; a missing browser is a failure."""
+Selenium, and people with chosen rights. Every test file here is marked `browser`; a missing browser is a
+failure."""
 
 import re
-import shutil
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -15,13 +14,21 @@ import pytest
 import uvicorn
 from kubernetes import client
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
-from tests.browser.pages import Dashboard
-from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness
-from tests.support.operator import OperatorProcess
-from tests.support.processes import free_port, poll_until
-from tests.support.rest_api import ALL_VERBS, READ_VERBS, SERVER_RULES, grant, service_account, token_kubeconfig
+from testbed.chromium import start_chromium
+from testbed.controlplane import ControlPlane
+from testbed.harness import Harness
+from testbed.operator import OperatorProcess
+from testbed.processes import free_port, poll_until
+from tests.support.pages import Dashboard
+from tests.support.rest_api import (
+    ALL_VERBS,
+    READ_VERBS,
+    SERVER_RULES,
+    People,
+    grant,
+    service_account,
+    token_kubeconfig,
+)
 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob.model.sweep import SWEEP_PLURAL
@@ -31,41 +38,7 @@ from trainingjob_api.settings import ApiSettings
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
 SCREENSHOTS = REPO / ".artifacts" / "screenshots"
-CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")
 TIMEOUT = 30.0
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.browser)
-
-
-def chromium_paths() -> tuple[str, str]:
-    """Debian's chromium and chromium-driver (scripts/install-node-packages.sh installs them); missing is an error."""
-    browser = shutil.which("chromium") or CHROMIUM[0]
-    driver = shutil.which("chromedriver") or CHROMIUM[1]
-    missing = [path for path in (browser, driver) if not Path(path).is_file()]
-    if missing:
-        raise RuntimeError(f"{missing} not installed: run scripts/install-node-packages.sh (chromium, chromium-driver)")
-    return browser, driver
-
-
-def start_chromium(downloads: Path, width: int = 1400, height: int = 1000) -> webdriver.Chrome:
-    """Headless Chromium through chromium-driver, its console kept for the tests, downloads into `downloads`."""
-    browser, driver = chromium_paths()
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 f"--window-size={width},{height}", "--disable-extensions", "--no-first-run"):  # fmt: skip
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    options.add_experimental_option(
-        "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
-    )
-    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-    chrome.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
-    return chrome
 
 
 @pytest.fixture(scope="module")
@@ -123,17 +96,6 @@ def ui(chromium: tuple[webdriver.Chrome, Path], api_url: str, request: pytest.Fi
 @pytest.fixture
 def h(admin: client.ApiClient, cluster_ns: str, operator: OperatorProcess) -> Harness:
     return Harness(admin, cluster_ns, operator)
-
-
-@dataclass(frozen=True)
-class People:
-    """Tokens of three people: `writer` may do everything to jobs in the namespace (and read its pods, logs and
-    events), `reader` may only read jobs there, `outsider` may read jobs in `elsewhere` only."""
-
-    writer: str
-    reader: str
-    outsider: str
-    elsewhere: str
 
 
 @pytest.fixture

@@ -7,16 +7,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
-from tests.browser.conftest import People
-from tests.browser.pages import Dashboard
-from tests.builders import job_manifest, sweep_manifest
-from tests.integration.test_sweep_operator import BATCH, _finish_trial
-from tests.support.harness import Harness, progress_endpoint
-from tests.support.processes import poll_until
+from testbed.harness import Harness, progress_endpoint
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest, sweep_manifest
+from tests.support.pages import Dashboard
+from tests.support.rest_api import People
+from tests.support.trials import BATCH, finish_trial
 
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
+
+pytestmark = pytest.mark.browser
 
 
 def _user(namespace: str, account: str) -> str:
@@ -194,8 +197,8 @@ def test_a_sweeps_trials_are_listed_ranked_and_plotted(ui: Dashboard, h: Harness
     manifest = sweep_manifest("grid", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=2, parallelism=2)
     manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
     h.custom.create_namespaced_custom_object(GROUP, VERSION, h.ns, SWEEP_PLURAL, manifest)
-    _finish_trial(h, "grid-0", 0.91)
-    _finish_trial(h, "grid-1", 0.95)
+    finish_trial(h, "grid-0", 0.91)
+    finish_trial(h, "grid-1", 0.95)
     ui.sign_in(people.writer)
     ui.find('#nav a[data-view="sweeps"]').click()
     listed = f"{h.ns}/grid"

@@ -9,34 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.processes import poll_until
+from testbed.processes import poll_until
+from tests.support.cli import REPO, tjctl, tjctl_env
 
 from trainingjob.generate import crd
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def tjctl_env(**overrides: str) -> dict[str, str]:
-    """The environment tjctl runs in: the checkout's packages, no $KUBECONFIG or $TJCTL_* of the caller's."""
-    env_path = ":".join(str(REPO / p) for p in ("operator", "api", "trainer-image", "."))
-    base = {"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "COLUMNS": "200"}
-    return {**base, "PYTHONUNBUFFERED": "1", **overrides}
-
-
-def tjctl(
-    *args: str, cwd: Path = REPO, timeout: float = 300, env: dict[str, str] | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """`python -m tjctl ARGS`, to its end; `env` adds to (or overrides) tjctl_env()."""
-    return subprocess.run(
-        [sys.executable, "-m", "tjctl", *args],
-        cwd=cwd,
-        env=tjctl_env(**(env or {})),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+pytestmark = pytest.mark.e2e
 
 
 def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_path: Path) -> None:

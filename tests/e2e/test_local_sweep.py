@@ -6,7 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.test_local_mode import REPO, tjctl
+import pytest
+from tests.support.cli import REPO, tjctl
+
+pytestmark = pytest.mark.e2e
 
 SUMMARY = re.compile(
     r"Succeeded: (\d+) trials in \S+: (\d+) succeeded, (\d+) pruned, (\d+) failed\. "

@@ -1,4 +1,4 @@
-"""Admission is the truth: for random TrainingJobs (tests/strategies_trainingjob.py) pydantic and the real
+"""Admission is the truth: for random TrainingJobs (tests/support/strategies_trainingjob.py) pydantic and the real
 apiserver give the same verdict, and every pod and Service the operator would create for an accepted job passes
 the apiserver's own validation (a server-side dry run). A job the schema accepts never fails only at runtime."""
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from kubernetes import client
 from pydantic import ValidationError
-from tests.integration.conftest import install_crd
-from tests.strategies_trainingjob import PRIORITY_CLASSES, RUNTIME_CLASSES, SERVICE_ACCOUNTS, trainingjobs
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
 from tests.support.admission import dry_run_refusals
-from tests.support.controlplane import ControlPlane
+from tests.support.strategies_trainingjob import PRIORITY_CLASSES, RUNTIME_CLASSES, SERVICE_ACCOUNTS, trainingjobs
 
 from trainingjob.children.specs import access_manifests, pod_manifest, replicas, service_manifest
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob

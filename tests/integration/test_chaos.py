@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
-from tests.builders import job_manifest
-from tests.integration.conftest import install_crd
-from tests.support import pods as kubelet
-from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition
-from tests.support.operator import OperatorProcess, operator_running
-from tests.support.processes import poll_until
+from testbed import pods as kubelet
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.harness import Harness, condition
+from testbed.operator import OperatorProcess, operator_running
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.cluster
 ROUNDS = int(os.environ.get("TJ_CHAOS_ROUNDS", "12"))

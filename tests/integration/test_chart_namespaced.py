@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.integration.conftest import install_crd
-from tests.integration.test_chart import ChartIdentity, refusals
-from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness
-from tests.support.helm import Helm
-from tests.support.operator import OperatorProcess
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.harness import Harness
+from testbed.helm import Helm
+from testbed.operator import OperatorProcess
+from tests.support.builders import job_manifest
+from tests.support.chart import ChartIdentity, refusals
 
 pytestmark = pytest.mark.cluster
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.helm import Helm
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane
+from testbed.helm import Helm
+from testbed.processes import poll_until
 
 pytestmark = pytest.mark.cluster
 

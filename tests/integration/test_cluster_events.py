@@ -5,8 +5,8 @@ import logging
 
 import pytest
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.support.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
+from tests.support.builders import job_manifest
 
 from trainingjob.kube.jobs import KubernetesCluster
 from trainingjob.model import GROUP, PLURAL, VERSION

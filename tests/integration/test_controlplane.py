@@ -1,15 +1,16 @@
-"""The test control plane is real: RBAC, tokens, scheduling of GPUs, garbage collection, pod endings."""
+"""The cluster tier is real: scheduling of GPUs, garbage collection, pod endings (kwok, the Eviction API, a lost
+node). The envtest tier's own checks are in test_envtest.py."""
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client, watch
-from tests.support import kwok, pods
-from tests.support.controlplane import GPU_NODES, ControlPlane
-from tests.support.processes import poll_until
+from testbed import kwok, pods
+from testbed.controlplane import GPU_NODES, ControlPlane
+from testbed.processes import poll_until
 
+pytestmark = pytest.mark.cluster
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
@@ -26,12 +27,6 @@ def pod_manifest(name: str, gpus: int = 0, **spec: Any) -> client.V1Pod:
         ),
         spec=client.V1PodSpec(containers=[container], restart_policy="Never", **spec),
     )
-
-
-@pytest.fixture
-def envtest_core(envtest: ControlPlane) -> Iterator[client.CoreV1Api]:
-    with envtest.api_client() as api:
-        yield client.CoreV1Api(api)
 
 
 @pytest.fixture
@@ -65,76 +60,6 @@ def terminated(pod: client.V1Pod) -> client.V1ContainerStateTerminated:
     return pod.status.container_statuses[0].state.terminated
 
 
-@pytest.mark.envtest
-def test_apiserver_reports_the_pinned_version(envtest: ControlPlane) -> None:
-    with envtest.api_client() as api:
-        version = client.VersionApi(api).get_code()
-    pinned = (Path(__file__).parents[2] / "scripts" / "controlplane.env").read_text()
-    assert f"KUBERNETES_VERSION={version.git_version}\n" in pinned
-
-
-@pytest.mark.envtest
-def test_unprivileged_user_is_refused_until_rbac_grants(envtest: ControlPlane, envtest_ns: str) -> None:
-    alice = envtest.user_kubeconfig("alice")
-    with envtest.api_client(alice) as api:
-        with pytest.raises(client.ApiException) as refused:
-            client.CoreV1Api(api).list_namespaced_pod(envtest_ns)
-        assert refused.value.status == 403
-        # A Role of our own: the aggregated "view" ClusterRole is filled in by the controller-manager only.
-        role = client.V1Role(
-            metadata=client.V1ObjectMeta(name="pod-reader"),
-            rules=[client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])],
-        )
-        binding = client.V1RoleBinding(
-            metadata=client.V1ObjectMeta(name="alice-reads-pods"),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="pod-reader"),
-            subjects=[client.RbacV1Subject(kind="User", name="alice", api_group="rbac.authorization.k8s.io")],
-        )
-        with envtest.api_client() as admin:
-            rbac = client.RbacAuthorizationV1Api(admin)
-            rbac.create_namespaced_role(envtest_ns, role)
-            rbac.create_namespaced_role_binding(envtest_ns, binding)
-        poll_until(
-            lambda: client.CoreV1Api(api).list_namespaced_pod(envtest_ns),
-            timeout=10,
-            what="alice to be allowed to list pods",
-        )
-        with pytest.raises(client.ApiException) as still_refused:
-            client.CoreV1Api(api).list_namespaced_pod("default")
-        assert still_refused.value.status == 403
-
-
-@pytest.mark.envtest
-def test_service_account_token_passes_token_review(envtest: ControlPlane, envtest_ns: str) -> None:
-    with envtest.api_client() as api:
-        core = client.CoreV1Api(api)
-        core.create_namespaced_service_account(
-            envtest_ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="bot"))
-        )
-        request = client.AuthenticationV1TokenRequest(
-            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
-        )
-        token = core.create_namespaced_service_account_token("bot", envtest_ns, request).status.token
-        review = client.AuthenticationV1Api(api).create_token_review(
-            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token))
-        )
-        assert review.status.authenticated is True
-        assert review.status.user.username == f"system:serviceaccount:{envtest_ns}:bot"
-        forged = client.AuthenticationV1Api(api).create_token_review(
-            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token[:-4] + "AAAA"))
-        )
-        assert not forged.status.authenticated
-        access = client.V1SubjectAccessReview(
-            spec=client.V1SubjectAccessReviewSpec(
-                user=review.status.user.username,
-                groups=review.status.user.groups,
-                resource_attributes=client.V1ResourceAttributes(namespace=envtest_ns, verb="list", resource="pods"),
-            )
-        )
-        assert client.AuthorizationV1Api(api).create_subject_access_review(access).status.allowed is False
-
-
-@pytest.mark.cluster
 def test_gpu_pod_is_scheduled_and_runs(core: client.CoreV1Api, cluster_ns: str) -> None:
     core.create_namespaced_pod(cluster_ns, pod_manifest("four-gpus", gpus=4))
     pod = wait_for_pod(core, cluster_ns, "four-gpus", "Running")
@@ -142,7 +67,6 @@ def test_gpu_pod_is_scheduled_and_runs(core: client.CoreV1Api, cluster_ns: str) 
     assert pod.status.pod_ip
 
 
-@pytest.mark.cluster
 def test_pod_asking_too_many_gpus_stays_unschedulable(core: client.CoreV1Api, cluster_ns: str) -> None:
     core.create_namespaced_pod(cluster_ns, pod_manifest("hundred-gpus", gpus=100))
 
@@ -155,7 +79,6 @@ def test_pod_asking_too_many_gpus_stays_unschedulable(core: client.CoreV1Api, cl
     assert core.read_namespaced_pod("hundred-gpus", cluster_ns).status.phase == "Pending"
 
 
-@pytest.mark.cluster
 def test_deleting_the_owner_garbage_collects_its_pod(core: client.CoreV1Api, cluster_ns: str) -> None:
     owner = core.create_namespaced_config_map(
         cluster_ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="owner"))
@@ -167,7 +90,6 @@ def test_deleting_the_owner_garbage_collects_its_pod(core: client.CoreV1Api, clu
     wait_for_pod_gone(core, cluster_ns, "owned", timeout=60)
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(
     ("exit_code", "reason", "phase"),
     [(0, "Completed", "Succeeded"), (3, "Error", "Failed"), (137, "OOMKilled", "Failed")],
@@ -186,7 +108,6 @@ def test_injected_ending_shows_exit_code_and_reason(
     assert (terminated(pod).exit_code, terminated(pod).reason) == (exit_code, reason)
 
 
-@pytest.mark.cluster
 def test_pod_annotations_make_kwok_end_it(core: client.CoreV1Api, cluster_ns: str) -> None:
     annotations = {kwok.EXIT_CODE_ANNOTATION: "42", kwok.RUN_FOR_ANNOTATION: "500ms"}
     core.create_namespaced_pod(cluster_ns, pod_manifest("self-ending", annotations=annotations))
@@ -194,7 +115,6 @@ def test_pod_annotations_make_kwok_end_it(core: client.CoreV1Api, cluster_ns: st
     assert (terminated(pod).exit_code, terminated(pod).reason) == (42, "Error")
 
 
-@pytest.mark.cluster
 def test_kubelet_eviction_marks_disruption(core: client.CoreV1Api, cluster_ns: str) -> None:
     core.create_namespaced_pod(cluster_ns, pod_manifest("pressured"))
     wait_for_pod(core, cluster_ns, "pressured", "Running")
@@ -204,7 +124,6 @@ def test_kubelet_eviction_marks_disruption(core: client.CoreV1Api, cluster_ns: s
     assert any(c.type == "DisruptionTarget" and c.status == "True" for c in pod.status.conditions)
 
 
-@pytest.mark.cluster
 def test_api_eviction_adds_disruption_target_then_deletes(core: client.CoreV1Api, cluster_ns: str) -> None:
     core.create_namespaced_pod(cluster_ns, pod_manifest("drained"))
     wait_for_pod(core, cluster_ns, "drained", "Running")
@@ -226,7 +145,6 @@ def test_api_eviction_adds_disruption_target_then_deletes(core: client.CoreV1Api
     assert (disrupted, deleted) == (True, True)
 
 
-@pytest.mark.cluster
 def test_node_loss_removes_its_pods(cluster: ControlPlane, core: client.CoreV1Api, cluster_ns: str) -> None:
     core.create_node(kwok.gpu_node("doomed-node", "127.0.10.99"))
     try:

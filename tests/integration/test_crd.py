@@ -10,7 +10,10 @@ import pytest
 import yaml
 from kubernetes import client
 from pydantic import ValidationError
-from tests.corpus_trainingjob import (
+from testbed.controlplane import ControlPlane
+from testbed.examples import JOB_EXAMPLES
+from testbed.processes import poll_until
+from tests.support.corpus_trainingjob import (
     CASES,
     Case,
     checkpoint,
@@ -20,9 +23,6 @@ from tests.corpus_trainingjob import (
     pydantic_error_paths,
     with_value,
 )
-from tests.support.controlplane import ControlPlane
-from tests.support.examples import JOB_EXAMPLES
-from tests.support.processes import poll_until
 
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob, changed_immutable_fields
 

@@ -5,9 +5,9 @@ import base64
 
 import pytest
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.support.harness import Harness
-from tests.support.processes import poll_until
+from testbed.harness import Harness
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 from trainingjob.children.access import KEY_BYTES, KEY_MOUNT_PATH
 from trainingjob.children.naming import JOB_LABEL

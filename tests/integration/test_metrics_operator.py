@@ -7,10 +7,10 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.builders import job_manifest
-from tests.support.harness import Harness, progress_endpoint
-from tests.support.operator import OperatorProcess
-from tests.support.processes import poll_until
+from testbed.harness import Harness, progress_endpoint
+from testbed.operator import OperatorProcess
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

@@ -7,13 +7,14 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from tests.builders import job_manifest
-from tests.support import kubectl, pods
-from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition, progress_endpoint
-from tests.support.kwok import gpu_node
-from tests.support.operator import OperatorProcess
-from tests.support.processes import poll_until
+from testbed import pods
+from testbed.controlplane import ControlPlane
+from testbed.harness import Harness, condition, progress_endpoint
+from testbed.kwok import gpu_node
+from testbed.operator import OperatorProcess
+from testbed.processes import poll_until
+from tests.support import kubectl
+from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]

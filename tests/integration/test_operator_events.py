@@ -7,13 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
-from tests.support.harness import Harness, condition, progress_endpoint
-from tests.support.kwok import NODE_ANNOTATION, gpu_node
-from tests.support.operator import OperatorProcess, operator_running
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.harness import Harness, condition, progress_endpoint
+from testbed.kwok import NODE_ANNOTATION, gpu_node
+from testbed.operator import OperatorProcess, operator_running
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.cluster
 TERMINATING_TIMEOUT = 3

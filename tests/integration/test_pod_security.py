@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.corpus_trainingjob import job, pod_fields_job, sidecar, with_value
+from testbed.controlplane import ControlPlane
+from testbed.examples import JOB_EXAMPLES
 from tests.support.admission import dry_run_refusals
-from tests.support.controlplane import ControlPlane
-from tests.support.examples import JOB_EXAMPLES
+from tests.support.corpus_trainingjob import job, pod_fields_job, sidecar, with_value
 
 from trainingjob.children.naming import INDEX_LABEL, ROLE_LABEL
 from trainingjob.children.specs import pod_manifest, replicas, service_manifest

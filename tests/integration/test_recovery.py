@@ -7,12 +7,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.builders import job_manifest
-from tests.integration.conftest import prepare_bare_plane
-from tests.support.controlplane import ControlPlane, running
-from tests.support.harness import Harness
-from tests.support.operator import operator_running
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane, running
+from testbed.crds import prepare_bare_plane
+from testbed.harness import Harness
+from testbed.operator import operator_running
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.envtest
 OUTAGE_SECONDS = 12.0  # past the point where kopf's default retries are 8 s apart

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.builders import SWEEP_PARAMETERS, sweep_manifest
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
-from tests.support.examples import SWEEP_EXAMPLES
-from tests.support.namespaces import create_namespace
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.examples import SWEEP_EXAMPLES
+from testbed.namespaces import create_namespace
+from tests.support.builders import SWEEP_PARAMETERS, sweep_manifest
 
 from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION

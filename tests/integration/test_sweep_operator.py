@@ -2,8 +2,6 @@
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
 the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field."""
 
-import json
-import time
 import urllib.request
 from functools import partial
 from typing import Any
@@ -11,17 +9,17 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 from prometheus_client.parser import text_string_to_metric_families
-from tests.builders import sweep_manifest
-from tests.support.harness import Harness
-from tests.support.operator import OperatorProcess
-from tests.support.processes import poll_until
+from testbed.harness import Harness
+from testbed.operator import OperatorProcess
+from testbed.processes import poll_until
+from tests.support.builders import sweep_manifest
+from tests.support.trials import BATCH, finish_trial
 
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
 
 pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]
-BATCH = [{"name": "batch", "path": "trainer.batchSize", "type": "Categorical", "values": [16, 32]}]
 
 
 def _create(h: Harness, manifest: Manifest) -> None:
@@ -40,18 +38,6 @@ def _wait_sweep(h: Harness, name: str, check: Any, what: str, timeout: float = 9
 
     found: Manifest = poll_until(ready, timeout=timeout, what=what)
     return found
-
-
-def _finish_trial(h: Harness, job: str, accuracy: float) -> None:
-    """The trial's one rank ends as the trainer does: exit 0 with its final report as the termination message."""
-    try:
-        (rank0,) = h.wait_running_pods(job, 1, attempt=1)
-    except TimeoutError:
-        print(h.operator.log_tail(), h.job(job).get("status"), [p.status.phase for p in h.pods(job)])
-        raise
-    final = {"step": 100, "heartbeat": time.time(), "totalSteps": 100, "finished": True,
-             "metrics": {"accuracy": accuracy}, "metricsStep": 100}  # fmt: skip
-    h.finish(rank0.metadata.name, 0, message=json.dumps(final))
 
 
 def _job_or_none(h: Harness, name: str) -> Manifest | None:
@@ -89,8 +75,8 @@ def test_a_grid_sweep_runs_its_trials_as_jobs_and_names_the_best(h: Harness, ope
         assert job["metadata"]["labels"]["trainingjob.io/trial"] == str(number)
         (owner,) = job["metadata"]["ownerReferences"]
         assert owner["kind"] == "TrainingSweep" and owner["uid"] == started["metadata"]["uid"]
-    _finish_trial(h, "grid-0", 0.91)
-    _finish_trial(h, "grid-1", 0.95)
+    finish_trial(h, "grid-0", 0.91)
+    finish_trial(h, "grid-1", 0.95)
     done = _wait_sweep(h, "grid", lambda s: s.get("phase") == "Succeeded", "the sweep succeeded")
     status = done["status"]
     assert status["bestTrial"]["jobName"] == "grid-1" and status["bestTrial"]["objective"] == 0.95

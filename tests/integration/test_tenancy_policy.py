@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.corpus_trainingjob import checkpoint, command_job, job, with_value
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
-from tests.support.examples import JOB_EXAMPLES
-from tests.support.helm import Helm
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.examples import JOB_EXAMPLES
+from testbed.helm import Helm
+from testbed.processes import poll_until
+from tests.support.corpus_trainingjob import checkpoint, command_job, job, with_value
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.integration.conftest import prepare_bare_plane
-from tests.support.controlplane import ControlPlane, running
-from tests.support.harness import Harness
-from tests.support.operator import operator_running
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane, running
+from testbed.crds import prepare_bare_plane
+from testbed.harness import Harness
+from testbed.operator import operator_running
+from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.envtest
 RANKS = 64

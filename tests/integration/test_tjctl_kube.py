@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.e2e.test_local_mode import REPO, tjctl, tjctl_env
-from tests.integration.conftest import install_crd
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.crds import install_crd
+from testbed.processes import free_port, poll_until
+from tests.support.builders import job_manifest
+from tests.support.cli import REPO, tjctl, tjctl_env
 from tests.support.rest_api import token_kubeconfig
 
 from trainingjob.generate import crd

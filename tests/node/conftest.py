@@ -1,24 +1,15 @@
-"""Node-tier fixtures: one real node for the session (tests/support/node.py), the chart installed into it from
-our images, a fresh namespace per test and a Harness over it. Every test here is marked `node`."""
+"""Node-tier fixtures: one real node for the session (testbed/node.py), the chart installed into it from
+our images, a fresh namespace per test and a Harness over it. Every test file here is marked `node`."""
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kubernetes import client
-from tests.support import node
-from tests.support.harness import Harness
-from tests.support.namespaces import fresh_namespace
-from tests.support.node import NodeTier
-from tests.support.node_cluster import OperatorPodLog, install_chart
-
-HERE = Path(__file__).parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if HERE in Path(item.path).parents:
-            item.add_marker(pytest.mark.node)
+from testbed import node
+from testbed.harness import Harness
+from testbed.namespaces import fresh_namespace
+from testbed.node import NodeTier
+from testbed.node_cluster import OperatorPodLog, install_chart
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +22,7 @@ def node_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeTier]:
 
 @pytest.fixture
 def node_ns(node_tier: NodeTier, request: pytest.FixtureRequest) -> Iterator[str]:
-    yield from fresh_namespace(node_tier.plane, request)
+    yield from fresh_namespace(node_tier.plane, request.node.name)
 
 
 @pytest.fixture

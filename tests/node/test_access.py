@@ -8,14 +8,17 @@ import tempfile
 from pathlib import Path
 
 import httpx
+import pytest
 from kubernetes import client
-from tests.support.harness import Harness
-from tests.support.node import REPO, NodeTier
-from tests.support.node_cluster import SYSTEM_NAMESPACE, kubectl
-from tests.support.node_jobs import example, pod_of
+from testbed.harness import Harness
+from testbed.node import REPO, NodeTier
+from testbed.node_cluster import SYSTEM_NAMESPACE, kubectl
+from testbed.node_jobs import example, pod_of
 from tests.support.rest_api import grant, service_account
 
 from trainingjob.model import GROUP, PLURAL
+
+pytestmark = pytest.mark.node
 
 
 def _finished_job(nh: Harness) -> str:

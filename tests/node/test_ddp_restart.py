@@ -4,10 +4,11 @@ resumes from the newest complete checkpoint on a PersistentVolume, and the job s
 import signal
 import time
 
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_cluster import signal_container
-from tests.support.node_jobs import (
+import pytest
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import signal_container
+from testbed.node_jobs import (
     checkpoint_steps,
     claim_on_local_volume,
     example,
@@ -16,6 +17,8 @@ from tests.support.node_jobs import (
     result_accuracy,
     resumed_steps,
 )
+
+pytestmark = pytest.mark.node
 
 
 def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: NodeTier, nh: Harness) -> None:

@@ -5,13 +5,16 @@ applies and says why it waits on a node without GPUs."""
 import os
 import re
 
+import pytest
 from kubernetes import utils
-from tests.support.examples import EXAMPLES
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+from testbed.examples import EXAMPLES
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
 
 from trainingjob.model.security import TRAINER_UID
+
+pytestmark = pytest.mark.node
 
 
 def test_an_unmodified_torchrun_script_runs_two_processes_per_pod(node_tier: NodeTier, nh: Harness) -> None:

@@ -1,8 +1,11 @@
 """A real cgroup's OOM kill: a worker whose memory limit is below what PyTorch needs ends OOMKilled with exit
 137 from the kernel, and the operator classifies the failure as an OOM."""
 
-from tests.support.harness import Harness
-from tests.support.node_jobs import example
+import pytest
+from testbed.harness import Harness
+from testbed.node_jobs import example
+
+pytestmark = pytest.mark.node
 
 
 def test_a_worker_over_its_memory_limit_is_oom_killed_and_classified_so(nh: Harness) -> None:

@@ -3,12 +3,15 @@
 
 import signal
 
-from tests.support.harness import Harness
+import pytest
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import kubectl, signal_container
+from testbed.node_jobs import example, pod_of
+from testbed.processes import poll_until
 from tests.support.kubectl import table
-from tests.support.node import NodeTier
-from tests.support.node_cluster import kubectl, signal_container
-from tests.support.node_jobs import example, pod_of
-from tests.support.processes import poll_until
+
+pytestmark = pytest.mark.node
 
 DEADLINE_SECONDS = 20
 

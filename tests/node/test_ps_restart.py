@@ -3,10 +3,13 @@ the servers and the other workers keep their pods, and the job reaches its accur
 
 import signal
 
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_cluster import signal_container
-from tests.support.node_jobs import claim_on_local_volume, example, pod_of, result_accuracy
+import pytest
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import signal_container
+from testbed.node_jobs import claim_on_local_volume, example, pod_of, result_accuracy
+
+pytestmark = pytest.mark.node
 
 
 def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> None:

@@ -7,12 +7,15 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import utils
-from tests.support.examples import EXAMPLES
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_cluster import signal_container
-from tests.support.node_jobs import claim_on_local_volume, example, log_of, pod_of, result_accuracy, resumed_steps
+from testbed.examples import EXAMPLES
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import signal_container
+from testbed.node_jobs import claim_on_local_volume, example, log_of, pod_of, result_accuracy, resumed_steps
+
+pytestmark = pytest.mark.node
 
 GOAL = 0.9
 

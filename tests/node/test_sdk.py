@@ -6,13 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
-from tests.support.examples import EXAMPLES
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_jobs import claim_on_local_volume, example
+from testbed.examples import EXAMPLES
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_jobs import claim_on_local_volume, example
 
 from trainingjob_sdk import Client
+
+pytestmark = pytest.mark.node
 
 
 def test_the_quickstart_submits_waits_and_prints_the_metrics(node_tier: NodeTier, nh: Harness, tmp_path: Path) -> None:

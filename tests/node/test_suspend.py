@@ -4,10 +4,13 @@ job's grace period; resume starts a new attempt from exactly that step."""
 import time
 from typing import Any
 
+import pytest
 from kubernetes import watch
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+
+pytestmark = pytest.mark.node
 
 GRACE_SECONDS = 60
 

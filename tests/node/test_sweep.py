@@ -3,13 +3,16 @@ evaluations, and the operator ranks them (the example as written, with fewer tri
 
 from typing import Any
 
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_jobs import example
-from tests.support.processes import poll_until
+import pytest
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_jobs import example
+from testbed.processes import poll_until
 
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
+
+pytestmark = pytest.mark.node
 
 TRIALS = 4  # TPE's first four (random, seeded) trials of the example: one of them is above 0.97
 

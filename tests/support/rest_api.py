@@ -1,7 +1,6 @@
 """The REST API's test world: its own least-privilege identity, callers with chosen rights, and request helpers.
 The fixtures that start the API live in tests/integration/rest/conftest.py."""
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,12 +8,12 @@ from typing import Any
 import httpx
 import yaml
 from kubernetes import client
-from tests.builders import job_manifest
-from tests.support.controlplane import ControlPlane
+from testbed.controlplane import ControlPlane
+from tests.support.builders import job_manifest
 
-from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, JOB_LABEL, ROLE_LABEL
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL
 from trainingjob.model.sweep import SWEEP_PLURAL
+from trainingjob_sdk import Client
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
 
@@ -55,6 +54,36 @@ class World:
     writer: httpx.Client
     reader: httpx.Client
     anonymous: httpx.Client
+
+
+@dataclass(frozen=True)
+class People:
+    """Tokens of three people: `writer` may do everything to jobs in the namespace (and read its pods, logs and
+    events), `reader` may only read jobs there, `outsider` may read jobs in `elsewhere` only."""
+
+    writer: str
+    reader: str
+    outsider: str
+    elsewhere: str
+
+
+@dataclass(frozen=True)
+class Clients:
+    """Makes SDK clients for ServiceAccounts, through one transport, with the home namespace as default."""
+
+    transport: str
+    plane: ControlPlane
+    api: Api
+    admin: client.ApiClient
+    home: str
+    folder: Path
+
+    def of(self, namespace: str, name: str) -> Client:
+        if self.transport == "rest":
+            return Client.rest(self.api.url, service_account(self.admin, namespace, name), namespace=self.home)
+        token = service_account(self.admin, namespace, name, audience=None)  # for the Kubernetes API itself
+        kubeconfig = token_kubeconfig(self.folder / f"{name}.kubeconfig", self.plane, token)
+        return Client.kube(kubeconfig, namespace=self.home)
 
 
 def manifest(name: str, labels: dict[str, str] | None = None, replicas: int = 2) -> dict[str, Any]:
@@ -130,36 +159,3 @@ def worker_failed(admin: client.ApiClient, namespace: str, job: str, uid: str | 
 def names(response: httpx.Response) -> list[str]:
     assert response.status_code == 200, response.text
     return [item["metadata"]["name"] for item in response.json()["items"]]
-
-
-# A kubelet's log endpoint and nothing more: every request gets 200 and one line, then silence until the apiserver
-# hangs up. Without --kubelet-certificate-authority the apiserver does not verify a kubelet's serving certificate.
-SILENT_KUBELET = """
-import asyncio, ssl, sys
-
-async def answer(reader, writer):
-    await reader.readuntil(b"\\r\\n\\r\\n")
-    writer.write(b"HTTP/1.1 200 OK\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n8\\r\\nstarted\\n\\r\\n")
-    await writer.drain()
-    await reader.read()
-
-async def main(port, cert, key):
-    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    tls.load_cert_chain(cert, key)
-    await (await asyncio.start_server(answer, "127.0.0.1", int(port), ssl=tls, backlog=1024)).serve_forever()
-
-asyncio.run(main(*sys.argv[1:]))
-"""
-
-
-def pod_of(job: str, attempt: int, node: str | None = None) -> client.V1Pod:
-    """Worker 0's pod of `attempt`, as the operator would label it; no kubelet ever runs it."""
-    labels = {JOB_LABEL: job, ROLE_LABEL: "worker", INDEX_LABEL: "0", ATTEMPT_LABEL: str(attempt)}
-    container = client.V1Container(name="trainer", image="trainer:dev")
-    spec = client.V1PodSpec(containers=[container], node_name=node, automount_service_account_token=False)
-    return client.V1Pod(metadata=client.V1ObjectMeta(name=f"{job}-worker-0-{attempt}", labels=labels), spec=spec)
-
-
-def accepts(port: int) -> bool:
-    with socket.create_connection(("127.0.0.1", port), timeout=1):
-        return True

@@ -4,7 +4,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.trainer.trainer_procs import Pod, pods_cleanup
+from testbed.trainer_procs import Pod, pods_cleanup
 
 
 @pytest.fixture

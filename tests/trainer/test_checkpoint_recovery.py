@@ -4,7 +4,11 @@ import json
 import signal
 from pathlib import Path
 
-from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+import pytest
+from testbed.processes import free_port
+from testbed.trainer_procs import Pod, config_json, read_json, start_pod, wait_for
+
+pytestmark = pytest.mark.trainer
 
 RUN_TIMEOUT = 120.0
 

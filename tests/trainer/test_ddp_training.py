@@ -4,17 +4,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.trainer.trainer_procs import (
+from testbed.processes import free_port
+from testbed.trainer_procs import (
     Pod,
     config_json,
     ddp_env,
-    free_port,
     load_model_state,
     progress_of,
     start_gang,
     start_pod,
     wait_for,
 )
+
+pytestmark = pytest.mark.trainer
 
 DIGITS = config_json(workload="digits-mlp", steps=200, batchSize=32, learningRate=0.1, momentum=0.9, seed=7)
 RUN_TIMEOUT = 120.0

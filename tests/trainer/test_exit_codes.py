@@ -4,7 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.trainer.trainer_procs import Pod, start_pod
+from testbed.trainer_procs import Pod, start_pod
+
+pytestmark = pytest.mark.trainer
 
 GOOD = '"workload": "digits-mlp", "steps": 10'
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.trainer.test_parameter_server import start_ps_job
-from tests.trainer.test_recipe_training import GOAL, shapes
-from tests.trainer.trainer_procs import Pod, ddp_env, free_port, progress_of, start_pod
+from testbed.processes import free_port
+from testbed.trainer_procs import Pod, ddp_env, progress_of, start_pod, start_ps_job
+from tests.support.trainer_runs import GOAL, shapes
 
 pytestmark = pytest.mark.gpu
 RUN_TIMEOUT = 300.0

@@ -1,56 +1,20 @@
 """Parameter-server mode through the real entry point: 4 workers, 2 shards, bounded staleness, dead peers."""
 
-import secrets
 import signal
 from pathlib import Path
 
+import pytest
 import torch
-from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+from testbed.trainer_procs import Pod, config_json, ps_env, read_json, start_ps_job, start_role, wait_for
+from tests.support.trainer_runs import REPLY_LIMIT, RUN_TIMEOUT, assert_refused_exactly_beyond
 
 from trainer.checkpoint_store import load_newest
 from trainer.ps_wire import Connection
 from trainer.rendezvous import wait_for_port
 
-RUN_TIMEOUT = 120.0
+pytestmark = pytest.mark.trainer
+
 BOUND = 4
-REPLY_LIMIT = 4 << 20  # far above a digits-mlp shard's parameters
-
-
-def write_job_key(directory: Path) -> Path:
-    """A random job key, as the operator's per-job Secret mounts it into every pod."""
-    path = directory / "job.key"
-    path.write_bytes(secrets.token_bytes(32))
-    return path
-
-
-def ps_env(directory: Path, *, shards: int, workers: int, config: str, wait: str) -> dict[str, str]:
-    """What every pod of one parameter-server job shares."""
-    return {
-        "TJ_JOB_KEY_FILE": str(write_job_key(directory)),
-        "TJ_NUM_PS": str(shards),
-        "TJ_NUM_WORKERS": str(workers),
-        "TJ_PS_ADDRS": ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards)),
-        "TJ_TRAINER_CONFIG": config,
-        "TJ_MASTER_WAIT_SECONDS": wait,
-        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
-        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
-    }
-
-
-def start_role(pods: list[Pod], logs: Path, env: dict[str, str], role: str, index: int) -> Pod:
-    """One `ps` or `worker` pod of the job."""
-    pod = start_pod(f"{role}{index}", {**env, "TJ_ROLE": role, "TJ_REPLICA_INDEX": str(index)}, logs)
-    pods.append(pod)
-    return pod
-
-
-def start_ps_job(
-    pods: list[Pod], logs: Path, directory: Path, *, shards: int, workers: int, config: str, wait: str
-) -> tuple[list[Pod], list[Pod]]:
-    """Parameter servers first, then workers, as the operator would create them (in any order)."""
-    env = ps_env(directory, shards=shards, workers=workers, config=config, wait=wait)
-    servers = [start_role(pods, logs, env, "ps", index) for index in range(shards)]
-    return servers, [start_role(pods, logs, env, "worker", index) for index in range(workers)]
 
 
 def test_four_workers_two_shards_reach_accuracy_within_the_staleness_bound(
@@ -72,13 +36,6 @@ def test_four_workers_two_shards_reach_accuracy_within_the_staleness_bound(
     assert_refused_exactly_beyond(progress, BOUND)
     for index in range(2):
         assert any((tmp_path / "checkpoints" / f"ps-{index}").glob("step-*/COMPLETE"))
-
-
-def assert_refused_exactly_beyond(progress: dict[str, object], bound: int) -> None:
-    """Every gradient staler than the bound was refused, and only those (the shards' own histogram)."""
-    histogram = {int(k): v for k, v in progress["stalenessHistogram"].items()}  # type: ignore[attr-defined]
-    assert progress["refusedGradients"] == sum(n for staleness, n in histogram.items() if staleness > bound)
-    assert progress["acceptedGradients"] == sum(n for staleness, n in histogram.items() if staleness <= bound)
 
 
 def test_a_bound_of_zero_runs_synchronous_rounds_that_use_every_workers_gradient(

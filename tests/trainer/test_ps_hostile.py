@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.trainer.test_parameter_server import RUN_TIMEOUT, assert_refused_exactly_beyond, ps_env, start_role
-from tests.trainer.trainer_procs import Pod, config_json, read_json, start_pod, wait_for
+from testbed.trainer_procs import Pod, config_json, ps_env, read_json, start_pod, start_role, wait_for
+from tests.support.trainer_runs import RUN_TIMEOUT, assert_refused_exactly_beyond
 
 from trainer.checkpoint_store import load_newest
 from trainer.config import parse_trainer_config
@@ -24,6 +24,8 @@ from trainer.ps_auth import HEADER, NONCE_BYTES
 from trainer.ps_shard import shard_params
 from trainer.ps_wire import Connection, Message, encode
 from trainer.rendezvous import wait_for_port
+
+pytestmark = pytest.mark.trainer
 
 STEPS, WORKERS, SHARDS, BOUND = 200, 2, 2, 4
 CONFIG = config_json(

@@ -9,12 +9,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
-from tests.trainer.test_parameter_server import REPLY_LIMIT, RUN_TIMEOUT, ps_env, start_role
-from tests.trainer.trainer_procs import Pod, config_json, read_json, wait_for
+from testbed.trainer_procs import Pod, config_json, ps_env, read_json, start_role, wait_for
+from tests.support.trainer_runs import REPLY_LIMIT, RUN_TIMEOUT
 
 from trainer.ps_wire import Connection, Message
 from trainer.rendezvous import wait_for_port
+
+pytestmark = pytest.mark.trainer
 
 WAIT = 5.0  # TJ_MASTER_WAIT_SECONDS: how long silence is tolerated
 CONFIG = config_json(workload="digits-mlp", steps=60, batchSize=32, learningRate=0.05)

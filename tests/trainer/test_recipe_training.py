@@ -8,32 +8,26 @@ from typing import Any
 
 import pytest
 import torch
-from tests.trainer.test_parameter_server import start_ps_job
-from tests.trainer.trainer_procs import (
+from testbed.processes import free_port
+from testbed.trainer_procs import (
     Pod,
-    config_json,
     ddp_env,
-    free_port,
     load_model_state,
     progress_of,
     start_gang,
     start_pod,
+    start_ps_job,
 )
+from tests.support.trainer_runs import GOAL, shapes
 
 from trainer.checkpoint_store import load_newest
 
-SHAPES = "examples/image-classification/shapes.py:build"
-STEPS, EVAL_EVERY = 120, 40
+pytestmark = pytest.mark.trainer
+
+STEPS = 120
 RUN_TIMEOUT = 180.0
-GOAL = 0.9  # test accuracy the recipe reaches on 4 shapes (chance: 0.25)
 # Asynchronous updates make a parameter-server run's accuracy vary from run to run (0.89 to 0.95 seen at 100 steps).
 PS_GOAL = 0.85
-
-
-def shapes(**fields: Any) -> str:
-    """TJ_TRAINER_CONFIG for the shapes recipe on a smaller data set."""
-    user = {"trainSamples": 2048, "evalSamples": 256, "learningRate": 0.01}
-    return config_json(entrypoint=SHAPES, config=user, batchSize=32, seed=3, evalEverySteps=EVAL_EVERY, **fields)
 
 
 # Two DataLoader workers per rank, two micro-batches per step, clipping, a warm-up + cosine schedule and dropout:

@@ -4,7 +4,11 @@ import signal
 import time
 from pathlib import Path
 
-from tests.trainer.trainer_procs import Pod, config_json, free_port, read_json, start_pod, wait_for
+import pytest
+from testbed.processes import free_port
+from testbed.trainer_procs import Pod, config_json, read_json, start_pod, wait_for
+
+pytestmark = pytest.mark.trainer
 
 STEP_DELAY_SECONDS = 1.0
 GRACE_SECONDS = 5.0  # the old loop agreed every 10 steps: SIGTERM at step 1 waited 8 slow steps for it

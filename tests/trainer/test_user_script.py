@@ -4,7 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.trainer.trainer_procs import REPO, Pod, base_env, free_port, read_json, start_pod
+import pytest
+from testbed.processes import free_port
+from testbed.trainer_procs import REPO, Pod, base_env, read_json, start_pod
+
+pytestmark = pytest.mark.trainer
 
 SCRIPT = str(REPO / "tests" / "trainer" / "user_script.py")
 

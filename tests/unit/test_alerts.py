@@ -1,5 +1,6 @@
 """The chart's alert rules (files/alerts.yaml, rendered by helm as the chart installs them) pass `promtool check
-rules`, and the promtool unit tests of tests/monitoring/ pass; every alert has a test in which it fires.
+rules`, and the promtool unit tests of tests/monitoring/ pass; every alert has a test in which it fires and names
+only metrics the operator exports.
 
 Needs promtool ($TJ_PROMTOOL, built by `make promtool`: scripts/build-promtool.sh prints its path) and helm
 ($TJ_CONTROLPLANE_BIN); a missing binary fails these tests, it never skips them."""
@@ -13,8 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.support.helm import Helm
+from testbed.helm import Helm
+from tests.support.promql import PROMETHEUS_SERIES, exported, metric_names
 
+pytestmark = pytest.mark.tools
 TESTS = Path(__file__).resolve().parents[1] / "monitoring"
 # The release the promtool tests are written for: its metrics Service is tj-trainingjob-operator-operator-metrics.
 RELEASE, NAMESPACE = "tj", "monitoring"
@@ -106,3 +109,10 @@ def test_the_values_reach_the_rules() -> None:
     assert " >= 0.5 unless on " in found["TrainingJobRestartBudgetBurning"]["expr"]
     assert found["TrainingJobRestartStorm"]["expr"].endswith("> 3")
     assert found["TrainingJobReconcileBacklog"]["expr"].endswith("> 7")
+
+
+def test_every_alert_names_exported_metrics() -> None:
+    queries = [rule["expr"] for group in rendered_rules()["groups"] for rule in group["rules"]]
+    used = {name for query in queries for name in metric_names(query)}
+    assert used and used <= exported() | PROMETHEUS_SERIES, used - exported()
+    assert "up" in used  # the operator-down alert

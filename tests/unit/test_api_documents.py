@@ -7,6 +7,8 @@ import yaml
 
 from trainingjob_sdk.documents import MAX_DEPTH, DocumentError, decode, parse_json, parse_yaml
 
+pytestmark = pytest.mark.fast
+
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + level)}: &{chr(98 + level)} [{', '.join([f'*{chr(97 + level)}'] * 10)}]\n" for level in range(8)
 )

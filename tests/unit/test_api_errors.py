@@ -20,6 +20,8 @@ from trainingjob_sdk.errors import (
     Unavailable,
 )
 
+pytestmark = pytest.mark.fast
+
 JOB = "/api/v1/namespaces/team/trainingjobs/{name}"
 OWN_IDENTITY = 'trainingjobs is forbidden: User "system:serviceaccount:tj-system:trainingjob-api" cannot patch'
 UNREACHABLE = "the Kubernetes API server is unreachable: cannot connect (Connection refused)"

@@ -4,11 +4,15 @@ import json
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from trainingjob_api.job_cache import CachedJob, JobCache
 from trainingjob_api.selectors import parse
 from trainingjob_api.settings import ApiSettings
 
 NO_KUBE = cast(Any, SimpleNamespace(api=None, timeout=5.0))  # no Kubernetes: the cache is never started
+
+pytestmark = pytest.mark.fast
 
 
 def job(namespace: str, name: str, **labels: str) -> CachedJob:

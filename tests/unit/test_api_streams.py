@@ -3,10 +3,12 @@
 import httpx
 import pytest
 import urllib3
-from tests.support.processes import free_port
+from testbed.processes import free_port
 
 from trainingjob_api.errors import ApiError, unreachable
 from trainingjob_api.logs import StreamSlots
+
+pytestmark = pytest.mark.fast
 
 
 def refusal(slots: StreamSlots, caller: str) -> str:

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 from trainingjob_api.dashboard_schemas import ClusterView, JobSummary, JobSummaryList
 from trainingjob_api.job_cache import CachedJob, JobCache
@@ -14,6 +14,7 @@ from trainingjob_api.settings import ApiSettings
 from trainingjob_api.summaries import Summary, cluster, page_body, role_gpus, select, summarize
 
 NO_KUBE = cast(Any, SimpleNamespace(api=None, timeout=5.0))  # no Kubernetes: the cache is never started
+pytestmark = pytest.mark.fast
 
 Manifest = dict[str, Any]
 

@@ -9,6 +9,8 @@ from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 from trainingjob_api.dashboard_schemas import JobPodList
 from trainingjob_api.job_pods import pod_row, pod_rows
 
+pytestmark = pytest.mark.fast
+
 Pod = dict[str, Any]
 
 

@@ -5,10 +5,13 @@ import asyncio
 import json
 from typing import Any, cast
 
-from tests.builders import job_manifest
+import pytest
+from tests.support.builders import job_manifest
 
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.routers.dashboard import _summary_events
+
+pytestmark = pytest.mark.fast
 
 
 class OnlyIn:

@@ -9,6 +9,8 @@ import pytest
 from trainingjob_api.__main__ import TlsSettingsError, server_options
 from trainingjob_api.settings import ApiSettings
 
+pytestmark = pytest.mark.fast
+
 CERT, KEY = Path("/tls/tls.crt"), Path("/tls/tls.key")
 
 

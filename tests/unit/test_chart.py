@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic.alias_generators import to_camel
-from tests.support.helm import Helm
 
 from trainingjob.generate import chart_settings, crd
 from trainingjob.settings import OperatorSettings
+
+pytestmark = pytest.mark.fast
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"
 TOP_LEVEL_CRDS = CHART.parents[1] / "crds"
@@ -54,25 +54,6 @@ def test_every_operator_setting_is_in_the_charts_settings_or_set_by_another_valu
     assert in_chart | set(chart_settings.ELSEWHERE) == set(OperatorSettings.model_fields)
     assert not in_chart & set(chart_settings.ELSEWHERE)
     assert OperatorSettings.model_fields["leader_election"].default == values["leaderElection"]
-
-
-def test_each_chart_setting_reaches_the_operator_as_its_own_variable(tmp_path: Path) -> None:
-    """helm's snakecase of the key is the operator's variable: set every setting to a non-default value and read
-    the rendered Deployment's environment back through OperatorSettings."""
-    changed = {"backoffBaseSeconds": "0.5", "workers": "3", "readProgress": "false", "logFormat": "json",
-               "defaultTrainerImage": "registry.example/trainer:9", "leaseRenewSeconds": "1.5"}  # fmt: skip
-    assert set(changed) < {to_camel(n) for n in chart_settings.chart_fields()}
-    values = {f"operator.settings.{key}": value for key, value in changed.items()}
-    (deployment,) = Helm(tmp_path).template("tj", "ops", values, show_only=["templates/operator-deployment.yaml"])
-    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-    names = {chart_settings.env_name(name) for name in chart_settings.chart_fields()}
-    assert names <= set(env), names - set(env)
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        read = OperatorSettings()
-    assert (read.backoff_base_seconds, read.workers, read.read_progress, read.log_format) == (0.5, 3, False, "json")
-    assert (read.default_trainer_image, read.lease_renew_seconds) == ("registry.example/trainer:9", 1.5)
 
 
 def test_the_charts_default_trainer_image_is_checked_as_the_operator_checks_it() -> None:

@@ -9,6 +9,8 @@ import trainingjob.children.contract as operator_side
 from trainer.config import parse_trainer_config
 from trainingjob.model import TrainerSpec
 
+pytestmark = pytest.mark.fast
+
 
 def test_both_sides_name_the_same_environment_variables() -> None:
     assert operator_side.ALL_VARIABLES == trainer_side.ALL_VARIABLES

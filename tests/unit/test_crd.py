@@ -13,6 +13,8 @@ from trainingjob.model.base import QUANTITY
 from trainingjob.model.rules import VALIDATIONS
 from trainingjob.model.sweep import TrainingSweepSpec
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parents[2]
 Schema = dict[str, Any]
 

@@ -1,50 +1,16 @@
-"""Every query of the Grafana dashboard and of the alert rules names only metrics the operator exports (read from
-its registry), and the dashboard has the per-job panels. The rules are the chart's, rendered by helm."""
+"""Every query of the Grafana dashboard names only metrics the operator exports (read from its registry), and the
+dashboard has the per-job panels. The alert rules' queries, rendered by helm, are checked in test_alerts.py."""
 
 import json
 import re
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.helm import CHART, Helm
+from testbed.helm import CHART
+from tests.support.promql import PROMETHEUS_SERIES, exported, metric_names
 
-from trainingjob.runtime.metrics import Metrics
-
+pytestmark = pytest.mark.fast
 DASHBOARD = CHART / "files" / "dashboard.json"
-# Series Prometheus makes itself, not the operator.
-PROMETHEUS_SERIES = {"up"}
-# PromQL words that are not metric names: keywords, binary operators written as words, special numbers.
-KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless", "offset"}
-KEYWORDS |= {"inf", "nan", "atan2"}
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
-_MATCHERS = re.compile(r"\{[^{}]*\}")
-_RANGE = re.compile(r"\[[^\]]*\]")
-_GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
-_OFFSET = re.compile(r"\boffset\s+-?[0-9a-z]+")
-_VARIABLE = re.compile(r"\$\{[^}]*\}|\$\w+")
-_NUMBER = re.compile(r"(?<![\w:])(?:0x[0-9a-f]+|[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)", re.IGNORECASE)
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-
-
-def metric_names(query: str) -> set[str]:
-    """The metric names a PromQL query (Grafana's variables allowed) selects: what is left once strings, label
-    matchers, ranges, grouping labels, variables, numbers, function calls and keywords are taken out."""
-    for pattern in (_STRING, _VARIABLE, _MATCHERS, _RANGE, _GROUPING, _OFFSET, _NUMBER):
-        query = pattern.sub(" ", query)
-    names = set()
-    for found in _NAME.finditer(query):
-        called = query[found.end() :].lstrip().startswith("(")
-        if not called and found.group().lower() not in KEYWORDS:
-            names.add(found.group())
-    return names
-
-
-def exported() -> set[str]:
-    """Every series name the operator's registry exposes, with the suffixes its metric types add."""
-    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
-    return {f.name + suffix for f in Metrics().registry.collect() for suffix in suffixes[f.type]}
 
 
 def panel_queries() -> list[str]:
@@ -57,13 +23,6 @@ def variable_queries() -> list[str]:
     document = json.loads(DASHBOARD.read_text())
     queries = [v["query"] for v in document["templating"]["list"] if v["type"] == "query"]
     return [re.sub(r"^label_values\((.*),\s*\w+\)$", r"\1", q) for q in queries]
-
-
-def rule_queries() -> list[str]:
-    with tempfile.TemporaryDirectory(prefix="tj-helm-") as home:
-        values = {"monitoring.prometheusRule.enabled": "true"}
-        (rule,) = Helm(Path(home)).template("tj", "monitoring", values, show_only=["templates/monitoring.yaml"])
-    return [r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]]
 
 
 @pytest.mark.parametrize(
@@ -87,12 +46,6 @@ def test_metric_names_are_read_from_promql(query: str, names: set[str]) -> None:
 def test_every_dashboard_query_names_exported_metrics() -> None:
     used = {name for query in panel_queries() + variable_queries() for name in metric_names(query)}
     assert used and used <= exported() | PROMETHEUS_SERIES, used - exported()
-
-
-def test_every_alert_names_exported_metrics() -> None:
-    used = {name for query in rule_queries() for name in metric_names(query)}
-    assert used and used <= exported() | PROMETHEUS_SERIES, used - exported()
-    assert "up" in used  # the operator-down alert
 
 
 def test_the_dashboard_has_per_job_panels_filtered_by_namespace_and_job() -> None:

@@ -1,5 +1,5 @@
 """`make dev-cluster` refuses to replace a dev cluster whose keeper runs, and replaces a stale one: the decision
-(tests.support.devcluster.running_keeper) against a live keeper-like process, a dead one and an unrelated one."""
+(testbed.devcluster.running_keeper) against a live keeper-like process, a dead one and an unrelated one."""
 
 import os
 import subprocess
@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.support import devcluster
-from tests.support.processes import poll_until
+from testbed import devcluster
+from testbed.processes import poll_until
 
-# A process whose command line is a keeper's (`python -m tests.support.devcluster keep --dir DIR`) but which only
+pytestmark = pytest.mark.fast
+
+# A process whose command line is a keeper's (`python -m testbed.devcluster keep --dir DIR`) but which only
 # sleeps: `-c` ends the interpreter's options, the rest is its argv.
 SLEEPER = "import time; time.sleep(60)"
 

@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 from trainingjob.local.cluster import run_local
 from trainingjob.model import Phase
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
+
+pytestmark = pytest.mark.fast
 
 # Exits 75 in attempt 1 and succeeds after: a rank that crashes once.
 CRASH_ONCE = "import os, sys; sys.exit(75 if os.environ['TJ_ATTEMPT'] == '1' else 0)"

@@ -6,6 +6,8 @@ import pytest
 
 from trainingjob.local.files import configmaps_in, mount_folders, relocate
 
+pytestmark = pytest.mark.fast
+
 CONFIGMAP = """
 apiVersion: v1
 kind: ConfigMap

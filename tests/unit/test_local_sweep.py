@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.builders import job_manifest, sweep_manifest
+from tests.support.builders import job_manifest, sweep_manifest
 
 from trainingjob.local.sweep import LocalSweep
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
+
+pytestmark = pytest.mark.e2e
 
 STEPS = 1000  # long enough that a trial stopped early visibly stops: the pruned one is stopped near step 50
 # Grid order: a learning rate that learns within 50 steps, then one that cannot (adam at 1e-5 stays near chance).

@@ -3,13 +3,15 @@
 from typing import Any
 
 import pytest
-from tests import builders
-from tests.corpus_trainingjob import SPREAD, pod_fields_job, sidecar
+from tests.support import builders
+from tests.support.corpus_trainingjob import SPREAD, pod_fields_job, sidecar
 
 from trainingjob.children import contract
 from trainingjob.children.naming import Replica
 from trainingjob.children.specs import MASTER_PORT, PS_PORT, pod_manifest, replicas, service_manifest
 from trainingjob.model import TrainingJob
+
+pytestmark = pytest.mark.fast
 
 
 def make_job(uid: str = "job-uid", **spec: Any) -> TrainingJob:

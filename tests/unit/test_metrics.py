@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge
-from tests.builders import SETTINGS, T0, at, job_manifest
+from tests.support.builders import SETTINGS, T0, at, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.children.progress_report import progress_from_report
@@ -14,6 +14,8 @@ from trainingjob.model import Phase, Progress, TrainingJob, TrainingJobStatus
 from trainingjob.reconcile.job import reconcile
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.queue import Key
+
+pytestmark = pytest.mark.fast
 
 NS = "team-a"
 KEY: Key = (NS, "bert")

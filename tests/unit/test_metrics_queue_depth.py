@@ -5,8 +5,12 @@ wait for a free worker or for the Lease."""
 import asyncio
 from collections.abc import Callable
 
+import pytest
+
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.queue import Key, ReconcileQueue
+
+pytestmark = pytest.mark.fast
 
 DEADLINE = 10.0
 

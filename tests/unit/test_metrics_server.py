@@ -24,6 +24,8 @@ from trainingjob.runtime.metrics_server import MetricsServer
 from trainingjob.runtime.operator import health_problem
 from trainingjob.settings import OperatorSettings
 
+pytestmark = pytest.mark.fast
+
 TIMEOUT = 10.0
 
 

@@ -1,12 +1,15 @@
 """The operator's per-sweep metrics: trials by phase and the best objective for each sweep (from statuses the
 real sweep planner wrote), sweeps by phase, every series of a sweep gone with it, none reported while not leading."""
 
+import pytest
 from prometheus_client import CollectorRegistry
-from tests.builders import at, make_sweep, sweep_step, trial_job
+from tests.support.builders import at, make_sweep, sweep_step, trial_job
 
 from trainingjob.model.sweep_status import TrainingSweepStatus
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.queue import Key
+
+pytestmark = pytest.mark.fast
 
 KEY: Key = ("team-a", "lr-search")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.corpus_trainingjob import (
+from tests.support.corpus_trainingjob import (
     CASES,
     INVALID,
     VALID,
@@ -34,6 +34,8 @@ from trainingjob.model import (
     changed_immutable_fields,
     parse_quantity,
 )
+
+pytestmark = pytest.mark.fast
 
 
 def _ids(cases: list[Case]) -> list[str]:

@@ -25,10 +25,10 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
-from tests.builders import T0, job_manifest
-from tests.model_invariants import Ledger, check_after_reconcile, check_cluster
+from tests.support.builders import T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_watch import KINDS, FakeWatch
+from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile.job as reconcile_module
@@ -38,6 +38,8 @@ from trainingjob.plan import Settings
 from trainingjob.plan.waves import Refusal
 from trainingjob.reconcile.job import reconcile
 from trainingjob.runtime.cached import CachedCluster
+
+pytestmark = pytest.mark.model
 
 NS = "ns"
 NAMES = ("a", "b", "c")
@@ -356,7 +358,6 @@ def _version(job: dict[str, Any] | None) -> str | None:
     return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
-@pytest.mark.model
 def test_the_operator_holds_its_invariants_under_random_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reconcile_module, "FIRST_WAVE", 1)  # the random jobs' 1-5 pods come in several waves
     run_model(OperatorUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)

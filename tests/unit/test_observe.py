@@ -3,12 +3,14 @@
 from typing import Any
 
 import pytest
-from tests.builders import JOB_UID, make_job, pod, seen
+from tests.support.builders import JOB_UID, make_job, pod, seen
 
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import REASON_LENGTH, PodState, bounded, observe, pod_state
 from trainingjob.model import FailureClass
 from trainingjob.plan.classify import classify
+
+pytestmark = pytest.mark.fast
 
 
 def test_pods_of_a_namesake_are_foreign_not_ours() -> None:

@@ -4,11 +4,13 @@ import json
 import logging
 
 import pytest
-from tests.builders import SETTINGS, T0, job_manifest
+from tests.support.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.__main__ import JsonFormatter
 from trainingjob.reconcile.job import reconcile
+
+pytestmark = pytest.mark.fast
 
 
 def test_each_decision_is_one_line_naming_the_job_and_its_attempt(caplog: pytest.LogCaptureFixture) -> None:

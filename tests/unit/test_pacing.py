@@ -12,6 +12,8 @@ import pytest
 from trainingjob.kube.writes import Pacer, Throttled, windowed
 from trainingjob.plan.waves import waves
 
+pytestmark = pytest.mark.fast
+
 TIMEOUT = 10.0
 
 

@@ -6,11 +6,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.builders import SETTINGS, at, condition, created_names, make_job, pod, pods_of, step, without
+from tests.support.builders import SETTINGS, at, condition, created_names, make_job, pod, pods_of, step, without
 
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase
 from trainingjob.plan.waves import Refusal, refused
+
+pytestmark = pytest.mark.fast
 
 QUOTA = 'pods "job-worker-0-1" is forbidden: exceeded quota: gpu, requested: nvidia.com/gpu=8, used: 8, limited: 8'
 

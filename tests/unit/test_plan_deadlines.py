@@ -2,10 +2,12 @@
 it was due, so a worker replaced late in a long run gets its own time."""
 
 import pytest
-from tests.builders import at, condition, created_names, make_job, pod, pods_of, step, with_policy, without
+from tests.support.builders import at, condition, created_names, make_job, pod, pods_of, step, with_policy, without
 
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase
+
+pytestmark = pytest.mark.fast
 
 
 def test_active_deadline_fails_a_running_job() -> None:

@@ -5,11 +5,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.builders import SETTINGS, at, created_names, make_job, pod, pods_of, running, seen, step, without
+from tests.support.builders import SETTINGS, at, created_names, make_job, pod, pods_of, running, seen, step, without
 
 from trainingjob.children.naming import Replica
 from trainingjob.model import FailureClass, Phase, PodOutcome, TrainingJob
 from trainingjob.plan import plan
+
+pytestmark = pytest.mark.fast
 
 EMPTY_DIR = 'Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". '
 PRESSURE = "The node was low on resource: memory. "

@@ -7,10 +7,12 @@ from datetime import datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tests.builders import T0, at, pods_of, running, step, with_policy
+from tests.support.builders import T0, at, pods_of, running, step, with_policy
 
 from trainingjob.model import AttemptOutcome, CheckpointStatus, MetricPoint, Phase, Progress
 from trainingjob.plan.history import added
+
+pytestmark = pytest.mark.fast
 
 
 def test_a_run_that_fails_once_and_succeeds_is_told_attempt_by_attempt() -> None:

@@ -2,11 +2,14 @@
 
 from typing import Any
 
+import pytest
 from pydantic import ValidationError
-from tests.builders import at, job_manifest, make_job, pods_of, seen
+from tests.support.builders import at, job_manifest, make_job, pods_of, seen
 
 from trainingjob.model import Phase, TrainingJob
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
+
+pytestmark = pytest.mark.fast
 
 
 def invalid(**policy: Any) -> tuple[dict[str, Any], ValidationError]:

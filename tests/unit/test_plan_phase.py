@@ -2,9 +2,11 @@
 words; a parameter-server job stays Running while a worker is replaced; counts always match the pods."""
 
 import pytest
-from tests.builders import at, condition, make_job, pods_of, step, with_policy, without
+from tests.support.builders import at, condition, make_job, pods_of, step, with_policy, without
 
 from trainingjob.model import Phase
+
+pytestmark = pytest.mark.fast
 
 IMAGE = {
     "containerStatuses": [

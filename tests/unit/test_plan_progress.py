@@ -5,11 +5,13 @@ only after it reported and then went quiet for progressDeadlineSeconds."""
 from dataclasses import replace
 
 import pytest
-from tests.builders import SETTINGS, at, condition, pods_of, running, seen, step, with_policy
+from tests.support.builders import SETTINGS, at, condition, pods_of, running, seen, step, with_policy
 
 from trainingjob.model import FailureClass, Phase, Progress
 from trainingjob.plan import plan
 from trainingjob.plan.estimate import percent
+
+pytestmark = pytest.mark.fast
 
 
 def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:

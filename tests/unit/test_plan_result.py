@@ -2,10 +2,12 @@
 succeeds and never changed after; a failed job gets none (its last metrics stay in status.progress)."""
 
 import pytest
-from tests.builders import at, pods_of, running, step
+from tests.support.builders import at, pods_of, running, step
 
 from trainingjob.model import CheckpointStatus, Phase, Progress, TrainingJobStatus, TrainingResult
 from trainingjob.plan.result import duration_seconds
+
+pytestmark = pytest.mark.fast
 
 CHECKPOINT = CheckpointStatus(step=100, path="/checkpoints/step-100", time=at(98))
 

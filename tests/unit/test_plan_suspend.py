@@ -1,9 +1,12 @@
 """Suspend and resume: pods stop, counts drop to zero, one event each way, and resume starts a new attempt only
 if the suspended one had pods."""
 
-from tests.builders import at, condition, created_names, make_job, pods_of, step, with_policy
+import pytest
+from tests.support.builders import at, condition, created_names, make_job, pods_of, step, with_policy
 
 from trainingjob.model import Phase
+
+pytestmark = pytest.mark.fast
 
 
 def test_suspend_stops_every_pod_and_resume_starts_a_new_attempt() -> None:

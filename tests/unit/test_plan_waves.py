@@ -2,12 +2,14 @@
 UID, refusals go into the Created condition, and a refusal is announced once, not on every pass that meets it."""
 
 import pytest
-from tests.builders import at, make_job, step
+from tests.support.builders import at, make_job, step
 
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan.waves import Refusal, after_wave, waves
 
 QUOTA = 'pods "job-worker-1-1" is forbidden: exceeded quota: gpu'
+
+pytestmark = pytest.mark.fast
 
 
 def first_status() -> TrainingJobStatus:

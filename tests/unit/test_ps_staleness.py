@@ -21,6 +21,8 @@ from trainer.ps_shard import ShardState
 from trainer.ps_wire import Message, Peer
 from trainer.signals import StopFlag
 
+pytestmark = pytest.mark.fast
+
 LEARNING_RATE = 0.5
 WAIT_SECONDS = 10.0
 

@@ -9,6 +9,8 @@ import pytest
 
 from trainingjob.runtime.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue, retry_delay
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("failures", "transient", "delay"),

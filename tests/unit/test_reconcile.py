@@ -5,12 +5,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.builders import SETTINGS, T0, job_manifest
+from tests.support.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 
 from trainingjob.kube.ports import Conflict
 from trainingjob.plan.waves import FIRST_WAVE, Refusal
 from trainingjob.reconcile.job import Outcome, merge_patch, reconcile
+
+pytestmark = pytest.mark.fast
 
 NS = "ns"
 

@@ -10,6 +10,8 @@ import pytest
 from trainingjob.children.progress_report import MAX_REPORT_BYTES, final_report, parse_report, progress_from_report
 from trainingjob.model.status import MAX_METRICS
 
+pytestmark = pytest.mark.fast
+
 HEARTBEAT = 1767225600  # 2026-01-01T00:00:00Z
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 from trainingjob.model import Phase, TrainingJob
 from trainingjob_sdk import Conflict, Forbidden, Invalid, NotFound, TrainingJobError, Unauthorized, Unavailable
@@ -15,6 +15,8 @@ from trainingjob_sdk.client import lines, reached
 from trainingjob_sdk.errors import FieldError, field_path, for_status
 from trainingjob_sdk.manifests import as_job, create_body, documents, to_create
 from trainingjob_sdk.pods import check_has_logs, parse_replica, pick
+
+pytestmark = pytest.mark.fast
 
 TWO = f"{json.dumps(job_manifest('a'))}\n---\n# a comment only\n---\n{json.dumps(job_manifest('b'))}\n"
 

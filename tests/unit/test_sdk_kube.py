@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 from kubernetes.config import ConfigException
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 from urllib3.exceptions import ProtocolError, ReadTimeoutError
 
 from trainingjob_sdk import Forbidden, NotConfigured, NotFound, Unavailable, deadline
 from trainingjob_sdk.kube import KubeJobs
+
+pytestmark = pytest.mark.fast
 
 Manifest = dict[str, Any]
 Event = Manifest | Exception  # an event of a WATCH stream, or the error that breaks it off

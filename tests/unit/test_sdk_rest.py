@@ -13,33 +13,18 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
+from tests.support.fake_rest import Chunks, Handler, rest
 
 from trainingjob_sdk import Client, NotFound, TrainingJobError, Unavailable, WaitTimeout, deadline
 from trainingjob_sdk.rest import RestJobs, sse_events
 
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-def rest(handler: Handler, server: str = "http://api.test") -> RestJobs:
-    return RestJobs(server, "token", transport=httpx.MockTransport(handler))
+pytestmark = pytest.mark.fast
 
 
 def event(phase: str, name: str = "status") -> bytes:
     job = job_manifest("a") | {"status": {"phase": phase, "attempt": 1}}
     return f"event: {name}\ndata: {json.dumps(job)}\n\n".encode()
-
-
-class Chunks(httpx.SyncByteStream):
-    """A body that comes in `chunks`, then raises `then` (an httpx error) if given."""
-
-    def __init__(self, *chunks: bytes, then: Exception | None = None) -> None:
-        self.chunks, self.then = chunks, then
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.chunks
-        if self.then is not None:
-            raise self.then
 
 
 SSE = {"Content-Type": "text/event-stream"}

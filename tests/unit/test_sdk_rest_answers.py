@@ -8,11 +8,13 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.unit.test_sdk_rest import Chunks, Handler, rest
+from tests.support.fake_rest import Chunks, Handler, rest
 
 from trainingjob_sdk import NotConfigured, TrainingJobError, Unavailable
 from trainingjob_sdk.manifests import as_job
 from trainingjob_sdk.rest import RestJobs
+
+pytestmark = pytest.mark.fast
 
 
 def job_calls() -> list[Any]:

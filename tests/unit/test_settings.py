@@ -7,6 +7,8 @@ from trainingjob.local.cluster import LOCAL_SETTINGS
 from trainingjob.runtime.controller import plan_settings
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE, OperatorSettings
 
+pytestmark = pytest.mark.fast
+
 IMAGE_VARIABLE = "TJ_OPERATOR_DEFAULT_TRAINER_IMAGE"
 
 

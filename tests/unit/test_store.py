@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.builders import JOB_UID, T0, make_job, pod
+from tests.support.builders import JOB_UID, T0, make_job, pod
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, Replica
@@ -18,6 +18,8 @@ from trainingjob.runtime.cached import CachedCluster
 from trainingjob.runtime.memory import Stores
 from trainingjob.runtime.store import Store, newer
 from trainingjob.sweep.trials import SWEEP_LABEL
+
+pytestmark = pytest.mark.fast
 
 Manifest = dict[str, Any]
 NS = "ns"

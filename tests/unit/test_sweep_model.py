@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.builders import SWEEP_PARAMETERS, T0, make_sweep, sweep_manifest, sweep_step
+from tests.support.builders import SWEEP_PARAMETERS, T0, make_sweep, sweep_manifest, sweep_step
 
 from trainingjob.model.history import EvaluationPoint
 from trainingjob.model.sweep import TrainingSweep
@@ -14,6 +14,8 @@ from trainingjob.model.sweep_status import ObjectivePoint
 from trainingjob.sweep.sampling import grid_order, next_parameters, trial_budget
 from trainingjob.sweep.space import grid_point, grid_size
 from trainingjob.sweep.trials import curve
+
+pytestmark = pytest.mark.fast
 
 LR = SWEEP_PARAMETERS[0]
 

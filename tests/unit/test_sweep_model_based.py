@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from tests.builders import T0, sweep_manifest
+from tests.support.builders import T0, sweep_manifest
 from tests.support.model_runs import knob, run_model
 
 from trainingjob.kube.ports import Conflict
@@ -24,6 +24,8 @@ from trainingjob.model.sweep_status import TrainingSweepStatus
 from trainingjob.reconcile.sweep import reconcile_sweep
 from trainingjob.sweep.sampling import trial_budget
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, TRIAL_LABEL
+
+pytestmark = pytest.mark.model
 
 NS, NAME, UID = "ns", "sweep", "sweep-uid"
 SEED, EXAMPLES, STEPS = knob("SEED", 20261123), knob("EXAMPLES", 300), knob("STEPS", 50)
@@ -230,6 +232,5 @@ class SweepUnderEvents(RuleBasedStateMachine):
         TOTALS["sequences"] += 1
 
 
-@pytest.mark.model
 def test_sweeps_hold_their_invariants_under_random_events() -> None:
     run_model(SweepUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)

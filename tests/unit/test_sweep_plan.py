@@ -2,11 +2,13 @@
 their jobs, stopped early, counted against the failure budget, and ranked; nothing repeated after a crash."""
 
 import pytest
-from tests.builders import at, make_sweep, sweep_step, trial_job
+from tests.support.builders import at, make_sweep, sweep_step, trial_job
 
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
 from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
+
+pytestmark = pytest.mark.fast
 
 
 def test_the_first_pass_records_parallelism_trials_then_creates_their_jobs() -> None:

@@ -3,11 +3,14 @@
 import json
 from typing import Any
 
-from tests.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
+import pytest
+from tests.support.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
 
 from trainingjob.children import timeline
 from trainingjob.children.naming import Replica
 from trainingjob.model import CheckpointStatus, Progress, TrainingJob
+
+pytestmark = pytest.mark.fast
 
 
 def _lived(job: TrainingJob) -> TrainingJob:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 import yaml
 from rich.console import Console
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 import trainingjob
 from tjctl import display, errors, observe, output
@@ -27,6 +27,8 @@ from trainingjob_sdk import (
     Unavailable,
     WaitTimeout,
 )
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,12 @@ from datetime import timedelta
 
 import pytest
 from rich.console import Console
-from tests.builders import T0, at, job_manifest
+from tests.support.builders import T0, at, job_manifest
 
 from tjctl import display
 from trainingjob.model import CheckpointStatus, TrainingResult
+
+pytestmark = pytest.mark.fast
 
 
 @pytest.mark.parametrize(

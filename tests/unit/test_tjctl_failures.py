@@ -14,12 +14,14 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.builders import job_manifest
-from tests.e2e.test_local_mode import REPO, tjctl_env
-from tests.unit.test_sdk_client import FakeJobs
+from tests.support.builders import job_manifest
+from tests.support.cli import REPO, tjctl_env
+from tests.support.fake_jobs import FakeJobs
 
 from tjctl import cli, commands, output
 from trainingjob_sdk import Client, Conflict, NotConfigured, NotFound, RestJobs, TrainingJob
+
+pytestmark = pytest.mark.fast
 
 Said = tuple[int, str, str]  # the exit code, stdout, stderr
 
@@ -183,8 +185,8 @@ def test_the_kept_lines_of_a_gone_attempt_with_tail_zero_are_none(
 
 READER_GONE = textwrap.dedent("""\
     import sys
-    from tests.builders import job_manifest
-    from tests.unit.test_sdk_client import FakeJobs
+    from tests.support.builders import job_manifest
+    from tests.support.fake_jobs import FakeJobs
     from tjctl import cli
     from trainingjob_sdk import Client
     cli.connect = lambda **_: Client(FakeJobs(*(job_manifest(f"job-{n}") for n in range(50))))

@@ -4,10 +4,13 @@ time left, the loss and throughput; a line each time the job enters a phase (or 
 import io
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from rich.console import Console
 
 from tjctl.progress import JobProgress, status_line
 from trainingjob.model import TrainingJobStatus
+
+pytestmark = pytest.mark.fast
 
 
 def _status(phase: str, step: int, attempt: int = 1, **progress: object) -> TrainingJobStatus:

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.builders import job_manifest
+from tests.support.builders import job_manifest
 
 from tjctl import local_checks
 from tjctl.cli import main
 from tjctl.errors import UsageError
 from trainingjob.local.cluster import Chaos
 from trainingjob.model import TrainingJob
+
+pytestmark = pytest.mark.fast
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 import yaml
 from rich.console import Console
-from tests.builders import job_manifest, make_sweep, sweep_manifest
+from tests.support.builders import job_manifest, make_sweep, sweep_manifest
 
 from tjctl.cli import main
 from tjctl.sweep_run import changes, ranked, summary
 from trainingjob.model.sweep import Goal
 from trainingjob.model.sweep_status import BestTrial, SweepPhase, TrainingSweepStatus, Trial, TrialCounts, TrialPhase
+
+pytestmark = pytest.mark.fast
 
 
 def _file(tmp_path: Path, *manifests: dict[str, Any]) -> str:

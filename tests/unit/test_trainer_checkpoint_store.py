@@ -18,6 +18,8 @@ from trainer.checkpoint_store import (
 )
 from trainer.env import CheckpointPolicy
 
+pytestmark = pytest.mark.fast
+
 
 def entries(*specs: tuple[int, bool]) -> list[CheckpointEntry]:
     return [CheckpointEntry(step, Path(f"step-{step}"), complete) for step, complete in specs]

@@ -15,6 +15,8 @@ from trainer.checkpoint import Checkpointer
 from trainer.checkpoint_store import list_checkpoints, load_newest, write_checkpoint
 from trainer.env import CheckpointPolicy
 
+pytestmark = pytest.mark.fast
+
 INJECTED = "injected by the test"
 
 

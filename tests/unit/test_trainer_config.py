@@ -7,6 +7,8 @@ import pytest
 from trainer.config import OptimizerName, Workload, parse_trainer_config
 from trainer.failures import ConfigError
 
+pytestmark = pytest.mark.fast
+
 
 def test_camel_case_fields_parse() -> None:
     raw = json.dumps(

@@ -7,6 +7,8 @@ from trainer.env import read_env
 from trainer.failures import ConfigError, combine_exit_codes
 from trainer.launcher import local_rank_env
 
+pytestmark = pytest.mark.fast
+
 
 def test_ranks_follow_node_rank_and_local_rank() -> None:
     pod = {"NODE_RANK": "1", "TJ_NPROC_PER_POD": "2", "WORLD_SIZE": "4", "RANK": "2", "MASTER_ADDR": "m"}

@@ -5,8 +5,12 @@ import socket
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from trainer.progress import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
 from trainingjob.children.progress_report import parse_report
+
+pytestmark = pytest.mark.fast
 
 
 def test_metrics_text_format() -> None:

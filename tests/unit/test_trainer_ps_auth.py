@@ -13,6 +13,8 @@ from trainer.failures import ConfigError
 from trainer.ps_auth import HEADER, AuthenticationError, Session, new_nonce, read_job_key
 from trainer.ps_wire import Message, decode, encode, read_message
 
+pytestmark = pytest.mark.fast
+
 KEY = secrets.token_bytes(32)
 LIMIT = 1 << 16
 MESSAGE: Message = {"op": "push", "worker": 1, "step": 3, "version": 2, "grads": {"w": torch.arange(4.0)}}

@@ -17,6 +17,8 @@ from trainer.ps_server import ParameterServer
 from trainer.ps_wire import Message, Peer, ProtocolError
 from trainer.signals import StopFlag
 
+pytestmark = pytest.mark.fast
+
 WORKERS = 2
 
 

@@ -7,6 +7,8 @@ import torch
 
 from trainer.ps_shard import ShardState, assign_shards, is_accepted
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("staleness", "bound", "accepted"),

@@ -16,6 +16,8 @@ from trainer.failures import ConfigError
 from trainer.recipe import Recipe, cross_entropy
 from trainer.steps import accumulate_gradients, evaluate, means
 
+pytestmark = pytest.mark.fast
+
 CPU = torch.device("cpu")
 
 

@@ -4,6 +4,8 @@ import pytest
 
 from trainer.pacing import CONTROL_EVERY, AgreementSchedule
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize(
     ("slowest_seconds_per_step", "steps_to_next"),

@@ -11,6 +11,8 @@ from fastapi.testclient import TestClient
 
 from trainingjob_api.routers import ui
 
+pytestmark = pytest.mark.fast
+
 ASSET = re.compile(r'(?:src|href)="(assets/[0-9a-f]{16}/[^"]+)"')
 
 

@@ -4,9 +4,12 @@
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from trainingjob import __version__
+
+pytestmark = pytest.mark.fast
 
 REPO = Path(__file__).resolve().parents[2]
 SEMVER = re.compile(r"\d+\.\d+\.\d+")

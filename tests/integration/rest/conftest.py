@@ -3,20 +3,23 @@
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import uvicorn
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.processes import free_port, poll_until
+from testbed.silent_kubelet import silent_node as start_silent_node
 from tests.support.rest_api import (
     ALL_VERBS,
     READ_VERBS,
     SERVER_RULES,
     TIMEOUT,
     Api,
+    Clients,
     World,
     grant,
     service_account,
@@ -26,6 +29,8 @@ from tests.support.rest_api import (
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.app import create_app
 from trainingjob_api.settings import ApiSettings
+
+TRANSPORTS = ["kube", "rest"]
 
 
 @pytest.fixture(scope="module")
@@ -86,3 +91,19 @@ def world(api_server: Api, admin: client.ApiClient, envtest_ns: str) -> Iterator
     client.RbacAuthorizationV1Api(admin).delete_cluster_role_binding(f"{other}-reader")
     client.RbacAuthorizationV1Api(admin).delete_cluster_role(f"{other}-reader")
     client.CoreV1Api(admin).delete_namespace(other)
+
+
+@pytest.fixture(params=TRANSPORTS)
+def clients(  # noqa: PLR0917 (fixtures, by name)
+    request: pytest.FixtureRequest, world: World, api_server: Api, admin: client.ApiClient,
+    trainingjob_crd: ControlPlane, tmp_path: Path,
+) -> Clients:  # fmt: skip
+    """The SDK through each transport, for ServiceAccounts of the test's namespaces."""
+    return Clients(request.param, trainingjob_crd, api_server, admin, world.home, tmp_path)
+
+
+@pytest.fixture
+def silent_node(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path: Path) -> Iterator[str]:
+    """A Node whose kubelet serves every pod's log as one line, then nothing: follow streams stay open and idle."""
+    with start_silent_node(trainingjob_crd, admin, tmp_path) as node:
+        yield node

@@ -7,8 +7,8 @@ import ssl
 import httpx
 import pytest
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane
+from testbed.processes import poll_until
 from tests.support.rest_api import (
     AUDIENCE,
     TIMEOUT,

@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 import pytest
 from kubernetes import client
-from tests.support.processes import poll_until
-from tests.support.rest_api import TIMEOUT, World, grant, jobs_path, manifest, pod_of, service_account
+from testbed.processes import poll_until
+from testbed.silent_kubelet import pod_of
+from tests.support.rest_api import TIMEOUT, World, grant, jobs_path, manifest, service_account
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

@@ -8,8 +8,8 @@ import uuid
 
 import httpx
 import pytest
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import poll_until
+from testbed.controlplane import ControlPlane
+from testbed.processes import poll_until
 from tests.support.rest_api import (
     TIMEOUT,
     World,

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from tests.support.processes import poll_until
+from testbed.processes import poll_until
 from tests.support.rest_api import (
     TIMEOUT,
     World,

@@ -10,8 +10,8 @@ import httpx
 import pytest
 import uvicorn
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.processes import free_port, poll_until
 from tests.support.rest_api import (
     ALL_VERBS,
     SERVER_RULES,

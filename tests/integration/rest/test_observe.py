@@ -2,27 +2,20 @@
 on streams that hold no thread."""
 
 import json
-import sys
 import time
-import uuid
-from collections.abc import Iterator
 from contextlib import ExitStack, closing
-from pathlib import Path
 
 import httpx
 import pytest
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import Server, free_port, poll_until
+from testbed.processes import poll_until
+from testbed.silent_kubelet import pod_of
 from tests.support.rest_api import (
-    SILENT_KUBELET,
     TIMEOUT,
     World,
-    accepts,
     create,
     jobs_path,
     manifest,
-    pod_of,
     service_account,
     worker_failed,
 )
@@ -73,27 +66,6 @@ def test_watch_streams_count_against_the_callers_bound(world: World) -> None:
         with world.writer.stream("GET", url) as refused:  # a stream: an unbounded watch would never end
             assert refused.status_code == 429
             assert "streams (followed logs, watches)" in json.loads(refused.read())["message"]
-
-
-@pytest.fixture
-def silent_node(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path: Path) -> Iterator[str]:
-    """A Node whose kubelet serves every pod's log as one line, then nothing: follow streams stay open and idle."""
-    pair, port = trainingjob_crd.pki.issue("kubelet", "kubelet", server=True), free_port()
-    kubelet = Server(
-        "kubelet", [sys.executable, "-c", SILENT_KUBELET, str(port), str(pair.cert), str(pair.key)], tmp_path
-    )
-    node, nodes = f"silent-{uuid.uuid4().hex[:6]}", client.CoreV1Api(admin)
-    status = {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-              "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}}  # fmt: skip
-    try:
-        kubelet.wait_ready(lambda: accepts(port), TIMEOUT)
-        nodes.create_node({"metadata": {"name": node}, "status": status})
-        try:
-            yield node
-        finally:
-            nodes.delete_node(node)
-    finally:
-        kubelet.stop()
 
 
 def test_logs_of_an_earlier_attempt_while_its_pod_is_there(

@@ -7,23 +7,20 @@ import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.integration.rest import test_observe
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import free_port, poll_until
+from testbed.controlplane import ControlPlane
+from testbed.processes import free_port, poll_until
+from testbed.silent_kubelet import pod_of
 from tests.support.rest_api import (
     TIMEOUT,
-    Api,
+    Clients,
     World,
     grant,
     manifest,
-    pod_of,
-    service_account,
     token_kubeconfig,
     worker_failed,
 )
@@ -42,35 +39,6 @@ from trainingjob_sdk import (
 )
 
 pytestmark = pytest.mark.envtest
-silent_node = test_observe.silent_node  # a Node whose kubelet serves every log as one line
-TRANSPORTS = ["kube", "rest"]
-
-
-@dataclass(frozen=True)
-class Clients:
-    """Makes SDK clients for ServiceAccounts, through one transport, with the home namespace as default."""
-
-    transport: str
-    plane: ControlPlane
-    api: Api
-    admin: client.ApiClient
-    home: str
-    folder: Path
-
-    def of(self, namespace: str, name: str) -> Client:
-        if self.transport == "rest":
-            return Client.rest(self.api.url, service_account(self.admin, namespace, name), namespace=self.home)
-        token = service_account(self.admin, namespace, name, audience=None)  # for the Kubernetes API itself
-        kubeconfig = token_kubeconfig(self.folder / f"{name}.kubeconfig", self.plane, token)
-        return Client.kube(kubeconfig, namespace=self.home)
-
-
-@pytest.fixture(params=TRANSPORTS)
-def clients(  # noqa: PLR0917 (fixtures, by name)
-    request: pytest.FixtureRequest, world: World, api_server: Api, admin: client.ApiClient,
-    trainingjob_crd: ControlPlane, tmp_path: Path,
-) -> Clients:  # fmt: skip
-    return Clients(request.param, trainingjob_crd, api_server, admin, world.home, tmp_path)
 
 
 @pytest.fixture

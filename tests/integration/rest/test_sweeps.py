@@ -9,11 +9,10 @@ import httpx
 import pytest
 import yaml
 from kubernetes import client
-from tests.builders import sweep_manifest
-from tests.integration.conftest import install_crd
-from tests.integration.rest import test_sdk
-from tests.support.processes import poll_until
-from tests.support.rest_api import ALL_VERBS, TIMEOUT, World, grant, jobs_path, manifest
+from testbed.crds import install_crd
+from testbed.processes import poll_until
+from tests.support.builders import sweep_manifest
+from tests.support.rest_api import ALL_VERBS, TIMEOUT, Clients, World, grant, jobs_path, manifest
 
 from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION
@@ -21,7 +20,6 @@ from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob_sdk import Client, Forbidden, Invalid, NotFound
 
 pytestmark = pytest.mark.envtest
-clients = test_sdk.clients  # the SDK through each transport, for ServiceAccounts of the test's namespaces
 BAD_LR = [{"name": "lr", "path": "trainer.learningRate", "type": "Float", "min": 0.5, "max": 50.0}]
 BEST = {"number": 1, "jobName": "lr-1", "parameters": {"lr": 0.01, "batch": 32}, "objective": 0.97}
 
@@ -32,7 +30,7 @@ def sweep_crd(admin: client.ApiClient) -> None:
 
 
 @pytest.fixture
-def sweeper(sweep_crd: None, clients: test_sdk.Clients, world: World) -> Iterator[Client]:
+def sweeper(sweep_crd: None, clients: Clients, world: World) -> Iterator[Client]:
     """The home namespace's writer, also allowed every verb on its sweeps."""
     rules = [client.V1PolicyRule(api_groups=[GROUP], resources=[SWEEP_PLURAL], verbs=ALL_VERBS)]
     grant(clients.admin, "sweeper", (world.home, "writer"), rules, namespace=world.home)
@@ -71,7 +69,7 @@ def test_a_sweep_the_model_refuses_is_named_before_it_is_sent(sweeper: Client) -
         sweeper.sweeps.get("bad")
 
 
-def test_a_caller_without_rights_on_sweeps_is_refused(sweep_crd: None, clients: test_sdk.Clients, world: World) -> None:
+def test_a_caller_without_rights_on_sweeps_is_refused(sweep_crd: None, clients: Clients, world: World) -> None:
     with clients.of(world.other, "reader") as reader, pytest.raises(Forbidden):  # it may read jobs, not sweeps
         reader.sweeps.list(world.other)
 

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
-from tests.e2e.test_local_mode import tjctl
-from tests.support.processes import poll_until
-from tests.support.rest_api import Api, World, create, grant, jobs_path, pod_of
+from testbed.processes import poll_until
+from testbed.silent_kubelet import pod_of
+from tests.support.cli import tjctl
+from tests.support.rest_api import Api, World, create, grant, jobs_path
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 

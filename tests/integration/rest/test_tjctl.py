@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client
-from tests.e2e.test_local_mode import REPO, tjctl
-from tests.support.processes import free_port, poll_until
+from testbed.processes import free_port, poll_until
+from tests.support.cli import REPO, tjctl
 from tests.support.rest_api import TIMEOUT, Api, World, manifest
 
 from trainingjob.model import GROUP, PLURAL, VERSION

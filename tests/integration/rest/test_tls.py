@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.e2e.test_local_mode import REPO, tjctl
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import Server, free_port
+from testbed.controlplane import ControlPlane
+from testbed.processes import Server, free_port
+from tests.support.cli import REPO, tjctl
 
 pytestmark = pytest.mark.envtest
 

@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from kubernetes import client
-from tests.support import node
-from tests.support.devcluster import command_line, stop_keeper
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_cluster import OperatorPodLog, install_chart, signal_container
-from tests.support.node_jobs import (
+
+from testbed import node
+from testbed.devcluster import command_line, stop_keeper
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import OperatorPodLog, install_chart, signal_container
+from testbed.node_jobs import (
     at_step,
     claim_on_local_volume,
     example,
@@ -28,7 +29,7 @@ from tests.support.node_jobs import (
     result_accuracy,
     resumed_steps,
 )
-from tests.support.processes import poll_until
+from testbed.processes import poll_until
 
 NAMESPACE = "demo"
 READY, FAILED = "ready", "failed"
@@ -95,7 +96,7 @@ def up(folder: Path) -> None:
     log_path = folder / "keeper.log"
     with log_path.open("wb") as log:
         keeper = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.demo_cluster", "keep", "--dir", str(folder)],
+            [sys.executable, "-m", "testbed.demo_cluster", "keep", "--dir", str(folder)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
     (folder / "keeper.pid").write_text(f"{keeper.pid}\n")

@@ -1,13 +1,14 @@
-"""A fresh namespace per test, named after the test, with its default ServiceAccount, deleted afterwards."""
+"""Namespaces on a control plane: one with its default ServiceAccount, one deleted and waited for, and a fresh one
+named after a test."""
 
 import re
 import uuid
 from collections.abc import Iterator
 
-import pytest
 from kubernetes import client
-from tests.support.controlplane import ControlPlane
-from tests.support.processes import poll_until
+
+from testbed.controlplane import ControlPlane
+from testbed.processes import poll_until
 
 
 def create_namespace(core: client.CoreV1Api, name: str) -> None:
@@ -37,8 +38,9 @@ def delete_namespace(core: client.CoreV1Api, name: str, *, timeout: float) -> No
     poll_until(gone, timeout=timeout, interval=0.2, what=f"namespace {name} deleted")
 
 
-def fresh_namespace(plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
-    stem = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+def fresh_namespace(plane: ControlPlane, test_name: str) -> Iterator[str]:
+    """A namespace named after a test (a fixture yields from this), deleted when the generator is closed."""
+    stem = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
     name = f"{stem}-{uuid.uuid4().hex[:6]}"
     with plane.api_client() as api:
         core = client.CoreV1Api(api)

@@ -10,9 +10,9 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.processes import Server, free_port
+from testbed.processes import Server, free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 class OperatorProcess:

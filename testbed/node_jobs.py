@@ -10,12 +10,12 @@ from typing import Any
 
 import yaml
 from kubernetes import client
-from tests.support.examples import EXAMPLES
-from tests.support.harness import Harness
-from tests.support.node import NodeTier
-from tests.support.node_cluster import local_volume
-from tests.support.processes import poll_until
 
+from testbed.examples import EXAMPLES
+from testbed.harness import Harness
+from testbed.node import NodeTier
+from testbed.node_cluster import local_volume
+from testbed.processes import poll_until
 from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 from trainingjob.children.specs import PROGRESS_PORT
 

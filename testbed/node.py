@@ -1,6 +1,6 @@
 """The node tier: the control plane plus one real node (containerd + runc, a kubelet, CNI bridge networking,
 kube-proxy and CoreDNS) on this machine, with our images imported. Started and stopped by process group; what
-the node changes on the machine is recorded first and put back at the end (tests/support/node_host.py)."""
+the node changes on the machine is recorded first and put back at the end (testbed/node_host.py)."""
 
 import contextlib
 import os
@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubernetes import client, utils
-from tests.support import node_config as cfg
-from tests.support import node_host
-from tests.support.controlplane import Binaries, ControlPlane, http_ok, node_ready, write_kubeconfig
-from tests.support.node_images import BuiltImage, Containerd, build_images, pause_archive
-from tests.support.processes import Server, poll_until
 
-REPO = Path(__file__).resolve().parents[2]
+from testbed import node_config as cfg
+from testbed import node_host
+from testbed.controlplane import Binaries, ControlPlane, http_ok, node_ready, write_kubeconfig
+from testbed.node_images import BuiltImage, Containerd, build_images, pause_archive
+from testbed.processes import Server, poll_until
+
+REPO = Path(__file__).resolve().parents[1]
 NODE_BINARIES = ("kubelet", "kube-proxy", "coredns", "pause")
 HOST_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip6tables", "ip", "mount")
 CNI_PLUGINS = ("bridge", "host-local", "loopback")

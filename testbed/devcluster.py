@@ -17,8 +17,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support.controlplane import GPU_NODES, Binaries, ControlPlane
-from tests.support.processes import poll_until
+from testbed.controlplane import GPU_NODES, Binaries, ControlPlane
+from testbed.processes import poll_until
 
 
 def _keep(folder: Path) -> None:
@@ -38,7 +38,7 @@ def _keep(folder: Path) -> None:
         (folder / "ready").unlink(missing_ok=True)
 
 
-KEEPER_ARGS = ("-m", "tests.support.devcluster", "keep")
+KEEPER_ARGS = ("-m", "testbed.devcluster", "keep")
 RESTART = "make dev-cluster-down && make dev-cluster"
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import yaml
 from kubernetes import client, config
-from tests.support import kwok
-from tests.support.pki import Authority, CertPair, service_account_keys
-from tests.support.processes import Server, free_port, poll_until
+
+from testbed import kwok
+from testbed.pki import Authority, CertPair, service_account_keys
+from testbed.processes import Server, free_port, poll_until
 
 ENVTEST_BINARIES = ("etcd", "kube-apiserver")
 CLUSTER_BINARIES = (*ENVTEST_BINARIES, "kube-controller-manager", "kube-scheduler", "kwok")
@@ -67,7 +68,7 @@ def write_kubeconfig(path: Path, server: str, ca: Path, user: str, credentials: 
 
 class ControlPlane:
     """Starts and stops one control plane in `root`. `cluster=False` is the envtest tier. With `node_ip` it serves
-    a real node (tests/support/node.py) on that address instead of kwok's fake ones."""
+    a real node (testbed/node.py) on that address instead of kwok's fake ones."""
 
     def __init__(self, root: Path, binaries: Binaries, *, cluster: bool, node_ip: str | None = None) -> None:
         self.root = root

@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tests.support.controlplane import Binaries
 
-REPO = Path(__file__).resolve().parents[2]
+from testbed.controlplane import Binaries
+
+REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "trainingjob-operator"
 Manifest = dict[str, Any]
 _TIMEOUT = 120.0

@@ -1,8 +1,9 @@
-"""Test support: run `python -m trainer` pods as real processes, with free ports and deadline polling."""
+"""`python -m trainer` pods as real processes on this machine, as the operator would set them up: one pod, a DDP
+gang, a parameter-server job; their logs, progress files and checkpoints."""
 
 import json
 import os
-import socket
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -15,15 +16,10 @@ from typing import Any, TypeVar
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from testbed.processes import free_port
+
+REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (bound to 0, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def config_json(**fields: Any) -> str:
@@ -170,3 +166,40 @@ def progress_of(directory: Path) -> dict[str, Any]:
     progress = read_json(directory / "progress.json")
     assert progress is not None, f"no progress file under {directory}"
     return progress
+
+
+def write_job_key(directory: Path) -> Path:
+    """A random job key, as the operator's per-job Secret mounts it into every pod."""
+    path = directory / "job.key"
+    path.write_bytes(secrets.token_bytes(32))
+    return path
+
+
+def ps_env(directory: Path, *, shards: int, workers: int, config: str, wait: str) -> dict[str, str]:
+    """What every pod of one parameter-server job shares."""
+    return {
+        "TJ_JOB_KEY_FILE": str(write_job_key(directory)),
+        "TJ_NUM_PS": str(shards),
+        "TJ_NUM_WORKERS": str(workers),
+        "TJ_PS_ADDRS": ",".join(f"127.0.0.1:{free_port()}" for _ in range(shards)),
+        "TJ_TRAINER_CONFIG": config,
+        "TJ_MASTER_WAIT_SECONDS": wait,
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+    }
+
+
+def start_role(pods: list[Pod], logs: Path, env: dict[str, str], role: str, index: int) -> Pod:
+    """One `ps` or `worker` pod of the job."""
+    pod = start_pod(f"{role}{index}", {**env, "TJ_ROLE": role, "TJ_REPLICA_INDEX": str(index)}, logs)
+    pods.append(pod)
+    return pod
+
+
+def start_ps_job(
+    pods: list[Pod], logs: Path, directory: Path, *, shards: int, workers: int, config: str, wait: str
+) -> tuple[list[Pod], list[Pod]]:
+    """Parameter servers first, then workers, as the operator would create them (in any order)."""
+    env = ps_env(directory, shards=shards, workers=workers, config=config, wait=wait)
+    servers = [start_role(pods, logs, env, "ps", index) for index in range(shards)]
+    return servers, [start_role(pods, logs, env, "worker", index) for index in range(workers)]

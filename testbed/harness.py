@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from kubernetes import client
-from tests.support import pods
-from tests.support.processes import poll_until
 
+from testbed import pods
+from testbed.processes import poll_until
 from trainingjob.children.naming import job_selector
 from trainingjob.children.specs import PROGRESS_PORT
 from trainingjob.model import GROUP, PLURAL, VERSION

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
-from tests.support import node_config as cfg
-from tests.support.helm import Helm
-from tests.support.node import NodeTier
-from tests.support.processes import poll_until
+
+from testbed import node_config as cfg
+from testbed.helm import Helm
+from testbed.node import NodeTier
+from testbed.processes import poll_until
 
 SYSTEM_NAMESPACE = "trainingjob-system"
 RELEASE = "tj"

@@ -1,6 +1,6 @@
 """The shipped examples: TrainingJob manifests, and beside them what they need (claims, ConfigMaps).
 
-A ConfigMap that carries an example's code is made from the code file beside it; `python -m tests.support.examples`
+A ConfigMap that carries an example's code is made from the code file beside it; `python -m testbed.examples`
 rewrites them after the code changes (tests/unit/test_examples.py fails until then).
 """
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def has_kind(path: Path, kind: str) -> bool:

@@ -1,0 +1,237 @@
+"""The Helm chart rendered by helm alone (lint, template; no cluster): strict lint, RBAC without wildcards or
+secrets, hardened and probed pods, TLS, namespaced mode, values refused naming the value, and monitoring objects
+that query only what the operator exports."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic.alias_generators import to_camel
+from testbed.helm import Helm, HelmError
+from tests.support.chart import MONITORING, VALUE_SETS, in_namespace, operator_env
+
+from trainingjob.generate import chart_settings
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.settings import OperatorSettings
+
+pytestmark = pytest.mark.tools
+Manifest = dict[str, Any]
+
+
+def _by_kind(objects: list[Manifest]) -> dict[str, list[Manifest]]:
+    found: dict[str, list[Manifest]] = {}
+    for manifest in objects:
+        found.setdefault(manifest["kind"], []).append(manifest)
+    return found
+
+
+def _rules(objects: list[Manifest]) -> list[Manifest]:
+    return [rule for m in objects if m["kind"] in ("ClusterRole", "Role") for rule in m["rules"]]
+
+
+REFUSED = {
+    "namespace": ({"operator.watchNamespace": "Team_A"}, "/operator/watchNamespace"),
+    "workers": ({"operator.settings.workers": "0"}, "/operator/settings/workers"),
+    "backoff": ({"operator.settings.backoffBaseSeconds": "0"}, "/operator/settings/backoffBaseSeconds"),
+    "metrics-port": ({"operator.metricsPort": "70000"}, "/operator/metricsPort"),
+    "log-level": ({"operator.logLevel": "LOUD"}, "/operator/logLevel"),
+    "digest": ({"operator.image.digest": "latest"}, "/operator/image/digest"),
+    "wildcard-verb": ({"api.trainingJobVerbs": "{*}"}, "/api/trainingJobVerbs/0"),
+    "service-type": ({"api.service.type": "Headless"}, "/api/service/type"),
+    "duration": ({"monitoring.prometheusRule.stuckFor": "soon"}, "/monitoring/prometheusRule/stuckFor"),
+    "env-not-a-string": (
+        {"operator.extraEnv[0].name": "X", "operator.extraEnv[0].value": "true"},
+        "/operator/extraEnv/0/value",
+    ),
+    "unknown-key": ({"operator.replicaCount": "2"}, "replicaCount"),
+    "replicas": ({"operator.replicas": "0"}, "/operator/replicas"),
+    "log-format": ({"operator.settings.logFormat": "xml"}, "/operator/settings/logFormat"),
+    "trainer-image": (
+        {"operator.settings.defaultTrainerImage": "trainer latest"},
+        "/operator/settings/defaultTrainerImage",
+    ),
+    "tls-mode": ({"api.tls.mode": "off"}, "/api/tls/mode"),
+    "tls-secret-unnamed": ({"api.tls.mode": "secret"}, "/api/tls/secretName"),
+    "tls-issuer-unnamed": ({"api.tls.mode": "certManager"}, "/api/tls/issuerRef"),
+}
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_lint_strict_passes(helm: Helm, values: dict[str, str]) -> None:
+    assert "0 chart(s) failed" in helm.lint(in_namespace("team-a", values))
+
+
+@pytest.mark.parametrize("values", VALUE_SETS.values(), ids=VALUE_SETS.keys())
+def test_rbac_has_no_wildcards_and_never_reads_secrets(helm: Helm, values: dict[str, str]) -> None:
+    rules = _rules(helm.template("rel", "tj-system", in_namespace("team-a", values)))
+    assert rules
+    for rule in rules:
+        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+        assert "secrets" not in rule["resources"] or rule["verbs"] == ["create"], rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+
+
+def test_the_operator_runs_alone_hardened_and_probed(helm: Helm) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system"))
+    operator, api = sorted(
+        kinds["Deployment"], key=lambda d: d["metadata"]["name"] != "rel-trainingjob-operator-operator"
+    )
+    assert operator["spec"]["replicas"] == 1 and operator["spec"]["strategy"]["type"] == "RollingUpdate"
+    (lease_role,) = [r for r in kinds["Role"] if r["metadata"]["name"].endswith("-leader")]
+    assert lease_role["metadata"]["namespace"] == "tj-system" and lease_role["rules"][0]["resources"] == ["leases"]
+    alone = _by_kind(helm.template("rel", "tj-system", {"operator.leaderElection": "false", "operator.replicas": "3"}))
+    (single,) = [d for d in alone["Deployment"] if d["metadata"]["name"].endswith("-operator")]
+    assert single["spec"]["replicas"] == 1 and single["spec"]["strategy"] == {"type": "Recreate"}
+    assert "Role" not in alone
+    for deployment in (operator, api):
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        (container,) = pod["containers"]
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["requests"] and container["resources"]["limits"]["memory"]
+        assert container["livenessProbe"] and container["readinessProbe"]
+    assert api["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    env = {e["name"]: e["value"] for e in operator["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TJ_OPERATOR_NAMESPACE"] == "" and env["TJ_OPERATOR_METRICS_PORT"] == "8080"
+
+
+@pytest.mark.parametrize(
+    ("values", "secret", "scheme"),
+    [
+        pytest.param({}, "rel-trainingjob-operator-api-tls", "HTTPS", id="self-signed"),
+        pytest.param({"api.tls.mode": "secret", "api.tls.secretName": "mine"}, "mine", "HTTPS", id="own-secret"),
+        pytest.param(
+            {"api.tls.mode": "certManager", "api.tls.issuerRef.name": "ca", "api.tls.issuerRef.kind": "ClusterIssuer"},
+            "rel-trainingjob-operator-api-tls",
+            "HTTPS",
+            id="cert-manager",
+        ),
+        pytest.param({"api.tls.mode": "none"}, None, "HTTP", id="behind-a-proxy"),
+    ],
+)
+def test_the_api_serves_https_unless_told_it_sits_behind_a_proxy(
+    helm: Helm, values: dict[str, str], secret: str | None, scheme: str
+) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system", values))
+    api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
+    pod = api["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    mounted = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert mounted == ([secret] if secret else [])
+    assert ("TJ_API_TLS_CERT_FILE" in env, env.get("TJ_API_PLAIN_HTTP")) == (
+        (True, None) if secret else (False, "true")
+    )
+    probes = [pod["containers"][0][p]["httpGet"]["scheme"] for p in ("livenessProbe", "readinessProbe")]
+    assert probes == [scheme, scheme]
+    made = [s["metadata"]["name"] for s in kinds.get("Secret", [])]
+    made += [c["spec"]["secretName"] for c in kinds.get("Certificate", [])]
+    assert made == ([secret] if values.get("api.tls.mode") in (None, "certManager") else [])
+
+
+def test_an_api_serving_some_namespaces_has_rights_there_only(helm: Helm) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system", {"api.namespaces": "{team-a,team-b}"}))
+    api_roles = [r for r in kinds["Role"] if r["metadata"]["name"].endswith("-api")]
+    assert sorted(r["metadata"]["namespace"] for r in api_roles) == ["team-a", "team-b"]
+    assert all("trainingjobs" in r["rules"][0]["resources"] for r in api_roles)
+    (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-api")]
+    assert [r["resources"] for r in cluster_role["rules"]] == [["tokenreviews"], ["subjectaccessreviews"]]
+    api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
+    env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]'
+
+
+def test_fractional_seconds_pass_through_set(helm: Helm) -> None:
+    env = operator_env(helm, {"operator.settings.backoffBaseSeconds": "0.5"})
+    assert env["TJ_OPERATOR_BACKOFF_BASE_SECONDS"] == "0.5"
+
+
+def test_images_are_overridable(helm: Helm) -> None:
+    values = {
+        "operator.image.repository": "r.example/op",
+        "operator.image.tag": "v9",
+        "api.image.digest": "sha256:" + "b" * 64,
+    }
+    images = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["image"]
+        for d in _by_kind(helm.template("rel", "ns", values))["Deployment"]
+    }
+    assert images == {
+        "rel-trainingjob-operator-operator": "r.example/op:v9",
+        "rel-trainingjob-operator-api": "ghcr.io/trainingjob/trainingjob-api@sha256:" + "b" * 64,
+    }
+
+
+def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> None:
+    objects = helm.template("rel", "tj-system", {"operator.watchNamespace": "team-a", "api.enabled": "false"})
+    kinds = _by_kind(objects)
+    (role,) = [r for r in kinds["Role"] if not r["metadata"]["name"].endswith("-leader")]
+    assert role["metadata"]["namespace"] == "team-a"
+    # Of the operator's rights only kopf's namespace and CRD observers are cluster-wide (the others are people's).
+    (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-operator")]
+    assert [r["resources"] for r in cluster_role["rules"]] == [["namespaces"], ["customresourcedefinitions"]]
+    assert all(r["verbs"] == ["list", "watch"] for r in cluster_role["rules"])
+    without_crd_watch = _by_kind(
+        helm.template("rel", "tj-system", {"operator.watchNamespace": "team-a", "rbac.watchCRDs": "false"})
+    )
+    operator_role = next(r for r in without_crd_watch["ClusterRole"] if r["metadata"]["name"].endswith("-operator"))
+    assert [r["resources"] for r in operator_role["rules"]] == [["namespaces"]]
+
+
+@pytest.mark.parametrize(("values", "named"), REFUSED.values(), ids=REFUSED.keys())
+def test_invalid_values_are_refused_naming_the_value(helm: Helm, values: dict[str, str], named: str) -> None:
+    with pytest.raises(HelmError, match="values don't meet the specifications of the schema") as refused:
+        helm.template("rel", "ns", values)
+    assert named in str(refused.value)
+
+
+def test_monitoring_without_metrics_is_refused(helm: Helm) -> None:
+    with pytest.raises(HelmError, match=r"set operator\.metricsPort"):
+        helm.template("rel", "ns", {"operator.metricsPort": "0", "monitoring.serviceMonitor.enabled": "true"})
+
+
+def test_alerts_and_dashboard_use_only_metrics_the_operator_exports(helm: Helm) -> None:
+    """Structural check of the monitoring objects (no Prometheus here): every trainingjob_* series they query
+    is one the operator's registry exposes."""
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    exported = {f.name + suffix for f in Metrics().registry.collect() for suffix in suffixes[f.type]}
+    kinds = _by_kind(helm.template("rel", "ns", MONITORING))
+    rules = kinds["PrometheusRule"][0]["spec"]["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} >= {
+        "TrainingJobOperatorDown",
+        "TrainingJobsStuckPending",
+        "TrainingJobsStuckRestarting",
+        "TrainingJobRestartStorm",
+    }
+    assert all(r["labels"]["severity"] and r["annotations"]["summary"] for r in rules)
+    dashboard = yaml.safe_load(kinds["ConfigMap"][0]["data"]["trainingjob-operator.json"])
+    queries = [r["expr"] for r in rules] + [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {word for q in queries for word in _words(q) if word.startswith("trainingjob_")}
+    assert used and used <= exported, used - exported
+    assert {"trainingjob_jobs", "trainingjob_restarts_total", "trainingjob_queue_depth"} <= used
+
+
+def _words(query: str) -> list[str]:
+    return "".join(c if c.isalnum() or c == "_" else " " for c in query).split()
+
+
+def test_each_chart_setting_reaches_the_operator_as_its_own_variable(tmp_path: Path) -> None:
+    """helm's snakecase of the key is the operator's variable: set every setting to a non-default value and read
+    the rendered Deployment's environment back through OperatorSettings."""
+    changed = {"backoffBaseSeconds": "0.5", "workers": "3", "readProgress": "false", "logFormat": "json",
+               "defaultTrainerImage": "registry.example/trainer:9", "leaseRenewSeconds": "1.5"}  # fmt: skip
+    assert set(changed) < {to_camel(n) for n in chart_settings.chart_fields()}
+    values = {f"operator.settings.{key}": value for key, value in changed.items()}
+    (deployment,) = Helm(tmp_path).template("tj", "ops", values, show_only=["templates/operator-deployment.yaml"])
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    names = {chart_settings.env_name(name) for name in chart_settings.chart_fields()}
+    assert names <= set(env), names - set(env)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        read = OperatorSettings()
+    assert (read.backoff_base_seconds, read.workers, read.read_progress, read.log_format) == (0.5, 3, False, "json")
+    assert (read.default_trainer_image, read.lease_renew_seconds) == ("registry.example/trainer:9", 1.5)
