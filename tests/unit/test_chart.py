@@ -1,6 +1,9 @@
 """The chart's files on their own: its crds/ is the generated CRD, byte for byte, its operator settings are generated
-from the operator's settings model, and its JSON files parse."""
+from the operator's settings model, its JSON files parse, and the API certificate it generates serves a
+port-forward."""
 
+import base64
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -8,11 +11,15 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 from pydantic.alias_generators import to_camel
 from tests.support.helm import Helm
+from tests.support.pki import CertPair
+from tests.unit.test_sdk_rest_tls import https
 
 from trainingjob.generate import chart_settings, crd
 from trainingjob.settings import OperatorSettings
+from trainingjob_sdk import Client, TrainingJobError
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"
 TOP_LEVEL_CRDS = CHART.parents[1] / "crds"
@@ -80,3 +87,30 @@ def test_the_charts_default_trainer_image_is_checked_as_the_operator_checks_it()
     chart = schema["properties"]["operator"]["properties"]["settings"]["properties"]["defaultTrainerImage"]
     field = OperatorSettings.model_json_schema()["properties"]["default_trainer_image"]
     assert (chart["pattern"], chart["maxLength"]) == (field["pattern"], field["maxLength"])
+
+
+def test_the_generated_api_certificate_names_the_port_forwards_hosts_too(tmp_path: Path) -> None:
+    """The self-signed certificate names the Service and, for `kubectl port-forward`, localhost and 127.0.0.1:
+    tjctl and the SDK given its ca.crt reach the API at https://127.0.0.1:PORT and https://localhost:PORT."""
+    (secret,) = Helm(tmp_path).template("tj", "ops", show_only=["templates/api-tls.yaml"])
+    files = {name: base64.b64decode(value) for name, value in secret["data"].items()}
+    certificate = x509.load_pem_x509_certificate(files["tls.crt"])
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    service = "tj-trainingjob-operator-api"
+    assert set(names.get_values_for_type(x509.DNSName)) == {
+        service,
+        f"{service}.ops",
+        f"{service}.ops.svc",
+        "localhost",
+    }
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    with https(CertPair(tmp_path / "tls.crt", tmp_path / "tls.key")) as server:
+        for url in (server, server.replace("127.0.0.1", "localhost")):
+            with (
+                Client.rest(url, "token", cacert=tmp_path / "ca.crt") as client,
+                pytest.raises(TrainingJobError) as got,
+            ):
+                client.list()
+            assert got.value.status == 418, got.value  # past TLS: the server's own answer
