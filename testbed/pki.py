@@ -68,8 +68,10 @@ class Authority:
         *,
         server: bool = False,
         addresses: tuple[str, ...] = (),
+        loopback: bool = True,
     ) -> CertPair:
-        """Issue a client certificate (or, with server=True, a serving certificate for loopback and `addresses`)."""
+        """Issue a client certificate (or, with server=True, a serving certificate for the apiserver's names,
+        `addresses` and, unless loopback=False, localhost and 127.0.0.1)."""
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -85,13 +87,10 @@ class Authority:
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )
         if server:
-            names: list[x509.GeneralName] = [
-                x509.DNSName(name)
-                for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
-            ]
-            names += [
-                x509.IPAddress(ipaddress.ip_address(address)) for address in ("127.0.0.1", "10.0.0.1", *addresses)
-            ]
+            dns = ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] + (["localhost"] if loopback else [])
+            ips = ["10.0.0.1", *addresses] + (["127.0.0.1"] if loopback else [])
+            names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns]
+            names += [x509.IPAddress(ipaddress.ip_address(address)) for address in ips]
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self._key, hashes.SHA256())
         pair = CertPair(self.folder / f"{file_stem}.crt", self.folder / f"{file_stem}.key")

@@ -37,6 +37,11 @@ def duration(seconds: float) -> str:
     return f"{days}d{hours % 24:02}h"
 
 
+def significant(value: float) -> str:
+    """A value to three significant digits, so that a small one is not shown as zero: 1.23, 0.0123, 3.2e-05."""
+    return f"{value:.3g}"
+
+
 def metrics(values: dict[str, float]) -> str:
     """'accuracy 0.9700, loss 0.1100'."""
     return ", ".join(f"{name} {value:.4f}" for name, value in sorted(values.items()))
@@ -117,7 +122,7 @@ def _row(job: Manifest, now: datetime, wide: bool) -> list[str]:
     if wide:
         checkpoint = (status.get("lastCheckpoint") or {}).get("step")
         row += [
-            f"{loss:.4f}" if isinstance(loss, int | float) else "",
+            significant(loss) if isinstance(loss, int | float) else "",
             f"step-{checkpoint}" if checkpoint is not None else "",
             str((status.get("lastFailure") or {}).get("reason", "")),
         ]

@@ -17,6 +17,7 @@ from trainingjob.local.cluster import BESIDE_PYTHON, Chaos
 from trainingjob.model import API_VERSION, KIND, Mode, RoleSpec, TrainingJob
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob_sdk import Invalid
+from trainingjob_sdk.documents import kinds_in
 from trainingjob_sdk.manifests import documents, invalid, to_create
 from trainingjob_sdk.pods import parse_replica
 
@@ -30,7 +31,9 @@ def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
     readable(path)
     found = documents(path)
     if len(found) != 1:
-        raise Invalid(f"{path}: tjctl run runs one TrainingJob; this file has {len(found)} documents", status=None)
+        has = f"this file has {len(found)} documents ({kinds_in(found)})"
+        alone = "put the TrainingJob in a file of its own (local mode needs no claim: its volumes are folders)"
+        raise Invalid(f"{path}: tjctl run runs one TrainingJob; {has}: {alone}", status=None)
     if found[0].get("kind") == SWEEP_KIND:
         raise UsageError(f"{path} is a TrainingSweep: run it with tjctl sweep run {path}")
     job = to_create(found[0], str(path))
@@ -45,8 +48,7 @@ def load_sweep(path: Path, *, parallelism: int | None = None) -> tuple[dict[str,
     readable(path)
     found = documents(path)
     if len(found) != 1 or found[0].get("kind") != SWEEP_KIND:
-        kinds = ", ".join(str(document.get("kind")) for document in found)
-        raise Invalid(f"{path}: tjctl sweep run runs one TrainingSweep; this file has {kinds}", status=None)
+        raise Invalid(f"{path}: tjctl sweep run runs one TrainingSweep; this file has {kinds_in(found)}", status=None)
     manifest = found[0]
     if parallelism is not None and isinstance(manifest.get("spec"), dict):
         manifest = {**manifest, "spec": {**manifest["spec"], "parallelism": parallelism}}

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from trainingjob.model import ConditionStatus, ConditionType, LastFailure, Phase, TrainingJob
+from trainingjob_sdk.documents import kinds_in
 from trainingjob_sdk.errors import (
     FieldError,
     Invalid,
@@ -152,7 +153,8 @@ class Client:
         """Create one job from a TrainingJob, a dict, YAML/JSON text or a file; generateName is honoured."""
         found = documents(source)
         if len(found) != 1:
-            raise Invalid(f"expected one TrainingJob, found {len(found)} documents: use create_all", status=None)
+            message = f"expected one TrainingJob, found {len(found)} documents ({kinds_in(found)}): use create_all"
+            raise Invalid(message, status=None)
         return self.create_all(found, namespace)[0]
 
     def check_all(self, source: Sources, namespace: str | None = None, *, where: str | None = None) -> Manifests:
@@ -162,11 +164,12 @@ class Client:
         found = documents(source)
         bodies = []
         for number, manifest in enumerate(found, 1):
-            named = where or "the TrainingJob"
+            named = where
             if len(found) > 1:
                 named = f"{where} (document {number})" if where else f"document {number}"
             job = to_create(manifest, named)
-            bodies.append(create_body(job, namespace or job.metadata.namespace or self.namespace, named))
+            ns = namespace or job.metadata.namespace or self.namespace
+            bodies.append(create_body(job, ns, named or "the TrainingJob"))
         return bodies
 
     def create_all(self, source: Sources, namespace: str | None = None) -> Jobs:

@@ -37,13 +37,12 @@ def parse_json(text: str) -> Any:
 
 
 def parse_yaml(text: str) -> Any:
-    """One YAML document; its events are checked first, so nothing is built from a bomb or a deep nest."""
-    _check_events(text)
-    loader = _Loader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
+    """One YAML document (None for none); its events are checked first, so nothing is built from a bomb or a deep
+    nest. Several: DocumentError saying what each is."""
+    found = parse_yaml_documents(text)
+    if len(found) > 1:
+        raise DocumentError(f"it holds {len(found)} YAML documents ({kinds_in(found)}) where one is expected")
+    return found[0] if found else None
 
 
 def parse_yaml_documents(text: str) -> list[Any]:
@@ -57,6 +56,21 @@ def parse_yaml_documents(text: str) -> list[Any]:
         return [document for document in found if document is not None]
     finally:
         loader.dispose()
+
+
+def kinds_in(documents: list[Any]) -> str:
+    """What each document is, for a message: 'a PersistentVolumeClaim, a TrainingJob, an object without a kind'."""
+    return ", ".join(kind_of(document) for document in documents)
+
+
+def kind_of(document: Any) -> str:
+    """'a PersistentVolumeClaim', 'an Ingress', 'an object without a kind' or 'not an object'."""
+    if not isinstance(document, dict):
+        return "not an object"
+    kind = document.get("kind")
+    if not isinstance(kind, str) or not kind:
+        return "an object without a kind"
+    return f"{'an' if kind[0].upper() in 'AEIOU' else 'a'} {kind}"
 
 
 def check_depth(document: Any, limit: int = MAX_DEPTH) -> None:

@@ -1,6 +1,7 @@
 """What can go wrong, as types a caller can catch: the same for both transports (Kubernetes and the REST API)."""
 
 import ssl
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
@@ -108,7 +109,8 @@ class Unavailable(TrainingJobError):  # noqa: N818 (named as Kubernetes names th
 
 class NotConfigured(TrainingJobError):  # noqa: N818 (named as Kubernetes names them)
     """No cluster to talk to, or not one the SDK can use as configured: no kubeconfig (or an unreadable one), not in
-    a pod, a REST API URL that is no http(s) URL or that redirects elsewhere, an unreadable CA file."""
+    a pod, a REST API URL that is no http(s) URL or that redirects elsewhere, an unreadable CA file, a REST API whose
+    TLS certificate the client refuses (reason UntrustedCertificate)."""
 
     default_reason = "NotConfigured"
 
@@ -173,10 +175,20 @@ def unreachable_reason(error: BaseException) -> str:
     return "the connection was lost"
 
 
+def refused_certificate(error: BaseException | None) -> ssl.SSLCertVerificationError | None:
+    """The TLS client's refusal of the server's certificate among `error` and its causes, if that is what failed."""
+    return next((cause for cause in _causes(error) if isinstance(cause, ssl.SSLCertVerificationError)), None)
+
+
 def _os_reason(error: BaseException | None) -> str:
     """The operating system's words (e.g. "Connection refused") from the chain of causes, if it has them."""
+    return next((cause.strerror for cause in _causes(error) if isinstance(cause, OSError) and cause.strerror), "")
+
+
+def _causes(error: BaseException | None) -> Iterator[BaseException]:
+    """`error` and what caused it, nearest first (at most eight: a chain may loop)."""
     for _ in range(8):
-        if error is None or (isinstance(error, OSError) and error.strerror):
-            break
+        if error is None:
+            return
+        yield error
         error = error.__cause__ or error.__context__
-    return error.strerror if isinstance(error, OSError) and error.strerror else ""

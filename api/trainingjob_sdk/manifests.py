@@ -11,10 +11,11 @@ from typing import Any
 import yaml
 from pydantic import PrivateAttr, ValidationError
 
-from trainingjob.model import ObjectMeta, TrainingJob
+from trainingjob.model import KIND, ObjectMeta, TrainingJob
 from trainingjob.model.job import MAX_NAME_LENGTH, ApiObject
+from trainingjob.model.sweep import SWEEP_KIND
 from trainingjob.plan.invalid import salvaged_status
-from trainingjob_sdk.documents import DocumentError, decode, parse_yaml_documents
+from trainingjob_sdk.documents import DocumentError, decode, kind_of, parse_yaml_documents
 from trainingjob_sdk.errors import FieldError, Invalid, TrainingJobError, field_path
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,10 @@ GENERATED_SUFFIX = 5  # the apiserver appends five characters to metadata.genera
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 PREFIX_PATTERN = r"^[a-z][-a-z0-9]*$"
 FILE_HINT = "to read a file pass a Path or a name ending in .yaml, .yml or .json"
+OTHER_KINDS = {  # what to do with a document of the project's other kind
+    KIND: "submit it as a job (tjctl submit, client.create)",
+    SWEEP_KIND: "submit it as a sweep (tjctl sweep submit, client.sweeps.create)",
+}
 
 
 class StoredJob(TrainingJob):
@@ -82,8 +87,22 @@ def documents(source: Sources) -> list[Manifest]:
     return found
 
 
-def to_create(manifest: Mapping[str, Any], where: str = "the TrainingJob") -> TrainingJob:
-    """A manifest checked for creation: valid for the model, named by metadata.name or metadata.generateName."""
+def check_kind(manifest: Mapping[str, Any], expected: str, where: str | None = None) -> None:
+    """Invalid saying that the manifest (named by `where`) is of another kind than `expected` (a claim in a file of
+    jobs) and what to do, instead of the model's errors about the fields of an object it never was."""
+    kind = manifest.get("kind")
+    if not isinstance(kind, str) or kind in ("", expected):
+        return
+    said = f"is {kind_of(manifest)}, not a {expected}"
+    todo = OTHER_KINDS.get(kind, f"apply it with kubectl apply -f, then submit the {expected}s without it")
+    raise Invalid(f"{where or 'the manifest'} {said}: {todo}", [FieldError("kind", said)], status=None)
+
+
+def to_create(manifest: Mapping[str, Any], where: str | None = None) -> TrainingJob:
+    """A manifest checked for creation: a TrainingJob, valid for the model, named by metadata.name or
+    metadata.generateName. Invalid naming it by `where` (default: the TrainingJob) otherwise."""
+    check_kind(manifest, KIND, where)
+    where = where or "the TrainingJob"
     try:
         job = TrainingJob.from_manifest(dict(manifest))
     except ValidationError as error:

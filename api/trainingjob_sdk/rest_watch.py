@@ -4,6 +4,7 @@ one once it has sent the job: one that ends or goes quiet before, or an answer t
 failures with nothing answered between for deadline.LONGEST_OUTAGE seconds are Unavailable."""
 
 import socket
+import ssl
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -12,7 +13,15 @@ from typing import TYPE_CHECKING
 import httpx
 
 from trainingjob_sdk.deadline import Deadline, Retry, followed
-from trainingjob_sdk.errors import NotFound, TrainingJobError, Unavailable, one_line, unreachable_reason
+from trainingjob_sdk.errors import (
+    NotConfigured,
+    NotFound,
+    TrainingJobError,
+    Unavailable,
+    one_line,
+    refused_certificate,
+    unreachable_reason,
+)
 from trainingjob_sdk.jobs import Manifest, describe_job, json_object
 
 if TYPE_CHECKING:
@@ -20,6 +29,10 @@ if TYPE_CHECKING:
 
 KEEPALIVE_GRACE = 60.0  # the API sends a keepalive comment every few seconds on a watch: none for this long is a loss
 EVENT_STREAM = "text/event-stream"
+UNTRUSTED_CERTIFICATE = "UntrustedCertificate"  # NotConfigured's reason: the server's certificate was refused
+# OpenSSL's verify codes: the certificate names another host; it comes from a CA the client does not trust
+NAMES_ANOTHER_HOST = {62, 64}  # X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+UNKNOWN_ISSUER = {2, 18, 19, 20, 21}  # ..._UNABLE_TO_GET_ISSUER_CERT, ..._SELF_SIGNED_..., ..._VERIFY_LEAF_SIGNATURE
 
 
 @contextmanager
@@ -27,10 +40,32 @@ def answering(server: str) -> Iterator[None]:
     try:
         yield
     except httpx.TransportError as error:
+        refusal = refused_certificate(error)
+        if refusal is not None:
+            raise NotConfigured(untrusted(server, refusal), reason=UNTRUSTED_CERTIFICATE) from None
         raise Unavailable(f"the REST API at {server} is unreachable: {unreachable_reason(error)}") from None
     except httpx.DecodingError as error:
         message = f"the REST API at {server} sent an answer that cannot be decoded: {one_line(str(error))}"
         raise TrainingJobError(message, reason="BadResponse") from None
+
+
+def untrusted(server: str, refusal: ssl.SSLCertVerificationError) -> str:
+    """Why the client refused the certificate of the REST API at `server`, and what to do about it."""
+    host = httpx.URL(server).host
+    said = str(refusal.verify_message or refusal.reason or refusal).rstrip(".")
+    refused = f"the REST API at {server} answered, but its TLS certificate"
+    if refusal.verify_code in NAMES_ANOTHER_HOST:
+        return (
+            f"{refused} does not name {host} (hostname mismatch): connect by a name the certificate holds, or give "
+            f"the API a certificate that names {host} (the chart's names localhost and 127.0.0.1 for a port-forward; "
+            "one an older chart made keeps its names until its Secret is deleted and the release upgraded)"
+        )
+    if refusal.verify_code in UNKNOWN_ISSUER:
+        return (
+            f"{refused} is signed by a CA this client does not trust ({said}): pass that CA's certificate (tjctl "
+            "--cacert FILE, $TJCTL_CACERT, the SDK's cacert=); the chart's NOTES show the command that saves it"
+        )
+    return f"{refused} was refused ({said})"
 
 
 def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:

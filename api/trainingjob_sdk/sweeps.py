@@ -1,18 +1,20 @@
 """TrainingSweeps through either transport (the Kubernetes API, or the REST API): create, read, list and delete
 them, and ask for the best trial so far. `Client.sweeps` is the way in."""
 
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from trainingjob.model import GROUP, VERSION
-from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
+from trainingjob.model.sweep import SWEEP_KIND, SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import BestTrial
+from trainingjob_sdk.documents import kinds_in
 from trainingjob_sdk.errors import Invalid
 from trainingjob_sdk.jobs import Manifest, Manifests
 from trainingjob_sdk.kube import KubeJobs
 from trainingjob_sdk.kube_answers import answering
-from trainingjob_sdk.manifests import Source, create_body, documents, invalid
+from trainingjob_sdk.manifests import Source, check_kind, create_body, documents, invalid
 from trainingjob_sdk.rest import RestJobs
 
 
@@ -98,9 +100,13 @@ class Sweeps:
         """Create one sweep from a TrainingSweep, a dict, YAML/JSON text or a file; checked by the model first
         (Invalid naming each field), so a sweep the operator would refuse is never sent."""
         found = [source.to_manifest()] if isinstance(source, TrainingSweep) else documents(source)
+        where = f"{source}: " if isinstance(source, Path) else ""
         if len(found) != 1:
-            raise Invalid(f"expected one TrainingSweep, found {len(found)} documents", status=None)
-        sweep = to_create(found[0])
+            message = f"{where}expected one TrainingSweep, found {len(found)} documents ({kinds_in(found)})"
+            raise Invalid(
+                f"{message}: apply other kinds with kubectl apply -f, and create the sweep alone", status=None
+            )
+        sweep = to_create(found[0], str(source) if where else None)
         ns = namespace or sweep.metadata.namespace or self.namespace
         return as_sweep(self.transport.create(create_body(sweep, ns), ns))
 
@@ -120,10 +126,10 @@ class Sweeps:
         return status.best_trial if status is not None else None
 
 
-def to_create(manifest: dict[str, Any]) -> TrainingSweep:
-    """A manifest checked for creation: valid for the model and named."""
-    if manifest.get("kind") not in (None, "TrainingSweep"):
-        raise Invalid(f"kind: {manifest.get('kind')!r} is not a TrainingSweep", status=None)
+def to_create(manifest: dict[str, Any], where: str | None = None) -> TrainingSweep:
+    """A manifest checked for creation: a TrainingSweep (the manifest named by `where` when it is not), valid for the
+    model and named."""
+    check_kind(manifest, SWEEP_KIND, where)
     try:
         sweep = TrainingSweep.from_manifest(manifest)
     except ValidationError as error:

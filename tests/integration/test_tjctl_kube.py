@@ -140,7 +140,11 @@ def test_list_all_namespaces_with_a_selector_and_the_age_and_wide_columns(kube: 
             assert all(re.fullmatch(r"\d+s|\d+m\d*s?", row["AGE"]) for row in rows), listed.stdout
             (cells,) = table(kube.run("list", "-o", "wide", "-l", "team=vision").stdout)
             assert (cells["PHASE"], cells["STEP"], cells["PROGRESS"]) == ("Running", "40", "40%"), cells
-            assert (cells["CHECKPOINT"], cells["FAILURE"], cells["LOSS"]) == ("step-30", "OOMKilled", "0.5000")
+            assert (cells["CHECKPOINT"], cells["FAILURE"], cells["LOSS"]) == (
+                "step-30",
+                "OOMKilled",
+                "0.5",
+            )  # as kubectl shows it
             assert "NAMESPACE" not in cells and cells["NAME"] == "here"
         finally:
             client.CoreV1Api(api).delete_namespace(other)

@@ -2,6 +2,7 @@
 finished rank's log is read through the SDK, whole and followed."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,12 +37,14 @@ def test_the_quickstart_submits_waits_and_prints_the_metrics(node_tier: NodeTier
         env=environment, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert f"submitted digits-ddp to {nh.ns}" in ran.stdout
+    submitted = re.search(rf"submitted (sdk-quickstart-[a-z0-9]{{5}}) to {nh.ns}\n", ran.stdout)
+    assert submitted, ran.stdout  # a name of its own, not the NOTES' digits-ddp
     assert "succeeded in attempt 1: {" in ran.stdout and "accuracy" in ran.stdout, ran.stdout
 
+    name = submitted.group(1)
     with Client.kube(tmp_path / "kubeconfig") as sdk:
-        whole = "".join(sdk.logs("digits-ddp", replica="worker-0"))
-        followed = list(sdk.logs("digits-ddp", replica="worker-1", follow=True))  # ends with the container
+        whole = "".join(sdk.logs(name, replica="worker-0"))
+        followed = list(sdk.logs(name, replica="worker-1", follow=True))  # ends with the container
         assert "starting from step 0" in whole, whole[-2000:]  # the trainer's own words, through the SDK
-        assert followed and "".join(followed) == "".join(sdk.logs("digits-ddp", replica="worker-1")), followed[-5:]
-        assert list(sdk.logs("digits-ddp", tail=3)) == whole.splitlines(keepends=True)[-3:]
+        assert followed and "".join(followed) == "".join(sdk.logs(name, replica="worker-1")), followed[-5:]
+        assert list(sdk.logs(name, tail=3)) == whole.splitlines(keepends=True)[-3:]

@@ -57,6 +57,12 @@ def job_manifest(
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
 
 
+def claim_manifest(name: str = "checkpoints") -> Manifest:
+    """A PersistentVolumeClaim, as a job's file may hold beside the job."""
+    spec = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name}, "spec": spec}
+
+
 def make_job(name: str = "job", *, namespace: str = "ns", uid: str = JOB_UID, **options: Any) -> TrainingJob:
     """A TrainingJob model as the apiserver stores it; run-policy fields may be given directly (backoffLimit=1)."""
     policy_fields = {"restartPolicy", "permanentExitCodes", "backoffLimit", "disruptionLimit", "suspend"}

@@ -3,7 +3,6 @@
 import time
 
 import pytest
-import yaml
 
 from trainingjob_sdk.documents import MAX_DEPTH, DocumentError, decode, parse_json, parse_yaml
 
@@ -78,8 +77,8 @@ def test_ordinary_documents_still_parse() -> None:
     assert parse_json(nested_json(MAX_DEPTH - 1)) is not None
     assert parse_yaml(nested_yaml_blocks(MAX_DEPTH - 1)) is not None
     assert parse_yaml("note: ünïcödé ✓\n") == {"note": "ünïcödé ✓"}
-    with pytest.raises(yaml.YAMLError):  # still one document only
-        parse_yaml("a: 1\n---\nb: 2\n")
+    with pytest.raises(DocumentError, match=r"2 YAML documents \(an object without a kind, a TrainingJob\) where"):
+        parse_yaml("a: 1\n---\nkind: TrainingJob\n")  # still one document only
 
 
 @pytest.mark.parametrize(

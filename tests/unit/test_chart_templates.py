@@ -2,18 +2,24 @@
 secrets, hardened and probed pods, TLS, namespaced mode, values refused naming the value, and monitoring objects
 that query only what the operator exports."""
 
+import base64
+import ipaddress
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
 from pydantic.alias_generators import to_camel
 from testbed.helm import Helm, HelmError
+from testbed.pki import CertPair
 from tests.support.chart import MONITORING, VALUE_SETS, in_namespace, operator_env
+from tests.support.https import https
 
 from trainingjob.generate import chart_settings
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.settings import OperatorSettings
+from trainingjob_sdk import Client, TrainingJobError
 
 pytestmark = pytest.mark.tools
 Manifest = dict[str, Any]
@@ -235,3 +241,30 @@ def test_each_chart_setting_reaches_the_operator_as_its_own_variable(tmp_path: P
         read = OperatorSettings()
     assert (read.backoff_base_seconds, read.workers, read.read_progress, read.log_format) == (0.5, 3, False, "json")
     assert (read.default_trainer_image, read.lease_renew_seconds) == ("registry.example/trainer:9", 1.5)
+
+
+def test_the_generated_api_certificate_names_the_port_forwards_hosts_too(tmp_path: Path) -> None:
+    """The self-signed certificate names the Service and, for `kubectl port-forward`, localhost and 127.0.0.1:
+    tjctl and the SDK given its ca.crt reach the API at https://127.0.0.1:PORT and https://localhost:PORT."""
+    (secret,) = Helm(tmp_path).template("tj", "ops", show_only=["templates/api-tls.yaml"])
+    files = {name: base64.b64decode(value) for name, value in secret["data"].items()}
+    certificate = x509.load_pem_x509_certificate(files["tls.crt"])
+    names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    service = "tj-trainingjob-operator-api"
+    assert set(names.get_values_for_type(x509.DNSName)) == {
+        service,
+        f"{service}.ops",
+        f"{service}.ops.svc",
+        "localhost",
+    }
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    with https(CertPair(tmp_path / "tls.crt", tmp_path / "tls.key")) as server:
+        for url in (server, server.replace("127.0.0.1", "localhost")):
+            with (
+                Client.rest(url, "token", cacert=tmp_path / "ca.crt") as client,
+                pytest.raises(TrainingJobError) as got,
+            ):
+                client.list()
+            assert got.value.status == 418, got.value  # past TLS: the server's own answer

@@ -3,11 +3,12 @@ for, and which typed error an HTTP status is."""
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.builders import job_manifest
+from tests.support.builders import claim_manifest, job_manifest, sweep_manifest
 
 from trainingjob.model import Phase, TrainingJob
 from trainingjob_sdk import Conflict, Forbidden, Invalid, NotFound, TrainingJobError, Unauthorized, Unavailable
@@ -15,6 +16,7 @@ from trainingjob_sdk.client import lines, reached
 from trainingjob_sdk.errors import FieldError, field_path, for_status
 from trainingjob_sdk.manifests import as_job, create_body, documents, to_create
 from trainingjob_sdk.pods import check_has_logs, parse_replica, pick
+from trainingjob_sdk.sweeps import to_create as sweep_to_create
 
 pytestmark = pytest.mark.fast
 
@@ -92,6 +94,28 @@ def _named(**metadata: Any) -> dict[str, Any]:
 def test_jobs_to_create_are_named_and_valid(manifest: dict[str, Any], message: str) -> None:
     with pytest.raises(Invalid, match=message):
         to_create(manifest)
+
+
+@pytest.mark.parametrize(
+    ("check", "manifest", "said", "todo"),
+    [
+        pytest.param(to_create, claim_manifest(), "is a PersistentVolumeClaim, not a TrainingJob", "kubectl apply -f",
+                     id="a claim"),
+        pytest.param(to_create, claim_manifest() | {"kind": "Ingress"}, "is an Ingress, not a TrainingJob",
+                     "kubectl apply -f", id="an Ingress"),
+        pytest.param(to_create, sweep_manifest("s"), "is a TrainingSweep, not a TrainingJob", "tjctl sweep submit",
+                     id="a sweep for a job"),
+        pytest.param(sweep_to_create, job_manifest("j"), "is a TrainingJob, not a TrainingSweep", "tjctl submit",
+                     id="a job for a sweep"),
+    ],
+)  # fmt: skip
+def test_a_manifest_of_another_kind_says_what_it_is_and_what_to_do(
+    check: Callable[[dict[str, Any], str], Any], manifest: dict[str, Any], said: str, todo: str
+) -> None:
+    with pytest.raises(Invalid) as refused:
+        check(manifest, "jobs.yaml (document 1)")
+    assert refused.value.message.startswith(f"jobs.yaml (document 1) {said}: ") and todo in refused.value.message
+    assert refused.value.fields == [FieldError("kind", said)] and not refused.value.unsaid()  # said once
 
 
 def test_a_generated_name_and_the_namespace_of_the_request() -> None:

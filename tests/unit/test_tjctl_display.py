@@ -1,6 +1,7 @@
 """What tjctl shows of a job's progress: the percent done, the time left from the estimated completion time (as
-the API gives it, or garbage), and a Succeeded job's result in one line."""
+the API gives it, or garbage), a Succeeded job's result in one line, and the loss in significant digits."""
 
+import io
 from datetime import timedelta
 
 import pytest
@@ -78,3 +79,10 @@ def test_an_odd_status_shows_blanks(status: object) -> None:
     console.print(display.table([_job(status)], T0))
     assert "%" not in console.export_text()
     assert display.result_of(_job(status)) == ""
+
+
+def test_the_wide_tables_loss_keeps_three_significant_digits() -> None:
+    job = {"metadata": {"name": "a"}, "status": {"phase": "Running", "progress": {"step": 9, "loss": 3.2e-5}}}
+    shown = Console(file=io.StringIO(), width=300)
+    shown.print(display.table([job], T0, wide=True))
+    assert "3.2e-05" in shown.file.getvalue()  # type: ignore[attr-defined]

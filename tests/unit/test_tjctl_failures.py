@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from tests.support.builders import job_manifest
+from tests.support.builders import claim_manifest, job_manifest
 from tests.support.cli import REPO, tjctl_env
 from tests.support.fake_jobs import FakeJobs
 
@@ -118,6 +118,15 @@ def test_submit_checks_every_document_before_it_creates_any(
     assert fake.created == []
 
 
+def test_submit_of_a_file_with_a_claim_names_the_document_that_is_no_job(
+    fake: FakeJobs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "jobs.yaml").write_text(yaml.safe_dump_all([claim_manifest(), job_manifest("b"), job_manifest("c")]))
+    said = run(["submit", str(tmp_path / "jobs.yaml")], capsys)
+    one_line(said, 2, "jobs.yaml (document 1) is a PersistentVolumeClaim, not a TrainingJob: ", "kubectl apply -f")
+    assert "spec.accessModes" not in said[2] and fake.created == []
+
+
 def test_an_invalid_manifest_is_an_error_of_tjctl_not_from_the_server(
     fake: FakeJobs, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -185,7 +194,7 @@ def test_the_kept_lines_of_a_gone_attempt_with_tail_zero_are_none(
 
 READER_GONE = textwrap.dedent("""\
     import sys
-    from tests.support.builders import job_manifest
+    from tests.support.builders import claim_manifest, job_manifest
     from tests.support.fake_jobs import FakeJobs
     from tjctl import cli
     from trainingjob_sdk import Client

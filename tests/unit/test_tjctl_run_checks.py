@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.builders import job_manifest
+from tests.support.builders import claim_manifest, job_manifest
 
 from tjctl import local_checks
 from tjctl.cli import main
@@ -65,6 +65,10 @@ def test_a_kill_of_a_parameter_server_is_checked_against_their_number(tmp_path: 
 def test_a_file_that_is_not_one_valid_named_job_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two = _file(tmp_path, job_manifest("a"), job_manifest("b"))
     _refused(["run", two], capsys, "tjctl run runs one TrainingJob; this file has 2 documents")
+    claim = claim_manifest()
+    with_claim = _file(tmp_path, claim, job_manifest("a"))
+    _refused(["run", with_claim], capsys, "(a PersistentVolumeClaim, a TrainingJob): put the TrainingJob in a file")
+    _refused(["run", _file(tmp_path, claim)], capsys, "is a PersistentVolumeClaim, not a TrainingJob")
     unnamed = job_manifest("x")
     unnamed["metadata"] = {"generateName": "x-"}
     _refused(["run", _file(tmp_path, unnamed)], capsys, "metadata.name is required")

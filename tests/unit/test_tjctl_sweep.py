@@ -75,7 +75,9 @@ def test_a_file_that_is_not_one_sweep_is_refused_saying_which_command_runs_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     job = _file(tmp_path, job_manifest("j"))
-    _refused(["sweep", "run", job], capsys, "tjctl sweep run runs one TrainingSweep; this file has TrainingJob")
+    _refused(["sweep", "run", job], capsys, "tjctl sweep run runs one TrainingSweep; this file has a TrainingJob")
+    server = ["--server", "http://127.0.0.1:9", "--token", "t"]  # refused before anything is sent
+    _refused([*server, "sweep", "submit", job], capsys, "is a TrainingJob, not a TrainingSweep: submit it as a job")
     sweep = _file(tmp_path, sweep_manifest("s"))
     _refused(["run", sweep], capsys, "is a TrainingSweep: run it with tjctl sweep run")
     _refused(["sweep", "run", str(tmp_path / "absent.yaml")], capsys, "absent.yaml: no such file")

@@ -1,5 +1,5 @@
-"""Jobs through the REST API: create from JSON and YAML (named, or by generateName), invalid manifests, lists with
-selectors and pages, delete, suspend and resume, and the status watch."""
+"""Jobs through the REST API: create from JSON and YAML (named, or by generateName), invalid manifests and those of
+another kind, lists with selectors and pages, delete, suspend and resume, and the status watch."""
 
 import json
 from collections.abc import Iterator
@@ -10,6 +10,7 @@ import pytest
 import yaml
 from kubernetes import client
 from testbed.processes import poll_until
+from tests.support.builders import claim_manifest
 from tests.support.rest_api import (
     TIMEOUT,
     World,
@@ -58,6 +59,19 @@ def test_create_with_generate_name_returns_the_name_kubernetes_gave(world: World
     nameless = world.writer.post(jobs_path(world.home), json=job)
     assert nameless.status_code == 422, nameless.text
     assert "metadata.name or metadata.generateName is required" in nameless.json()["message"]
+
+
+def test_a_manifest_of_another_kind_is_named_as_such(world: World) -> None:
+    """A claim (alone, or in a stream with a job) is refused saying what it is, not with the job's field errors."""
+    as_yaml = {"Content-Type": "application/yaml"}
+    claim = world.writer.post(jobs_path(world.home), content=yaml.safe_dump(claim_manifest()), headers=as_yaml)
+    assert claim.status_code == 422, claim.text
+    assert claim.json()["message"].startswith("the manifest is a PersistentVolumeClaim, not a TrainingJob: apply it")
+    assert [f["field"] for f in claim.json()["fields"]] == ["kind"]
+    both = yaml.safe_dump_all([claim_manifest(), manifest("with-a-claim")])
+    streamed = world.writer.post(jobs_path(world.home), content=both, headers=as_yaml)
+    assert streamed.status_code == 400, streamed.text
+    assert "2 YAML documents (a PersistentVolumeClaim, a TrainingJob) where one is expected" in streamed.text
 
 
 @pytest.mark.parametrize(
