@@ -14,10 +14,10 @@ from optuna.trial import TrialState
 from trainingjob.model import API_VERSION
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.model.sweep_status import ObjectivePoint, SweepPhase, TrainingSweepStatus, Trial, TrialPhase
-from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import job_name, plan
 from trainingjob.sweep.space import distributions
 from trainingjob.sweep.study import pruner, rebuilt
+from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import Child, child
 
 RUNNING = 10

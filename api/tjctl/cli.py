@@ -13,8 +13,8 @@ from typing import Any
 import shtab
 
 import trainingjob
-from tjctl import commands, local_run, observe, sweep_commands, sweep_run
-from tjctl.errors import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
+from tjctl import commands, follow, local_run, sweep_commands, sweep_run
+from tjctl.exits import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
 from tjctl.output import FORMATS, Ui, name_of
 from trainingjob.generate import crd
 from trainingjob_sdk import Client, RestJobs, TrainingJobError, connect
@@ -88,7 +88,7 @@ def _sweep_commands(sub: Any, cluster: argparse.ArgumentParser, output: argparse
     _file(trials.add_argument("file", type=Path, help="the TrainingSweep manifest"))
     trials.add_argument("--workdir", type=Path, help="each trial's logs (default: .tjctl/<sweep name>)")
     trials.add_argument(
-        "--parallelism", type=observe.whole(1), metavar="N", help="trials at once (default: the sweep's parallelism)"
+        "--parallelism", type=follow.whole(1), metavar="N", help="trials at once (default: the sweep's parallelism)"
     )
     trials.set_defaults(local=sweep_run.command)
     add = _Adder(verbs, cluster, output)
@@ -111,32 +111,32 @@ def _manage_commands(add: _Adder) -> None:
         toggled = add(verb, f"{verb} a job", handler)
         toggled.add_argument("name")
         toggled.add_argument("--wait", action="store_true", help="until the operator has done it")
-        toggled.add_argument("--timeout", type=observe.duration, help="of --wait: 600, 600s, 10m (default: none)")
+        toggled.add_argument("--timeout", type=follow.duration, help="of --wait: 600, 600s, 10m (default: none)")
     timeline = add("timeline", "where a job's time went: attempts, pods, failures, checkpoints", commands.timeline)
     timeline.add_argument("name")
     _file(timeline.add_argument("--chrome", type=Path, metavar="FILE", help="write a Chrome trace (Perfetto)"))
 
 
 def _observe_commands(add: _Adder) -> None:
-    add("watch", "a job's progress until it ends", observe.watch, outputs=False).add_argument("name")
-    wait = add("wait", "wait until a job reaches a phase or condition", observe.wait, outputs=False)
+    add("watch", "a job's progress until it ends", follow.watch, outputs=False).add_argument("name")
+    wait = add("wait", "wait until a job reaches a phase or condition", follow.wait, outputs=False)
     wait.add_argument("name")
     wait.add_argument(
-        "--for", dest="until", type=observe.target, metavar="PHASE", help="Succeeded (default), Failed, Running, "
+        "--for", dest="until", type=follow.target, metavar="PHASE", help="Succeeded (default), Failed, Running, "
         "Suspended, Restarting, Pending, Created: the phase, or a condition that is True"
     )  # fmt: skip
-    wait.add_argument("--timeout", type=observe.duration, help="600, 600s, 10m, 1h30m (default: none)")
-    logs = add("logs", "a replica's log, as it comes", observe.logs, outputs=False)
+    wait.add_argument("--timeout", type=follow.duration, help="600, 600s, 10m, 1h30m (default: none)")
+    logs = add("logs", "a replica's log, as it comes", follow.logs, outputs=False)
     logs.add_argument("name")
-    logs.add_argument("--replica", help=f"worker-N or ps-N (default {observe.DEFAULT_REPLICA})")
+    logs.add_argument("--replica", help=f"worker-N or ps-N (default {follow.DEFAULT_REPLICA})")
     logs.add_argument("-f", "--follow", action="store_true", help="until the container ends")
-    logs.add_argument("--tail", type=observe.whole(0), metavar="N", help="only the last N lines")
+    logs.add_argument("--tail", type=follow.whole(0), metavar="N", help="only the last N lines")
     which = logs.add_mutually_exclusive_group()
     which.add_argument(
         "--previous-attempt", action="store_true", help="of the attempt before the current one; when its pods are "
         "gone, the failed pod's last lines as the operator kept them"
     )  # fmt: skip
-    which.add_argument("--attempt", type=observe.whole(1), metavar="N", help="of attempt N (the first is 1)")
+    which.add_argument("--attempt", type=follow.whole(1), metavar="N", help="of attempt N (the first is 1)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tjctl import display
-from tjctl.errors import OK, UsageError, exit_code, report, user_file
+from tjctl.exits import OK, UsageError, exit_code, report, user_file
+from tjctl.follow import phase_of
 from tjctl.local_checks import readable
-from tjctl.observe import phase_of
 from tjctl.output import RESOURCE, Ui, name_of, show_document, show_jobs, suspended
 from trainingjob.model import Phase, TrainingJob
 from trainingjob_sdk import Client, TrainingJobError

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tjctl.errors import UsageError
+from tjctl.exits import UsageError
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.specs import TRAINER_COMMAND
 from trainingjob.local.cluster import BESIDE_PYTHON, Chaos

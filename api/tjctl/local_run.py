@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.text import Text
 
 from tjctl import display, local_checks
-from tjctl.errors import FAILED, OK
+from tjctl.exits import FAILED, OK
 from tjctl.output import Ui
-from tjctl.progress import JobProgress, status_line
+from tjctl.progress_bar import JobProgress, status_line
 from trainingjob.local.cluster import Chaos, LocalCluster, run_local
 from trainingjob.local.files import ConfigMaps, configmaps_in
 from trainingjob.model import TrainingJobStatus

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from tjctl.errors import OK
+from tjctl.exits import OK
 from tjctl.local_checks import readable
 from tjctl.output import Ui, as_list, dump
 from tjctl.sweep_run import parameters, ranked

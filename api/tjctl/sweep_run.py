@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tjctl import display, local_checks
-from tjctl.errors import FAILED, OK, UsageError
+from tjctl.exits import FAILED, OK, UsageError
 from tjctl.output import Ui
 from trainingjob.model.sweep import Goal, TrainingSweep
 from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus, Trial, TrialPhase

@@ -5,14 +5,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from trainingjob_api import docs, errors
+from trainingjob_api import docs, problems
 from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
 from trainingjob_api.deps import AppState
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
-from trainingjob_api.routers import dashboard, health, jobs, observe, sweeps, ui
+from trainingjob_api.routers import activity, dashboard, health, jobs, sweeps, ui
 from trainingjob_api.settings import ApiSettings
 from trainingjob_sdk.kube import KubeJobs
 
@@ -63,10 +63,10 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
         redoc_url=None,
     )
     app.state.trainingjob = state
-    errors.install(app)
+    problems.install(app)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     app.include_router(jobs.router)
-    app.include_router(observe.router)
+    app.include_router(activity.router)
     app.include_router(sweeps.router)
     app.include_router(dashboard.router)
     app.include_router(health.router)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainingjob.model import TrainingJob
 from trainingjob.model.sweep import TrainingSweep
-from trainingjob_api.errors import ApiError
+from trainingjob_api.problems import ApiError
 from trainingjob_sdk.documents import DocumentError, decode, parse_json, parse_yaml
 from trainingjob_sdk.manifests import to_create
 from trainingjob_sdk.sweeps import to_create as sweep_to_create

@@ -8,11 +8,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
-from trainingjob_api.errors import ApiError, unauthorized
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
+from trainingjob_api.problems import ApiError, unauthorized
 from trainingjob_api.settings import ApiSettings
 from trainingjob_sdk.kube import KubeJobs
 

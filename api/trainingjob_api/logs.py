@@ -14,7 +14,7 @@ from kubernetes.client.rest import should_bypass_proxies
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from trainingjob_api.errors import ApiError
+from trainingjob_api.problems import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Kubernetes' answers (and no answer at all) as the SDK's typed errors, read through the one mapping every
-Kubernetes call shares (trainingjob.kube.errors)."""
+Kubernetes call shares (trainingjob.kube.answers)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.client import ApiException
 
-from trainingjob.kube.errors import CALL_ERRORS, Answer, answer, from_status
+from trainingjob.kube.answers import CALL_ERRORS, Answer, answer, from_status
 from trainingjob_sdk.errors import (
     FieldError,
     Invalid,

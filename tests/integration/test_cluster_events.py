@@ -8,7 +8,7 @@ from kubernetes import client
 from testbed.controlplane import ControlPlane
 from tests.support.builders import job_manifest
 
-from trainingjob.kube.jobs import KubernetesCluster
+from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.plan import Event
 
@@ -27,7 +27,7 @@ def test_events_are_recorded_and_a_dying_namespace_refuses_them_quietly(
         assert [(e.reason, e.involved_object.uid) for e in events] == [("Noted", job["metadata"]["uid"])]
 
         core.delete_namespace(envtest_ns)  # envtest runs no namespace controller: it stays Terminating
-        with caplog.at_level(logging.DEBUG, logger="trainingjob.kube.jobs"):
+        with caplog.at_level(logging.DEBUG, logger="trainingjob.kube.job_cluster"):
             cluster.emit(job, [Event("Normal", "TooLate", "refused")])
         assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
         assert "namespace is being deleted" in caplog.text

@@ -10,9 +10,9 @@ from trainingjob.children.specs import pod_manifest, replicas
 from trainingjob.model import API_VERSION, KIND, TrainingJob
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.plan import Plan, Settings, plan
-from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import SweepPlan
 from trainingjob.sweep.plan import plan as plan_sweep
+from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import Child, child
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

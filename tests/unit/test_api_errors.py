@@ -8,7 +8,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from trainingjob_api import errors
+from trainingjob_api import problems
 from trainingjob_sdk.errors import (
     Conflict,
     FieldError,
@@ -31,7 +31,7 @@ def answer(
     error: TrainingJobError, path: str = JOB.format(name="mnist")
 ) -> tuple[int, dict[str, object], dict[str, str]]:
     app = FastAPI()
-    errors.install(app)
+    problems.install(app)
 
     @app.get("/api/v1/namespaces/{namespace}/trainingjobs/{name}")
     @app.get("/api/v1/namespaces/{namespace}/trainingjobs")
@@ -87,7 +87,7 @@ def test_an_invalid_object_names_each_field_kubernetes_named() -> None:
 def test_the_apis_own_identity_refused_or_kubernetes_failing_is_502_without_its_words(
     error: TrainingJobError, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger=errors.__name__):
+    with caplog.at_level(logging.WARNING, logger=problems.__name__):
         code, body, headers = answer(error)
     assert (code, body["reason"]) == (502, "BadGateway")
     assert body["message"] == (

@@ -5,8 +5,8 @@ import pytest
 import urllib3
 from testbed.processes import free_port
 
-from trainingjob_api.errors import ApiError, unreachable
 from trainingjob_api.logs import StreamSlots
+from trainingjob_api.problems import ApiError, unreachable
 
 pytestmark = pytest.mark.fast
 

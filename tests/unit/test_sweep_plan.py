@@ -5,7 +5,7 @@ import pytest
 from tests.support.builders import at, make_sweep, sweep_step, trial_job
 
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
-from trainingjob.sweep.jobs import trial_manifest
+from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
 
 pytestmark = pytest.mark.fast

@@ -11,7 +11,7 @@ from rich.console import Console
 from tests.support.builders import job_manifest
 
 import trainingjob
-from tjctl import display, errors, observe, output
+from tjctl import display, exits, follow, output
 from tjctl.cli import build_parser, main
 from trainingjob.model import TrainingJob
 from trainingjob_sdk import (
@@ -84,13 +84,13 @@ def test_the_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -
     [("600", 600), ("600s", 600), ("10m", 600), ("1h30m", 5400), ("2.5m", 150), ("1h", 3600), ("0.5", 0.5)],
 )
 def test_timeouts_as_people_write_them(text: str, seconds: float) -> None:
-    assert observe.duration(text) == seconds
+    assert follow.duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "soon", "10q", "m", "-5", "1m1h"])
 def test_what_is_not_a_timeout(text: str) -> None:
     with pytest.raises(Exception, match="is not a duration"):
-        observe.duration(text)
+        follow.duration(text)
 
 
 @pytest.mark.parametrize(
@@ -99,12 +99,12 @@ def test_what_is_not_a_timeout(text: str) -> None:
      ("phase=suspended", "Suspended"), ("Created", "Created")],
 )  # fmt: skip
 def test_what_wait_can_wait_for(text: str, target: str) -> None:
-    assert observe.target(text) == target
+    assert follow.target(text) == target
 
 
 def test_what_wait_cannot_wait_for() -> None:
     with pytest.raises(Exception, match="is none of"):
-        observe.target("Done")
+        follow.target("Done")
 
 
 def _job() -> TrainingJob:
@@ -149,7 +149,7 @@ FAILED_JOB = TrainingJob.from_manifest(
         (JobFinished("trainingjob 'f' finished (Failed) without reaching Running", FAILED_JOB), 1, "trainingjob 'f'"),
         (Invalid("the TrainingJob is invalid: spec", status=None), 2, "error: the TrainingJob is invalid"),
         (Invalid("file: cannot read\nit as YAML", status=None), 2, "error: file: cannot read it as YAML"),
-        (errors.UsageError("--kill x: no"), 2, "error: --kill x: no"),
+        (exits.UsageError("--kill x: no"), 2, "error: --kill x: no"),
         (WaitTimeout("did not reach Running in 3 s"), 3, "did not reach Running in 3 s"),
         (NotConfigured("no cluster", reason="NoCluster"), 4, "error: no cluster (tjctl finds the cluster by"),
         (
@@ -164,8 +164,8 @@ FAILED_JOB = TrainingJob.from_manifest(
     ],
 )
 def test_each_error_is_a_line_and_an_exit_code(error: Exception, code: int, first: str) -> None:
-    assert errors.exit_code(error) == code
-    said = errors.lines(error)
+    assert exits.exit_code(error) == code
+    said = exits.lines(error)
     assert said[0].startswith(first) and len(said) == 1, said
     assert ("tjctl finds the cluster" in said[0]) is (getattr(error, "reason", None) == "NoCluster"), said
 
@@ -173,14 +173,14 @@ def test_each_error_is_a_line_and_an_exit_code(error: Exception, code: int, firs
 def test_an_invalid_job_names_each_field_on_a_line_of_its_own() -> None:
     fields = [FieldError("spec.workers.replicas", "must be >= 1"), FieldError("spec.mode", "DDP or ParameterServer")]
     invalid = Invalid("the TrainingJob is invalid: spec.mode, spec.workers.replicas", fields, status=422)
-    assert errors.lines(invalid) == [
+    assert exits.lines(invalid) == [
         "error from the server (Invalid): the TrainingJob is invalid: spec.mode, spec.workers.replicas",
         "  spec.workers.replicas: must be >= 1",
         "  spec.mode: DDP or ParameterServer",
     ]
     told = "x is invalid: spec.a: Invalid value: 3: must be less"
     said = Invalid(told, [FieldError("spec.a", "Invalid value: 3: must be less"), FieldError("", "and more")])
-    assert errors.lines(said) == [f"error: {told}", "  and more"]  # the message says the first field already
+    assert exits.lines(said) == [f"error: {told}", "  and more"]  # the message says the first field already
     assert str(said) == f"{told}; and more" and str(invalid).count("must be >= 1") == 1  # the same fields
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
-from tjctl.progress import JobProgress, status_line
+from tjctl.progress_bar import JobProgress, status_line
 from trainingjob.model import TrainingJobStatus
 
 pytestmark = pytest.mark.fast

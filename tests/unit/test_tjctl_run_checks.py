@@ -10,7 +10,7 @@ from tests.support.builders import claim_manifest, job_manifest
 
 from tjctl import local_checks
 from tjctl.cli import main
-from tjctl.errors import UsageError
+from tjctl.exits import UsageError
 from trainingjob.local.cluster import Chaos
 from trainingjob.model import TrainingJob
 

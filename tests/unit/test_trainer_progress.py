@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.progress import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
+from trainer.progress_endpoint import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
 from trainingjob.children.progress_report import parse_report
 
 pytestmark = pytest.mark.fast

@@ -19,7 +19,7 @@ from trainer.checkpoint import Checkpointer, SavedCheckpoint
 from trainer.contract import ExitCode
 from trainer.ddp import init_process_group
 from trainer.env import CheckpointPolicy, TrainerEnv, read_env
-from trainer.progress import ProgressReporter
+from trainer.progress_endpoint import ProgressReporter
 from trainer.signals import StopFlag
 from trainer.training import rng_state, set_rng_state
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from trainer.checkpoint import Checkpointer
 from trainer.env import TrainerEnv
-from trainer.history import MetricsHistory, train_record_interval
-from trainer.progress import ProgressReporter
+from trainer.metrics_log import MetricsHistory, train_record_interval
+from trainer.progress_endpoint import ProgressReporter
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from trainingjob_api.deps import (
     State,
     require,
 )
-from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.job_pods import pod_rows
+from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.routers.jobs import Continue, Limit, Selector, decode_continue, encode_continue
 from trainingjob_api.selectors import SelectorError, parse
 from trainingjob_api.summaries import cluster, page_body, select

@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from urllib3.exceptions import HTTPError
 
 from trainingjob_api.deps import AppState, State
-from trainingjob_api.errors import unreachable
+from trainingjob_api.problems import unreachable
 
 router = APIRouter(tags=["health"])
 

@@ -22,8 +22,8 @@ from trainingjob_api.deps import (
     Namespace,
     State,
 )
-from trainingjob_api.errors import ApiError, Problem
 from trainingjob_api.job_cache import CachedJob, Key
+from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
 from trainingjob_api.selectors import SelectorError, parse
 from trainingjob_sdk.manifests import create_body

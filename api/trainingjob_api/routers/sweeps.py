@@ -13,7 +13,7 @@ from trainingjob.model.sweep_status import BestTrial
 from trainingjob_api.auth import Access, Caller
 from trainingjob_api.body import manifest_body, sweep_manifest
 from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
-from trainingjob_api.errors import ApiError, Problem
+from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted
 from trainingjob_sdk.manifests import create_body
 from trainingjob_sdk.sweeps import KubeSweeps, describe_sweep

@@ -1,6 +1,7 @@
 """The ports reconcile needs from a cluster, and their errors: Cluster for a job's reconcile, SweepCluster for a
-sweep's. Implemented on the apiserver (kube.jobs, kube.sweeps), from the runtime's stores (runtime.cached), on this
-machine (local.cluster, local.sweep) and in memory by the tests (tests/support/fake_cluster.py). Pure: no client."""
+sweep's. Implemented on the apiserver (kube.job_cluster, kube.sweep_cluster), from the runtime's stores
+(runtime.cached), on this machine (local.cluster, local.sweep) and in memory by the tests
+(tests/support/fake_cluster.py). Pure: no client."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client
 
-from trainingjob.kube.errors import answer, status_of
+from trainingjob.kube.answers import answer, status_of
 from trainingjob.kube.ports import Conflict, Gone, Manifest
 from trainingjob.kube.writes import Pacer, Throttled
 from trainingjob.model import GROUP, VERSION

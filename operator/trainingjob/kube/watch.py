@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
-from trainingjob.kube.errors import Answer, from_status, status_of
+from trainingjob.kube.answers import Answer, from_status, status_of
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]

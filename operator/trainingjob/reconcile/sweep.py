@@ -19,8 +19,8 @@ from trainingjob.model.sweep_status import (
     TrainingSweepStatus,
 )
 from trainingjob.reconcile.job import merge_patch
-from trainingjob.sweep.jobs import trial_manifest
 from trainingjob.sweep.plan import SweepPlan, plan
+from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import child
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
+from trainingjob.kube.answers import is_transient
 from trainingjob.kube.client import Connection, own_namespace
-from trainingjob.kube.errors import is_transient
-from trainingjob.kube.jobs import KubernetesCluster
+from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.kube.ports import Conflict
 from trainingjob.kube.resources import Resources
-from trainingjob.kube.sweeps import KubernetesSweeps
+from trainingjob.kube.sweep_cluster import KubernetesSweeps
 from trainingjob.kube.watch import Informer
 from trainingjob.kube.writes import Pacer
 from trainingjob.plan import Settings

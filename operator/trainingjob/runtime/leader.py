@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
-from trainingjob.kube.errors import CALL_ERRORS, answer, status_of
+from trainingjob.kube.answers import CALL_ERRORS, answer, status_of
 
 log = logging.getLogger(__name__)
 TIMEOUT = (2, 5)

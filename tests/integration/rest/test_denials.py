@@ -6,13 +6,13 @@ import pytest
 from fastapi.routing import APIRoute
 from tests.support.rest_api import World, manifest
 
-from trainingjob_api.routers import jobs, observe
+from trainingjob_api.routers import activity, jobs
 
 pytestmark = pytest.mark.envtest
 NAMESPACED = "/api/v1/namespaces/{namespace}/"
 ROUTES = sorted(
     (method, route.path)
-    for route in [*jobs.router.routes, *observe.router.routes]
+    for route in [*jobs.router.routes, *activity.router.routes]
     if isinstance(route, APIRoute) and route.path.startswith(NAMESPACED)
     for method in route.methods or ()
 )

@@ -18,7 +18,7 @@ from kubernetes import client
 from trainingjob.children.access import KEY_BYTES, KEY_FILE
 from trainingjob.children.naming import TRACKING_GATE, job_selector, service_name
 from trainingjob.children.progress_report import Report
-from trainingjob.kube.errors import answer, status_of
+from trainingjob.kube.answers import answer, status_of
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import read_progress
 from trainingjob.kube.resources import TIMEOUT, Resources

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 
 from tjctl import display
-from tjctl.errors import FAILED, OK, UsageError
+from tjctl.exits import FAILED, OK, UsageError
 from tjctl.output import RESOURCE, Ui
-from tjctl.progress import JobProgress, status_line
+from tjctl.progress_bar import JobProgress, status_line
 from trainingjob.children.naming import Replica
 from trainingjob.model import ConditionType, Phase, TrainingJob, TrainingJobSpec
 from trainingjob_sdk import Client, Invalid, NotFound

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainer.progress import write_text_atomically
+from trainer.progress_endpoint import write_text_atomically
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob_api.auth import Access
 from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
-from trainingjob_api.errors import ApiError, Problem, from_sdk
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.logs import LogStream
+from trainingjob_api.problems import ApiError, Problem, from_sdk
 from trainingjob_api.schemas import JobEventList
 from trainingjob_sdk import pods
 from trainingjob_sdk.jobs import JobEvent
