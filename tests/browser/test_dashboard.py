@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from selenium.webdriver.remote.webelement import WebElement
 from testbed.harness import Harness, progress_endpoint
 from testbed.processes import poll_until
 from tests.support.builders import job_manifest, sweep_manifest
@@ -33,18 +34,18 @@ def test_a_person_signs_in_with_a_token_sees_their_jobs_live_and_signs_out(
     h.create(job_manifest("beta", labels={"team": "b"}))
     ui.open()
     ui.wait(lambda _: ui.find("#login"), "the login form (no token yet)")
-    ui.find("#token").send_keys("not-a-kubernetes-token")
-    ui.find("#login-submit").click()
+    ui.type("#token", "not-a-kubernetes-token")
+    ui.click("#login-submit")
     ui.wait_text("#login-status", lambda text: "not accepted" in text, "a refused token said so")
     ui.screenshot("refused")
-    ui.find("#token").clear()
+    ui.act("#token", lambda field: field.clear(), "clearing the token")
     assert ui.sign_in(people.writer) == _user(h.ns, "writer")
     assert people.writer not in ui.driver.current_url and ui.session_storage() == {"trainingjob.token": people.writer}
     both = {f"{h.ns}/alpha": "Running", f"{h.ns}/beta": "Running"}
     ui.wait_rows(lambda rows: rows == both, "both jobs Running (the watch moves them from Pending)", timeout=60)
     ui.screenshot("jobs")
 
-    ui.find("#filter-labelSelector").send_keys("team=b")
+    ui.type("#filter-labelSelector", "team=b")
     ui.wait_rows(lambda rows: list(rows) == [f"{h.ns}/beta"], "only the team=b job")
     h.create(job_manifest("gamma", labels={"team": "b"}))
     ui.wait_rows(lambda rows: f"{h.ns}/gamma" in rows, "a job created meanwhile shows up without a reload")
@@ -52,7 +53,7 @@ def test_a_person_signs_in_with_a_token_sees_their_jobs_live_and_signs_out(
     ui.wait_text("#jobs-summary", lambda text: text.startswith("2 jobs"), "the count of matching jobs")
     ui.screenshot("filtered")
 
-    ui.find("#logout").click()
+    ui.click("#logout")
     ui.wait(lambda _: ui.find("#login"), "the login form after logging out")
     assert ui.session_storage() == {}
     assert ui.console_errors() == []
@@ -67,7 +68,8 @@ def test_behind_an_authenticating_proxy_no_sign_in_is_asked(ui: Dashboard, h: Ha
         ui.open()
         assert ui.wait_text("#username", bool, "the user named without a sign-in") == _user(h.ns, "reader")
         ui.wait_rows(lambda rows: f"{h.ns}/proxied" in rows, "the jobs listed")
-        assert not ui.all("#login") and not ui.find("#logout").is_displayed() and ui.session_storage() == {}
+        assert not ui.all("#login") and not ui.read(lambda: ui.find("#logout").is_displayed(), "the logout button")
+        assert ui.session_storage() == {}
         ui.screenshot("proxied")
     finally:
         ui.driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
@@ -106,7 +108,7 @@ def test_a_job_page_follows_progress_and_shows_a_restart_on_the_timeline(
         ui.wait(lambda _: ui.all("#job-pods tbody tr"), "the pods listed")
         ui.screenshot("restarted")
 
-    ui.find("#trace-download").click()
+    ui.click("#trace-download")
     saved = poll_until(lambda: _download(ui.downloads, f"{h.ns}-curves.trace.json"), timeout=30, what="the trace")
     assert any(event.get("ph") == "X" for event in json.loads(saved.read_text())["traceEvents"])
     assert ui.console_errors() == []
@@ -121,14 +123,14 @@ def test_suspend_and_resume_from_the_job_page_change_its_phase(ui: Dashboard, h:
     ui.wait_text("#job-phase-badge", lambda text: text == "Running", "the job Running")
     ui.wait_text("#job-history", lambda text: "<img src=x" in text, "a hostile event message shown as text")
     assert ui.driver.title == "TrainingJobs" and not ui.all("#job-history img")
-    assert not ui.find("#action-resume").is_enabled()
+    assert not ui.enabled("#action-resume")
     ui.wait(lambda _: ui.find("#action-suspend").is_enabled(), "suspend enabled")
-    ui.find("#action-suspend").click()
+    ui.click("#action-suspend")
     ui.wait_text("#job-phase-badge", lambda text: text == "Suspended", "the phase changed to Suspended", timeout=60)
     ui.screenshot("suspended")
-    assert not ui.find("#action-suspend").is_enabled()
+    assert not ui.enabled("#action-suspend")
     ui.wait(lambda _: ui.find("#action-resume").is_enabled(), "resume enabled")
-    ui.find("#action-resume").click()
+    ui.click("#action-resume")
     ui.wait_text("#job-phase-badge", lambda text: text == "Running", "Running again after resuming", timeout=60)
     ui.wait_text("#job-attempt", lambda text: text == "2", "resumed as attempt 2")
     assert ui.console_errors() == []
@@ -139,12 +141,13 @@ def test_a_read_only_caller_sees_no_enabled_buttons(ui: Dashboard, h: Harness, p
     h.wait_running_pods("readonly", 2, attempt=1)
     assert ui.sign_in(people.reader) == _user(h.ns, "reader")
     ui.wait_rows(lambda rows: rows == {f"{h.ns}/readonly": "Running"}, "the job listed for a reader")
-    ui.find(f'#jobs-rows tr[data-key="{h.ns}/readonly"] a').click()
+    ui.click(f'#jobs-rows tr[data-key="{h.ns}/readonly"] a')
     ui.wait_text("#job-phase-badge", lambda text: text == "Running", "the job page")
-    buttons = ui.wait(lambda _: ui.all("#job-actions button"), "the action buttons")
-    assert [b.text for b in buttons] == ["Suspend", "Resume", "Delete"]
-    assert not [b.text for b in buttons if b.is_enabled()]
-    titles = [str(b.get_attribute("title")) for b in buttons]
+    # The page redraws its buttons on every watch event: read them all from one drawing, never keep the elements.
+    buttons = ui.wait_values("#job-actions button", _button, bool, "the action buttons")
+    assert [text for text, _, _ in buttons] == ["Suspend", "Resume", "Delete"]
+    assert not [text for text, enabled, _ in buttons if enabled]
+    titles = [title for _, _, title in buttons]
     assert all("You may not" in title for title in titles), titles
     assert "may not patch" in titles[0] and "may not delete" in titles[2]
     assert "needs get pods/log" in ui.text("#panel-logs") and not ui.all("#logs-show")
@@ -161,7 +164,7 @@ def test_a_caller_without_rights_in_a_namespace_sees_none_of_its_jobs(
     ui.sign_in(people.outsider)
     ui.wait_rows(lambda rows: f"{people.elsewhere}/visible" in rows, "the job the outsider may see")
     assert list(ui.job_rows()) == [f"{people.elsewhere}/visible"]
-    ui.find("#filter-namespace").send_keys(h.ns)
+    ui.type("#filter-namespace", h.ns)
     ui.wait_text("#jobs-status", lambda text: "cannot list" in text, "a refusal for the other namespace")
     assert ui.job_rows() == {}
     ui.screenshot("refused-namespace")
@@ -170,7 +173,7 @@ def test_a_caller_without_rights_in_a_namespace_sees_none_of_its_jobs(
     assert not ui.all("#job-facts")
     ui.open("/cluster")
     ui.wait(lambda _: ui.find('#cluster-phases [data-label="Running"]'), "the cluster view")
-    counted = [int(str(bar.get_attribute("data-count"))) for bar in ui.all("#cluster-phases [data-count]")]
+    counted = ui.values("#cluster-phases [data-count]", lambda bar: int(str(bar.get_attribute("data-count"))))
     assert sum(counted) == 1, counted  # "visible" alone: the hidden job is in no count either
     assert "hidden" not in ui.text("#cluster")
 
@@ -182,12 +185,12 @@ def test_the_cluster_view_counts_gpus_phases_and_failures(ui: Dashboard, h: Harn
     h.wait_phase("broken", "Failed")
     h.wait_running_pods("gpus", 2, attempt=1)
     ui.sign_in(people.writer)
-    ui.find('#nav a[data-view="cluster"]').click()
+    ui.click('#nav a[data-view="cluster"]')
     ui.wait(lambda _: _count(ui, "#cluster-gpus", "Running") == 2, "2 GPUs requested by running jobs", timeout=60)
     ui.wait(lambda _: _count(ui, "#cluster-phases", "Failed") == 1, "1 failed job")
     ui.wait_text("#cluster-failures", lambda text: f"{h.ns}/broken" in text and "Permanent" in text, "the failure")
     ui.screenshot("cluster")
-    ui.find("#cluster-failures a").click()
+    ui.click("#cluster-failures a")
     ui.wait_text("#job-phase-badge", lambda text: text == "Failed", "the failed job's page")
     ui.wait_text("#job-failure", lambda text: "exit code 78" in text, "its last failure")
     assert ui.console_errors() == []
@@ -200,16 +203,20 @@ def test_a_sweeps_trials_are_listed_ranked_and_plotted(ui: Dashboard, h: Harness
     finish_trial(h, "grid-0", 0.91)
     finish_trial(h, "grid-1", 0.95)
     ui.sign_in(people.writer)
-    ui.find('#nav a[data-view="sweeps"]').click()
+    ui.click('#nav a[data-view="sweeps"]')
     listed = f"{h.ns}/grid"
     ui.wait_text("#sweeps-table", lambda text: listed in text and "accuracy 0.95 (trial 1)" in text, "the sweep")
-    ui.find("#sweeps-table a").click()
+    ui.click("#sweeps-table a")
     ui.wait(lambda _: len(ui.all("#sweep-plot circle.pt")) == 2, "both trials plotted")
-    assert [row.get_attribute("data-trial") for row in ui.all("#sweep-trials tbody tr")] == ["1", "0"]  # best first
+    assert ui.values("#sweep-trials tbody tr", lambda row: row.get_attribute("data-trial")) == ["1", "0"]  # best first
     assert ui.text("#sweep-best") == "Best: accuracy 0.95 (trial 1) with batch=32"
-    assert [c.get_attribute("data-phase") for c in ui.all("#sweep-plot circle.pt")] == ["Succeeded", "Succeeded"]
+    assert ui.values("#sweep-plot circle.pt", lambda c: c.get_attribute("data-phase")) == ["Succeeded", "Succeeded"]
     ui.screenshot("sweep")
     assert ui.console_errors() == []
+
+
+def _button(button: WebElement) -> tuple[str, bool, str]:
+    return str(button.text), bool(button.is_enabled()), str(button.get_attribute("title"))
 
 
 def _points(ui: Dashboard, css: str) -> list[str]:

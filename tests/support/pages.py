@@ -1,5 +1,10 @@
 """The dashboard as a test drives it: sign in, go to a view, read what the page shows, wait for it to change
-(WebDriverWait with a deadline: never a sleep), save screenshots named after the test."""
+(WebDriverWait with a deadline: never a sleep), save screenshots named after the test.
+
+The pages re-render as their data arrives (a job page on every watch event, the cluster and sweep views every few
+seconds): an element found a moment ago may be gone from the page (StaleElementReferenceException). So nothing here
+hands a test an element to read later: every read finds its elements afresh and takes plain values (text,
+attributes, enabled) in one go, taken again if the page re-rendered midway; every click finds its target afresh."""
 
 import base64
 import json
@@ -42,11 +47,19 @@ class Dashboard:
         return path
 
     def wait(self, condition: Callable[[Chrome], T | None], what: str, timeout: float = TIMEOUT) -> T:
-        """The first truthy answer of `condition`, polled until `timeout`; on timeout a screenshot and the page."""
-        waiting = WebDriverWait(
-            self.driver, timeout, poll_frequency=0.2,
-            ignored_exceptions=(NoSuchElementException, StaleElementReferenceException),
-        )  # fmt: skip
+        """The first truthy answer of `condition`, polled until `timeout`: an element missing or re-rendered while
+        `condition` reads it is "not yet". On timeout a screenshot and the page."""
+        return self._poll(condition, what, timeout, (NoSuchElementException, StaleElementReferenceException))
+
+    def read(self, take: Callable[[], T], what: str) -> T:
+        """What `take` reads off the page as it is now, read again if the page re-rendered an element midway (a
+        missing element fails: reading waits for no change)."""
+        return self._poll(lambda _: (take(),), what, TIMEOUT, (StaleElementReferenceException,))[0]
+
+    def _poll(
+        self, condition: Callable[[Chrome], T | None], what: str, timeout: float, ignored: tuple[type[Exception], ...]
+    ) -> T:
+        waiting = WebDriverWait(self.driver, timeout, poll_frequency=0.2, ignored_exceptions=ignored)
         try:
             found = waiting.until(condition, message=what)
         except TimeoutException as error:
@@ -57,20 +70,57 @@ class Dashboard:
         return found
 
     def find(self, css: str) -> WebElement:
+        """The element now at `css`: for a condition of wait() or a take of read(), which find it afresh each time."""
         return self.driver.find_element(By.CSS_SELECTOR, css)
 
     def all(self, css: str) -> list[WebElement]:
+        """The elements now at `css`: for a condition of wait() or a take of read(), like find()."""
         return list(self.driver.find_elements(By.CSS_SELECTOR, css))
 
     def text(self, css: str) -> str:
-        return str(self.find(css).text)
+        return self.read(lambda: str(self.find(css).text), f"the text of {css}")
+
+    def enabled(self, css: str) -> bool:
+        return self.read(lambda: bool(self.find(css).is_enabled()), f"whether {css} is enabled")
+
+    def values(self, css: str, take: Callable[[WebElement], T]) -> list[T]:
+        """`take` of each element at `css`, read again if the page re-rendered one of them midway."""
+        return self.read(lambda: [take(element) for element in self.all(css)], f"the elements at {css}")
+
+    def wait_values(
+        self, css: str, take: Callable[[WebElement], T], check: Callable[[list[T]], bool], what: str,
+        timeout: float = TIMEOUT,
+    ) -> list[T]:  # fmt: skip
+        """values(css, take) once `check` accepts them."""
+
+        def seen(_: Chrome) -> tuple[list[T]] | None:
+            found = [take(element) for element in self.all(css)]
+            return (found,) if check(found) else None
+
+        return self.wait(seen, f"{what} ({css})", timeout)[0]
+
+    def act(self, css: str, action: Callable[[WebElement], object], what: str) -> None:
+        """`action` on the element at `css`, found afresh, and found again if the page re-rendered it before the
+        action landed (a stale element refuses the action: nothing was done to it)."""
+
+        def done(_: Chrome) -> bool:
+            action(self.find(css))
+            return True
+
+        self.wait(done, what)
+
+    def click(self, css: str) -> None:
+        self.act(css, lambda element: element.click(), f"a click on {css}")
+
+    def type(self, css: str, text: str) -> None:
+        self.act(css, lambda element: element.send_keys(text), f"typing into {css}")
 
     def wait_text(self, css: str, check: Callable[[str], bool], what: str, timeout: float = TIMEOUT) -> str:
-        def seen(_: Chrome) -> str | None:
-            found = self.text(css)
-            return found if check(found) else None
+        def seen(_: Chrome) -> tuple[str] | None:
+            found = str(self.find(css).text)
+            return (found,) if check(found) else None
 
-        return self.wait(seen, f"{what} ({css})", timeout)
+        return self.wait(seen, f"{what} ({css})", timeout)[0]
 
     def open(self, route: str = "/jobs") -> None:
         self.driver.get(f"{self.url}/ui/#{route}")
@@ -78,22 +128,17 @@ class Dashboard:
     def sign_in(self, token: str) -> str:
         """Paste `token` into the login form; the user name the header then shows."""
         self.open()
-        field = self.wait(lambda d: self.find("#token"), "the login form")
-        field.send_keys(token)
-        self.find("#login-submit").click()
+        self.type("#token", token)
+        self.click("#login-submit")
         return self.wait_text("#username", bool, "the signed-in user's name")
 
     def job_rows(self) -> dict[str, str]:
         """The jobs table: namespace/name -> phase."""
-        rows = self.all("#jobs-rows tr")
-        return {str(r.get_attribute("data-key")): str(r.get_attribute("data-phase")) for r in rows}
+        return dict(self.values("#jobs-rows tr", _key_and_phase))
 
     def wait_rows(self, check: Callable[[dict[str, str]], bool], what: str, timeout: float = TIMEOUT) -> dict[str, str]:
-        def seen(_: Chrome) -> dict[str, str] | None:
-            rows = self.job_rows()
-            return rows if check(rows) else None
-
-        return self.wait(seen, what, timeout)
+        rows = self.wait_values("#jobs-rows tr", _key_and_phase, lambda found: check(dict(found)), what, timeout)
+        return dict(rows)
 
     def session_storage(self) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(self.driver.execute_script("return JSON.stringify({...sessionStorage})"))
@@ -112,3 +157,7 @@ class Dashboard:
         """What the page logged since the last call (Chromium hands each entry out once)."""
         entries: list[dict[str, Any]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
         return entries
+
+
+def _key_and_phase(row: WebElement) -> tuple[str, str]:
+    return str(row.get_attribute("data-key")), str(row.get_attribute("data-phase"))

@@ -4,8 +4,9 @@ writes leave room in the shared pool for a small call's."""
 
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,6 +16,7 @@ from trainingjob.plan.waves import waves
 pytestmark = pytest.mark.fast
 
 TIMEOUT = 10.0
+R = TypeVar("R")
 
 
 def test_a_burst_of_429s_halves_the_limit_once_and_successes_grow_it_back() -> None:
@@ -88,31 +90,47 @@ def test_a_write_throttled_past_its_deadline_raises() -> None:
     assert pacer.throttled == 1
 
 
+class SignallingPool(ThreadPoolExecutor):
+    """A pool that sets `sent` once `last` (an item) has been submitted to it."""
+
+    def __init__(self, workers: int, last: str, sent: threading.Event) -> None:
+        super().__init__(workers)
+        self.last, self.sent = last, sent
+
+    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        future = super().submit(fn, *args, **kwargs)
+        if args == (self.last,):
+            self.sent.set()
+        return future
+
+
 def test_a_small_calls_writes_are_not_queued_behind_a_big_calls() -> None:
     """A 1,000-item call and, just after, a 4-item call on one pool of 4 threads: the small call's items run
-    within the big call's next window, not after its 1,000."""
+    within the big call's next window, not after its 1,000. The big call's first window holds the pool's threads
+    until the small call has sent its items, so what runs ahead of them depends on the windows, not on how the
+    machine schedules the threads."""
     order: list[str] = []
-    lock, started = threading.Lock(), threading.Event()
+    lock, small_sent, holding = threading.Lock(), threading.Event(), threading.Semaphore(0)
 
     def work(item: str) -> str:
+        if not small_sent.is_set():  # the big call's first window
+            holding.release()
+            small_sent.wait(TIMEOUT)
         with lock:
             order.append(item)
-        started.set()
         time.sleep(0.001)  # a write's round trip
         return item
 
-    with ThreadPoolExecutor(4) as pool:
+    with SignallingPool(4, "small-3", small_sent) as pool:
         big = threading.Thread(target=windowed, args=(pool, work, [f"big-{i}" for i in range(1000)], 4))
         big.start()
-        started.wait(TIMEOUT)
-        with lock:
-            sent_at = len(order)
+        assert all(holding.acquire(timeout=TIMEOUT) for _ in range(4)), "the big call's first window never ran"
         small = windowed(pool, work, [f"small-{i}" for i in range(4)], 4)
         big.join(TIMEOUT)
     assert small == [f"small-{i}" for i in range(4)]
-    last_small = max(order.index(f"small-{i}") for i in range(4))
-    # Ahead of the small call's four: at most the big call's window running and its window queued.
-    assert last_small - sent_at < 4 + 4 + 4 + 4, order[sent_at : last_small + 1]
+    # Ahead of the small call's four: the big call's window that was running, none of its next.
+    assert sorted(order[:4]) == [f"big-{i}" for i in range(4)], order[:12]
+    assert order[4:8] == [f"small-{i}" for i in range(4)], order[:12]
     assert len(order) == 1004
 
 

@@ -5,7 +5,7 @@ import itertools
 from datetime import datetime
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.builders import T0, at, pods_of, running, step, with_policy
 
@@ -96,6 +96,7 @@ def test_added(steps: list[int], every: int, expected: list[int], expected_every
     assert ([p.step for p in series], every) == (expected, expected_every)
 
 
+@settings(deadline=None)  # up to 2,000 points an example: Hypothesis' 200 ms per example would time the machine
 @given(st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=2000), st.integers(1, 32))
 def test_a_curve_stays_small_ordered_and_spans_the_run(gaps: list[int], half: int) -> None:
     limit = 2 * half  # the history's limits are even: the first point and the newest both stay

@@ -194,6 +194,11 @@ def serving(write: Callable[[Callable[[bytes], None], threading.Event], None]) -
         server.server_close()
 
 
+# Seconds: long past the deadline below (0.7 s) for a busy machine, long before the streams below would let a wait
+# end that misses it (30 s, never).
+PROMPTLY = 5.0
+
+
 def silent(chunk: Callable[[bytes], None], over: threading.Event) -> None:
     chunk(event("Running"))
     over.wait(30)  # then nothing, as an API whose keepalives come less often than the caller waits
@@ -214,18 +219,23 @@ def test_wait_times_out_at_its_deadline_whatever_the_stream_does(
         with pytest.raises(WaitTimeout, match=r"did not reach the end .* in \d+ s") as late:
             client.wait("a", timeout=0.7)
     assert late.value.job is not None
-    assert time.monotonic() - started < 1.5  # at the deadline, not when the stream next says something
+    assert time.monotonic() - started < PROMPTLY  # at the deadline, not when the stream next says something
+
+
+DEADLINE = 3.0  # seconds: long enough that the two ways to end below are well apart on a busy machine
 
 
 def slow_keepalives(chunk: Callable[[bytes], None], over: threading.Event) -> None:
+    """A keepalive just before the wait's deadline, then the next as long after."""
     chunk(event("Running"))
-    while not over.wait(0.9):
+    while not over.wait(DEADLINE - 0.1):
         chunk(b": keepalive\n\n")
 
 
 def test_wait_ends_at_its_deadline_between_keepalives() -> None:
+    """Not a read timeout after the keepalive just before it (twice the deadline in), nor at the next keepalive."""
     with serving(slow_keepalives) as url, Client(RestJobs(url, "token")) as client:
         started = time.monotonic()
         with pytest.raises(WaitTimeout):
-            client.wait("a", timeout=1.0)
-        assert time.monotonic() - started < 1.5  # not at the second keepalive, 1.8 s in
+            client.wait("a", timeout=DEADLINE)
+        assert time.monotonic() - started < DEADLINE * 1.5

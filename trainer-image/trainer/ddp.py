@@ -180,6 +180,7 @@ class DdpTrainer:
         dist.all_gather_object(parts, part)
         metrics = means(parts)
         self.report.evaluated(self.step, metrics)
+        faults.maybe_hold(self.step, rank)
         return metrics
 
     def run(self) -> ExitCode:

@@ -13,6 +13,7 @@ KILL_AT_STEP = "TJ_TEST_KILL_AT_STEP"
 KILL_RANK = "TJ_TEST_KILL_RANK"
 CRASH_BEFORE_RENAME_STEP = "TJ_TEST_CRASH_BEFORE_RENAME_STEP"
 STEP_DELAY_SECONDS = "TJ_TEST_STEP_DELAY_SECONDS"
+HOLD_AFTER_EVALUATION = "TJ_TEST_HOLD_AFTER_EVALUATION"
 
 
 def maybe_kill(step: int, rank: int) -> None:
@@ -27,6 +28,15 @@ def maybe_pause(step: int) -> None:
     SIGKILLs it, exactly at the announced step however fast the machine trains."""
     if os.environ.get(contract.PAUSE_AT_STEP) == str(step):
         log.warning("stopping after step %d: local mode kills this rank here (--kill)", step)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def maybe_hold(step: int, rank: int) -> None:
+    """Stop rank 0 (SIGSTOP) once its evaluation at `step` is in the progress report, if the test asked for it:
+    whoever runs the process judges that evaluation before it goes on (a local sweep continues its trials' held
+    processes once the sweep has judged them), so a verdict lands before the trial's next step at any speed."""
+    if rank == 0 and os.environ.get(HOLD_AFTER_EVALUATION) == str(step):
+        log.warning("test hook %s: holding after the evaluation at step %d", HOLD_AFTER_EVALUATION, step)
         os.kill(os.getpid(), signal.SIGSTOP)
 
 

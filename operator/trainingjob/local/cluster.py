@@ -173,6 +173,15 @@ class LocalCluster:
             return stat.rsplit(")", 1)[1].split()[0] == "T"
         return False
 
+    def stopped_pods(self) -> list[str]:
+        """The pods whose process has stopped itself and waits: to be killed (--kill), or continued."""
+        return [name for name in self.pods if self.stopped(name)]
+
+    def resume(self, pod: str) -> None:
+        """Continue (SIGCONT) a pod's process that stopped itself; one stopped with a SIGTERM pending acts on it."""
+        with contextlib.suppress(ProcessLookupError, KeyError):
+            os.killpg(self.pods[pod].process.pid, signal.SIGCONT)
+
     def stop_all(self) -> None:
         for pod in self.pods.values():
             with contextlib.suppress(ProcessLookupError):

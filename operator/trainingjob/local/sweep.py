@@ -1,6 +1,11 @@
 """Local mode for sweeps: the sweep.reconcile.SweepCluster protocol on this machine. Each trial's TrainingJob is a
 local job (trainingjob.local.cluster.LocalCluster, its pods local processes); the same sweep planner samples, prunes and
-ranks, and the same job planner runs every trial, so a sweep behaves as it does on a cluster."""
+ranks, and the same job planner runs every trial, so a sweep behaves as it does on a cluster.
+
+A trial's process that stopped itself (SIGSTOP: the trainer holds so after an evaluation when a test asks it to) is
+held until the sweep has judged what it reported, then continued: its job's reconcile reads the report while it
+holds, the sweep's next reconcile judges it (and stops the job if it is pruned), then it goes on. Whether a trial
+is stopped before it moves on is then decided by that order of events, not by how fast the machine trains."""
 
 import copy
 import time
@@ -19,6 +24,7 @@ from trainingjob.reconcile.sweep import reconcile_sweep
 
 NAMESPACE = "local"
 TrialEvent = Callable[[str, Event], None]  # (the trial's job name, an event of its job)
+Held = set[tuple[str, str]]  # (a trial's job name, its pod) whose process stopped itself
 
 
 @dataclass
@@ -76,10 +82,12 @@ class LocalSweep:
             job.delete_pods(namespace, list(job.pods))
             job.delete_job(namespace, name)
 
-    def run_trials(self, now: datetime) -> bool:
-        """One reconcile of every trial's job that is not done; whether any of them still has work or processes."""
-        busy = False
+    def run_trials(self, now: datetime) -> tuple[bool, Held]:
+        """One reconcile of every trial's job that is not done: whether any of them still has work or processes,
+        and the pods that held (stopped themselves) before their job's reconcile read their reports."""
+        busy, held = False, set()
         for name, job in self.jobs.items():
+            held |= {(name, pod) for pod in job.stopped_pods()}
             if job.deleted:
                 busy = busy or bool(job.list_pods(NAMESPACE, name))  # reaps the deleted job's pods as they end
                 continue
@@ -87,13 +95,18 @@ class LocalSweep:
                 continue
             reconcile(job, NAMESPACE, name, now=now, settings=LOCAL_SETTINGS)
             busy = busy or not _done(job)
-        return busy
+        return busy, held
+
+    def resume(self, held: Held) -> None:
+        for name, pod in held:
+            self.jobs[name].resume(pod)
 
     def run(
         self, on_status: Callable[[TrainingSweepStatus], None], poll_seconds: float = 0.25
     ) -> TrainingSweepStatus | None:
         """Reconcile the sweep, then its trials' jobs, until it has ended and no trial has a process left."""
         status: TrainingSweepStatus | None = None
+        judging: Held = set()  # held pods whose reports the sweep's next reconcile judges
         try:
             while True:
                 outcome = reconcile_sweep(self, NAMESPACE, self.name, now=datetime.now(UTC))
@@ -101,7 +114,9 @@ class LocalSweep:
                     return status
                 status = outcome.after
                 on_status(status)
-                busy = self.run_trials(datetime.now(UTC))
+                busy, held = self.run_trials(datetime.now(UTC))  # a pruned trial's pods are told to stop
+                self.resume(judging)  # judged, and stopped if pruned: they go on
+                judging = held - judging
                 if status.phase.is_terminal and not busy:
                     return status
                 time.sleep(poll_seconds)
