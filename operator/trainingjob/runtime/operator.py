@@ -26,9 +26,8 @@ def health_problem(memo: kopf.Memo) -> str:
 
 
 @kopf.on.startup()
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+async def start(memo: kopf.Memo, **_: Any) -> None:
     options = OperatorSettings()
-    settings.posting.enabled = False  # kopf posts no Events of its own: the plan's are the job's
     metrics = Metrics()
     memo.metrics_server = None
     if options.metrics_port:
