@@ -1,8 +1,8 @@
 """Recovery after an apiserver restart: the operator's watches reconnect (listing again, since the new apiserver
 cannot resume them: 410 Gone) and it acts again soon after the apiserver answers: while the apiserver is down it
-asks again at most a second apart (what it says it waits, read from its log, not the machine's speed). A control plane of its
-own (etcd + kube-apiserver), since its apiserver is restarted; with no kubelet here, the test writes the pods'
-status itself."""
+asks again at most a second apart (what it says it waits, read from its log, not the machine's speed). A control
+plane of its own (etcd + kube-apiserver), since its apiserver is restarted; with no kubelet here, the test writes
+the pods' status itself."""
 
 import re
 import time
