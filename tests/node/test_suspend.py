@@ -7,7 +7,7 @@ from typing import Any
 from kubernetes import watch
 from tests.support.harness import Harness
 from tests.support.node import NodeTier
-from tests.support.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+from tests.support.node_jobs import apply_claim, checkpoint_steps, example, log_of, pod_of
 
 GRACE_SECONDS = 60
 
@@ -30,9 +30,8 @@ def _exits_as_deleted(h: Harness, resource_version: str, count: int, timeout: fl
 def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
     node_tier: NodeTier, nh: Harness
 ) -> None:
-    claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
-    volume = claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    volume = apply_claim(nh, "digits-ddp-checkpoints.yaml")
+    job = example("digits-ddp.yaml")[0]
     job["spec"]["trainer"]["steps"] = 5000
     job["spec"]["checkpoint"]["everySteps"] = 100000  # no periodic checkpoint: only the one SIGTERM asks for
     job["spec"]["workers"]["terminationGracePeriodSeconds"] = GRACE_SECONDS

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kubernetes import client, utils
 from tests.support import node_config as cfg
-from tests.support import node_host
+from tests.support import node_host, node_storage
 from tests.support.controlplane import Binaries, ControlPlane, http_ok, node_ready, write_kubeconfig
 from tests.support.node_images import BuiltImage, Containerd, build_images, pause_archive
 from tests.support.processes import Server, poll_until
@@ -211,8 +211,9 @@ def _kill_shims(socket: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterator[NodeTier]:
-    """The node tier, from a lock to a machine put back as it was. Builds or reuses `images` first."""
+def running(images: tuple[str, ...] = ("trainer", "operator", "api", "provisioner")) -> Iterator[NodeTier]:
+    """The node tier, from a lock to a machine put back as it was. Builds or reuses `images` first; with the
+    `provisioner` image it has a default StorageClass (tests/support/node_storage.py)."""
     node_bin = check_host()
     built = build_images(REPO / "scripts" / "build-images.sh", images) if images else {}
     cache = cache_root() / "node"
@@ -235,6 +236,10 @@ def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterato
             node.start_kubelet()
             node.start_kube_proxy()
             node.start_coredns()
+            if "provisioner" in built:
+                paths.volumes.mkdir()
+                with plane.api_client() as api:
+                    node_storage.deploy(api, built["provisioner"], cfg.NODE_NAME, paths.volumes)
             yield NodeTier(plane, paths, node.containerd, built)
         finally:
             try:
