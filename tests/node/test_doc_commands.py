@@ -8,10 +8,9 @@ import shutil
 from pathlib import Path
 
 import httpx
-import yaml
 from kubernetes import client
 from tests.support.doc_commands import NOTES, TEMPLATE_VALUE, DocCommand, blocks, commands, how, notes_lines
-from tests.support.doc_runner import Terminal, checkout_view, terminal
+from tests.support.doc_runner import Terminal, checkout_view, dev_kubeconfig, terminal
 from tests.support.node import NodeTier
 
 from trainingjob.model import GROUP, PLURAL, VERSION
@@ -84,11 +83,7 @@ def test_the_readme_tour_of_tjctl(node_tier: NodeTier, node_ns: str, tmp_path: P
     """On "your cluster" (`.dev/kubeconfig`, here the node tier's, its namespace the test's): submit, suspend and
     resume, watch to the end, wait, logs, timeline, a sweep."""
     view = checkout_view(tmp_path / "checkout")
-    kubeconfig = yaml.safe_load(node_tier.plane.kubeconfig.read_text())
-    for context in kubeconfig["contexts"]:
-        context["context"]["namespace"] = node_ns
-    (view / ".dev").mkdir()
-    (view / ".dev" / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    dev_kubeconfig(view, node_tier.plane.kubeconfig, node_ns)
     with terminal(view) as shell:
         outputs = {command.text: shell.run(command) for command in NODE[TOUR]}
     assert "Succeeded" in outputs["bin/tjctl watch digits-ddp"], outputs["bin/tjctl watch digits-ddp"]

@@ -136,12 +136,12 @@ def commands() -> list[DocCommand]:
 
 
 # Where each command runs. The tier is the test module that runs it (tests/<tier>/test_doc_commands.py): `e2e`
-# (this machine, no cluster), `integration` (a fresh control plane per block, the CRDs installed: the docs'
-# "your cluster", also their dev cluster), `node` (the node tier with the chart installed as the README does: the
-# demo cluster). A command that follows (`-w`, a watch) is stopped once its output matches `until`; one that
-# serves (a port-forward, `make run-api`) stays in the background once its output matches `serves`; `expect`
-# must be in the output of the others, which must exit 0. The first rule whose `source` (when it names one) and
-# `pattern` match a command decides.
+# (this machine, no cluster), `integration` (a control plane with the CRDs installed, the block's own unless all
+# its commands stay `in_a_namespace`: the docs' "your cluster", also their dev cluster), `node` (the node tier
+# with the chart installed as the README does: the demo cluster). A command that follows (`-w`, a watch) is
+# stopped once its output matches `until`; one that serves (a port-forward, `make run-api`) stays in the
+# background once its output matches `serves`; `expect` must be in the output of the others, which must exit 0.
+# The first rule whose `source` (when it names one) and `pattern` match a command decides.
 @dataclass(frozen=True)
 class Run:
     tier: str
@@ -152,6 +152,7 @@ class Run:
     expect: str = ""
     timeout: float = 300
     makes_its_own_cluster: bool = False
+    in_a_namespace: bool = False  # touches only the kubeconfig's namespace: a block of such shares a plane
     undo: str = ""  # a command that puts things back, run when the block ends however it ended
 
 
@@ -177,9 +178,11 @@ RUNS = (
     Run("node", r"kubectl apply -f examples/digits-ddp-checkpoints\.yaml", source="README.md"),
     Run("node", r"bin/tjctl (?!run |completion ).*", source="README.md", timeout=600),
     # A cluster: the docs' commands against a control plane (pods do not run: nothing here waits for them).
+    Run("integration", r"kubectl apply -f examples/\S+( -f examples/\S+)*", in_a_namespace=True),
+    Run("integration", r"kubectl create configmap \S+ --from-file=examples/\S+", in_a_namespace=True),
+    Run("integration", r"kubectl get tj( \S+)? -w", until=A_ROW, in_a_namespace=True),
+    Run("integration", r"kubectl get tj shapes-ddp -o wide", expect=r"shapes-ddp", in_a_namespace=True),
     Run("integration", r"kubectl (apply|create) .*"),
-    Run("integration", r"kubectl get tj( \S+)? -w", until=A_ROW),
-    Run("integration", r"kubectl get tj shapes-ddp -o wide", expect=r"shapes-ddp"),
     Run("integration", r"helm (install|template) trainingjob charts/trainingjob-operator .*"),
     Run("integration", r"make dev-cluster", makes_its_own_cluster=True, undo="make dev-cluster-down"),
     Run("integration", r"kubectl --kubeconfig \.dev/kubeconfig get nodes", expect=r"gpu-node-0"),

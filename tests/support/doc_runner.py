@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import yaml
 from tests.support.doc_commands import REPO, DocCommand, Run, how
 from tests.support.processes import free_port, poll_until
 
@@ -29,6 +30,17 @@ def checkout_view(folder: Path) -> Path:
         if entry.name not in _NOT_IN_VIEW and not entry.name.endswith("_cache"):
             (folder / entry.name).symlink_to(entry)
     return folder
+
+
+def dev_kubeconfig(view: Path, kubeconfig: Path, namespace: str) -> Path:
+    """`kubeconfig` as the view's `.dev/kubeconfig` (the docs' cluster), its context in `namespace`."""
+    document = yaml.safe_load(kubeconfig.read_text())
+    for context in document["contexts"]:
+        context["context"]["namespace"] = namespace
+    path = view / ".dev" / "kubeconfig"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(document))
+    return path
 
 
 def environment(view: Path, **values: str) -> dict[str, str]:
