@@ -78,7 +78,7 @@ class Provisioner:
                 "volumeMode": "Filesystem",
                 "storageClassName": spec["storageClassName"],
                 "persistentVolumeReclaimPolicy": "Delete",
-                "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
+                "claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", **_key(meta)},
                 "local": {"path": str(folder)},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [hostname]}]}},
             },
@@ -131,6 +131,10 @@ class Provisioner:
             except (OSError, ValueError) as error:  # the apiserver unreachable or restarting: list again soon
                 say(f"{error!r}: listing again in 1 s")
                 time.sleep(1)
+
+
+def _key(meta: Object) -> Object:
+    return {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}
 
 
 def say(line: str) -> None:
