@@ -234,12 +234,16 @@ def running(images: tuple[str, ...] = ("trainer", "operator", "api", "provisione
                 node.containerd.ensure(image.archive, image.local_ref, image.public_ref)
                 node.containerd.prune(image)
             node.start_kubelet()
-            node.start_kube_proxy()
-            node.start_coredns()
-            if "provisioner" in built:
+            storage = "provisioner" in built
+            if storage:  # its pod starts while kube-proxy and CoreDNS do
                 paths.volumes.mkdir()
                 with plane.api_client() as api:
                     node_storage.deploy(api, built["provisioner"], cfg.NODE_NAME, paths.volumes)
+            node.start_kube_proxy()
+            node.start_coredns()
+            if storage:
+                with plane.api_client() as api:
+                    node_storage.wait_ready(api)
             yield NodeTier(plane, paths, node.containerd, built)
         finally:
             try:

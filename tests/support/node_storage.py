@@ -76,8 +76,11 @@ def manifests(image: BuiltImage, node: str, volumes: Path) -> list[dict[str, Any
 
 
 def deploy(api: client.ApiClient, image: BuiltImage, node: str, volumes: Path) -> None:
-    """Create the StorageClass and start the provisioner; returns once its pod runs."""
+    """Create the StorageClass and the provisioner's Deployment (wait_ready() waits for its pod)."""
     utils.create_from_yaml(api, yaml_objects=manifests(image, node, volumes))
+
+
+def wait_ready(api: client.ApiClient) -> None:
     apps = client.AppsV1Api(api)
 
     def available() -> bool:

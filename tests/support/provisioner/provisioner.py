@@ -11,6 +11,7 @@ its folder. One node only: the volume's node affinity is $NODE_NAME."""
 import json
 import os
 import shutil
+import signal
 import ssl
 import sys
 import time
@@ -142,5 +143,6 @@ def say(line: str) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # PID 1 in its container: no default action
     server = f"https://{os.environ['KUBERNETES_SERVICE_HOST']}:{os.environ['KUBERNETES_SERVICE_PORT']}"
     Provisioner(os.environ["PROVISIONER"], os.environ["NODE_NAME"], Path(os.environ["VOLUMES_DIR"]), server).run()
