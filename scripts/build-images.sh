@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the project's container images from their Dockerfiles with podman (no Docker engine needed) and writes
 # each as a docker-archive that `ctr -n k8s.io images import` loads with both of its tags.
-#   bash scripts/build-images.sh [trainer|operator|api ...]     (default: all three)
+#   bash scripts/build-images.sh [trainer|operator|api|provisioner ...]     (default: all four)
+# provisioner is the node tier's volume provisioner (testbed/provisioner), not a product image.
 # Stdout: one line per image, "<name> <key> <archive> <public-ref>"; logs go to stderr.
 # The base images python:3.11-slim and python:3.11-slim-bookworm are made locally from Debian packages
 # (mmdebstrap): only PyPI and Debian's mirror need to be reachable. Each image is built once per key, the
@@ -18,11 +19,11 @@ exec 3>&1 1>&2  # every tool's output goes to stderr; the result lines go to fd 
 log() { printf '[images] %s\n' "$*" >&2; }
 die() { printf '[images] ERROR: %s\n' "$*" >&2; exit 1; }
 
-ALL_IMAGES=(trainer operator api)
+ALL_IMAGES=(trainer operator api provisioner)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${ALL_IMAGES[@]}")
 for name in "${names[@]}"; do
-  case $name in trainer|operator|api) ;; *) die "unknown image '$name' (expected: ${ALL_IMAGES[*]})" ;; esac
+  case $name in trainer|operator|api|provisioner) ;; *) die "unknown image '$name' (expected: ${ALL_IMAGES[*]})" ;; esac
 done
 
 # The base image: Debian bookworm with its python3 (3.11), pip and venv, standing in for python:3.11-slim.
@@ -128,13 +129,20 @@ ensure_base() {
 }
 
 # Per image: its Dockerfile, its build context (relative to the repository) and the paths it copies from there.
-dockerfile_of() { case $1 in trainer) echo trainer-image/Dockerfile ;; *) echo "$1/Dockerfile" ;; esac; }
-context_of() { case $1 in trainer) echo trainer-image ;; *) echo . ;; esac; }
+dockerfile_of() {
+  case $1 in
+    trainer) echo trainer-image/Dockerfile ;;
+    provisioner) echo testbed/provisioner/Dockerfile ;;
+    *) echo "$1/Dockerfile" ;;
+  esac
+}
+context_of() { case $1 in trainer) echo trainer-image ;; provisioner) echo testbed/provisioner ;; *) echo . ;; esac; }
 sources_of() {
   case $1 in
     trainer) echo trainer-image/trainer ;;
     operator) echo pyproject.toml uv.lock operator/trainingjob ;;
     api) echo pyproject.toml uv.lock operator/trainingjob api/trainingjob_api api/trainingjob_sdk ;;
+    provisioner) echo testbed/provisioner/provisioner.py ;;
   esac
 }
 public_ref_of() {  # the name users' manifests use: the CRD's default trainer image and the chart's repositories
@@ -142,6 +150,7 @@ public_ref_of() {  # the name users' manifests use: the CRD's default trainer im
     trainer) echo ghcr.io/trainingjob/trainer:0.1.0 ;;
     operator) echo "ghcr.io/trainingjob/trainingjob-operator:$2" ;;
     api) echo "ghcr.io/trainingjob/trainingjob-api:$2" ;;
+    provisioner) echo "localhost/testbed/volume-provisioner:$2" ;;  # never pulled: the node tier's own
   esac
 }
 

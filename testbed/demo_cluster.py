@@ -18,10 +18,10 @@ from testbed import node
 from testbed.devcluster import command_line, stop_keeper
 from testbed.harness import Harness
 from testbed.node import NodeTier
-from testbed.node_cluster import OperatorPodLog, install_chart, signal_container
+from testbed.node_cluster import RELEASE, SYSTEM_NAMESPACE, OperatorPodLog, install_chart, signal_container
 from testbed.node_jobs import (
+    apply_claim,
     at_step,
-    claim_on_local_volume,
     example,
     last_step,
     log_of,
@@ -34,6 +34,11 @@ from testbed.processes import poll_until
 NAMESPACE = "demo"
 READY, FAILED = "ready", "failed"
 KILL_AT = 250  # as `make demo` does (there the rank stops itself at the step; here we watch rank 0's reports)
+HOW_TO_USE = """The cluster stays up. In a shell, from the repository root:
+  export KUBECONFIG={folder}/kubeconfig PATH={folder}/bin:$PATH   # its kubectl and helm
+  kubectl get tj,pods -n {ns}
+  helm status {release} -n {system}   # the chart's notes: a first job of your own, the REST API and a token
+Take it down (and put the machine back as it was) with: make demo-cluster-down"""
 
 
 def say(line: str) -> None:
@@ -41,15 +46,15 @@ def say(line: str) -> None:
 
 
 def run_demo(tier: NodeTier) -> None:
-    """examples/digits-ddp.yaml (and its claim) as shipped; rank 1 is killed once a checkpoint exists."""
+    """examples/digits-ddp.yaml (and its claim, provisioned by the default StorageClass) as shipped; rank 1 is
+    killed once a checkpoint exists."""
     started = time.monotonic()
     with tier.api_client() as api:
         core = client.CoreV1Api(api)
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
         h = Harness(api, NAMESPACE, OperatorPodLog(core))
-        claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
-        claim_on_local_volume(tier, NAMESPACE, claim["metadata"]["name"], bind=False)
-        core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
+        apply_claim(h, "digits-ddp-checkpoints.yaml")
+        job = example("digits-ddp.yaml")[0]
         h.create(job)
         name = job["metadata"]["name"]
         say(f"{name}: 2 DDP ranks in real containers; worker-1 is killed once rank 0 reports step {KILL_AT}")
@@ -79,6 +84,7 @@ def _keep(folder: Path) -> None:
     with node.running() as tier:
         install_chart(tier, folder / "helm")
         shutil.copy(tier.plane.kubeconfig, folder / "kubeconfig")
+        tier.plane.link_binaries(folder / "bin")  # kubectl and helm among them
         try:
             run_demo(tier)
         except Exception as error:
@@ -114,8 +120,7 @@ def up(folder: Path) -> None:
         return (folder / READY).exists()
 
     poll_until(finished, timeout=1800, interval=0.5, what="the demo cluster")
-    print(f"the cluster stays up: kubectl --kubeconfig {folder / 'kubeconfig'} get tj,pods -n {NAMESPACE}")
-    print("take it down (and put the machine back as it was) with: make demo-cluster-down")
+    print(HOW_TO_USE.format(folder=folder.resolve(), ns=NAMESPACE, release=RELEASE, system=SYSTEM_NAMESPACE))
     if (folder / FAILED).exists():
         sys.exit(1)
 

@@ -25,13 +25,14 @@ CODE_CONFIGMAPS = {
         ["train.py"],
         "The script torchrun-script.yaml runs (train.py beside this file): a plain torchrun program that knows\n"
         "nothing of TrainingJob. Apply this first, or make it from your own file:\n"
-        "  kubectl create configmap train-script --from-file=train.py",
+        "  kubectl create configmap train-script --from-file=examples/train.py",
     ),
     "image-classification/shapes-code.yaml": (
         "shapes-code",
         ["image-classification/shapes.py"],
         "The recipe shapes-ddp.yaml and shapes-ps.yaml train (shapes.py beside this file). Apply this first, or\n"
-        "make it from the file:  kubectl create configmap shapes-code --from-file=shapes.py",
+        "make it from the file:\n"
+        "  kubectl create configmap shapes-code --from-file=examples/image-classification/shapes.py",
     ),
 }
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from kubernetes import client, utils
 
 from testbed import node_config as cfg
-from testbed import node_host
+from testbed import node_host, node_storage
 from testbed.controlplane import Binaries, ControlPlane, http_ok, node_ready, write_kubeconfig
 from testbed.node_images import BuiltImage, Containerd, build_images, pause_archive
 from testbed.processes import Server, poll_until
@@ -212,8 +212,9 @@ def _kill_shims(socket: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterator[NodeTier]:
-    """The node tier, from a lock to a machine put back as it was. Builds or reuses `images` first."""
+def running(images: tuple[str, ...] = ("trainer", "operator", "api", "provisioner")) -> Iterator[NodeTier]:
+    """The node tier, from a lock to a machine put back as it was. Builds or reuses `images` first; with the
+    `provisioner` image it has a default StorageClass (testbed/node_storage.py)."""
     node_bin = check_host()
     built = build_images(REPO / "scripts" / "build-images.sh", images) if images else {}
     cache = cache_root() / "node"
@@ -234,8 +235,16 @@ def running(images: tuple[str, ...] = ("trainer", "operator", "api")) -> Iterato
                 node.containerd.ensure(image.archive, image.local_ref, image.public_ref)
                 node.containerd.prune(image)
             node.start_kubelet()
+            storage = "provisioner" in built
+            if storage:  # its pod starts while kube-proxy and CoreDNS do
+                paths.volumes.mkdir()
+                with plane.api_client() as api:
+                    node_storage.deploy(api, built["provisioner"], cfg.NODE_NAME, paths.volumes)
             node.start_kube_proxy()
             node.start_coredns()
+            if storage:
+                with plane.api_client() as api:
+                    node_storage.wait_ready(api)
             yield NodeTier(plane, paths, node.containerd, built)
         finally:
             try:

@@ -16,7 +16,7 @@ from testbed.node import NodeTier
 from testbed.processes import poll_until
 
 SYSTEM_NAMESPACE = "trainingjob-system"
-RELEASE = "tj"
+RELEASE = "trainingjob"  # as the README installs it: `helm status trainingjob -n trainingjob-system` works
 _INSTALL_TIMEOUT = 180.0
 
 
@@ -86,7 +86,7 @@ class OperatorPodLog:
 
 def local_volume(tier: NodeTier, name: str, capacity: str = "1Gi") -> Path:
     """A static local PersistentVolume on the node, its folder root-owned (0755) as a fresh disk would be."""
-    folder = tier.paths.root / "volumes" / name
+    folder = tier.paths.volumes / name
     folder.mkdir(parents=True, mode=0o755)
     os.chown(folder, 0, 0)
     selector = {"key": "kubernetes.io/hostname", "operator": "In", "values": [cfg.NODE_NAME]}

@@ -44,6 +44,11 @@ class NodePaths:
     def pod_logs(self) -> Path:
         return self.root / "pod-logs"
 
+    @property
+    def volumes(self) -> Path:
+        """The folders of the node's local PersistentVolumes, static and provisioned."""
+        return self.root / "volumes"
+
 
 def containerd_toml(paths: NodePaths, sandbox_image: str) -> str:
     """containerd 1.6: its own root, state and socket; runc with cgroupfs; no oom_score_adj (no CAP_SYS_RESOURCE)."""

@@ -15,6 +15,7 @@ from testbed.examples import EXAMPLES
 from testbed.harness import Harness
 from testbed.node import NodeTier
 from testbed.node_cluster import local_volume
+from testbed.node_storage import provisioned_folder
 from testbed.processes import poll_until
 from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL
 from trainingjob.children.specs import PROGRESS_PORT
@@ -27,26 +28,32 @@ def example(name: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all((EXAMPLES / name).read_text()) if doc]
 
 
-def claim_on_local_volume(tier: NodeTier, namespace: str, claim: str, *, bind: bool = True) -> Path:
-    """A local PersistentVolume for `claim` in `namespace`; with bind=False the claim itself is left to the
-    test (a shipped manifest makes it and the PV controller binds it). Returns the volume's folder."""
+def claim_on_local_volume(tier: NodeTier, namespace: str, claim: str) -> Path:
+    """A root-owned local PersistentVolume and a claim `claim` bound to it by name (no StorageClass), for tests
+    that need the volume as a fresh disk would be. Returns the volume's folder."""
     volume = f"pv-{uuid.uuid4().hex[:10]}"
     folder = local_volume(tier, volume)
-    if bind:
-        body = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": claim},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "storageClassName": "",
-                "volumeName": volume,
-                "resources": {"requests": {"storage": "1Gi"}},
-            },
-        }
-        with tier.api_client() as api:
-            client.CoreV1Api(api).create_namespaced_persistent_volume_claim(namespace, body)
+    body = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    with tier.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_persistent_volume_claim(namespace, body)
     return folder
+
+
+def apply_claim(h: Harness, manifest: str) -> Path:
+    """The claim of examples/<manifest> as shipped, provisioned by the default StorageClass; its volume's folder."""
+    claim = example(manifest)[0]
+    h.core.create_namespaced_persistent_volume_claim(h.ns, claim)
+    return provisioned_folder(h.core, h.ns, claim["metadata"]["name"])
 
 
 def pod_of(h: Harness, job: str, role: str, index: int, attempt: int) -> Any:

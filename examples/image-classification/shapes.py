@@ -4,7 +4,8 @@ The images are drawn on the fly (nothing is downloaded): a circle, a square, a t
 place that depend on the sample's index. Training samples are augmented (flips, shifts, noise) from torch's random
 generator, which the platform seeds per sample, so a resumed run sees exactly the same batches.
 
-Try it without a cluster:  tjctl local examples/image-classification/shapes-ddp.yaml
+Try it without a cluster, from the repository's root:
+  bin/tjctl run examples/image-classification/shapes-ddp.yaml
 """
 
 import math

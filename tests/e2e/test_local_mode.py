@@ -103,13 +103,10 @@ def test_crds_prints_the_generated_crd() -> None:
     assert result.stdout == crd.render_all()
 
 
-@pytest.mark.parametrize(
-    "example",
-    ["image-classification/shapes-ddp.yaml", "image-classification/shapes-ps.yaml", "torchrun-script.yaml"],
-    ids=["recipe-ddp", "recipe-ps", "torchrun-script"],
-)
+@pytest.mark.parametrize("example", ["torchrun-script.yaml"], ids=["torchrun-script"])
 def test_the_teaching_examples_run_as_shipped(tmp_path: Path, example: str) -> None:
-    """From any folder: the ConfigMap's code comes from the manifest's folder, torchrun from the environment."""
+    """From any folder: the ConfigMap's code comes from the manifest's folder, torchrun from the environment. (The
+    recipes' examples run as their docs show them, accuracy checked: tests/e2e/test_doc_commands.py.)"""
     result = tjctl("run", str(REPO / "examples" / example), "--workdir", str(tmp_path / "work"), cwd=tmp_path)
     output = result.stdout + result.stderr
     logs = "".join(path.read_text() for path in (tmp_path / "work" / "logs").glob("*.log"))

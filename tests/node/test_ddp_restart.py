@@ -9,8 +9,8 @@ from testbed.harness import Harness
 from testbed.node import NodeTier
 from testbed.node_cluster import signal_container
 from testbed.node_jobs import (
+    apply_claim,
     checkpoint_steps,
-    claim_on_local_volume,
     example,
     log_of,
     pod_of,
@@ -22,9 +22,8 @@ pytestmark = pytest.mark.node
 
 
 def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: NodeTier, nh: Harness) -> None:
-    claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
-    volume = claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    volume = apply_claim(nh, "digits-ddp-checkpoints.yaml")
+    job = example("digits-ddp.yaml")[0]
     job["spec"]["trainer"]["steps"] = 3000  # long enough to be killed part-way on a fast machine
     name = job["metadata"]["name"]
     nh.create(job)

@@ -10,7 +10,7 @@ from kubernetes import utils
 from testbed.examples import EXAMPLES
 from testbed.harness import Harness
 from testbed.node import NodeTier
-from testbed.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+from testbed.node_jobs import apply_claim, checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
 
 from trainingjob.model.security import TRAINER_UID
 
@@ -47,8 +47,7 @@ def test_a_non_root_trainer_checkpoints_to_a_root_owned_volume(node_tier: NodeTi
 
 
 def test_the_gpu_example_applies_and_says_why_it_waits(node_tier: NodeTier, nh: Harness) -> None:
-    claim_on_local_volume(node_tier, nh.ns, "gpu-ddp-checkpoints", bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, example("gpu-ddp-checkpoints.yaml")[0])
+    apply_claim(nh, "gpu-ddp-checkpoints.yaml")
     job = example("gpu-ddp.yaml")[0]
     nh.create(job)
     name = job["metadata"]["name"]

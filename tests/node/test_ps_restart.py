@@ -7,15 +7,14 @@ import pytest
 from testbed.harness import Harness
 from testbed.node import NodeTier
 from testbed.node_cluster import signal_container
-from testbed.node_jobs import claim_on_local_volume, example, pod_of, result_accuracy
+from testbed.node_jobs import apply_claim, example, pod_of, result_accuracy
 
 pytestmark = pytest.mark.node
 
 
 def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> None:
-    claim, job = example("digits-ps-checkpoints.yaml")[0], example("digits-ps.yaml")[0]
-    claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    apply_claim(nh, "digits-ps-checkpoints.yaml")
+    job = example("digits-ps.yaml")[0]
     job["spec"]["trainer"]["steps"] = 5000  # worker-2 must still train when the kill comes (status polls lag)
     name = job["metadata"]["name"]
     nh.create(job)

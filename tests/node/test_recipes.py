@@ -13,7 +13,7 @@ from testbed.examples import EXAMPLES
 from testbed.harness import Harness
 from testbed.node import NodeTier
 from testbed.node_cluster import signal_container
-from testbed.node_jobs import claim_on_local_volume, example, log_of, pod_of, result_accuracy, resumed_steps
+from testbed.node_jobs import apply_claim, example, log_of, pod_of, result_accuracy, resumed_steps
 
 pytestmark = pytest.mark.node
 
@@ -24,9 +24,7 @@ def shapes_job(node_tier: NodeTier, nh: Harness, manifest: str) -> tuple[dict[st
     """The ConfigMap and the claim applied, the job's manifest as shipped; returns it and the volume's folder."""
     with node_tier.api_client() as api:
         utils.create_from_yaml(api, str(EXAMPLES / "image-classification" / "shapes-code.yaml"), namespace=nh.ns)
-    claim = example("image-classification/shapes-checkpoints.yaml")[0]
-    volume = claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    volume = apply_claim(nh, "image-classification/shapes-checkpoints.yaml")
     return example(f"image-classification/{manifest}")[0], volume
 
 

@@ -8,7 +8,7 @@ import pytest
 from kubernetes import watch
 from testbed.harness import Harness
 from testbed.node import NodeTier
-from testbed.node_jobs import checkpoint_steps, claim_on_local_volume, example, log_of, pod_of
+from testbed.node_jobs import apply_claim, checkpoint_steps, example, log_of, pod_of
 
 pytestmark = pytest.mark.node
 
@@ -33,9 +33,8 @@ def _exits_as_deleted(h: Harness, resource_version: str, count: int, timeout: fl
 def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
     node_tier: NodeTier, nh: Harness
 ) -> None:
-    claim, job = example("digits-ddp-checkpoints.yaml")[0], example("digits-ddp.yaml")[0]
-    volume = claim_on_local_volume(node_tier, nh.ns, claim["metadata"]["name"], bind=False)
-    nh.core.create_namespaced_persistent_volume_claim(nh.ns, claim)
+    volume = apply_claim(nh, "digits-ddp-checkpoints.yaml")
+    job = example("digits-ddp.yaml")[0]
     job["spec"]["trainer"]["steps"] = 5000
     job["spec"]["checkpoint"]["everySteps"] = 100000  # no periodic checkpoint: only the one SIGTERM asks for
     job["spec"]["workers"]["terminationGracePeriodSeconds"] = GRACE_SECONDS

@@ -78,6 +78,8 @@ class LocalCluster:
         metadata = self.job.setdefault("metadata", {})
         metadata.setdefault("namespace", "local")
         metadata.update(uid=str(uuid.uuid4()), resourceVersion="1", generation=1, creationTimestamp=now_stamp())
+        # The pods' paths (key, progress, checkpoints) must hold from a role's workingDir too: make them absolute.
+        self.workdir = self.workdir.absolute()
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
 
     @property
