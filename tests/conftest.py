@@ -17,13 +17,20 @@ from trainingjob.generate import crd
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run only when asked for (`pytest -m gpu`, on a machine with CUDA); elsewhere they are not
-    collected at all, rather than skipped."""
-    if "gpu" in (config.getoption("markexpr") or ""):
-        return
-    kept = [item for item in items if item.get_closest_marker("gpu") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-        items[:] = kept
+    collected at all, rather than skipped. Every test gets the worker group it runs in."""
+    if "gpu" not in (config.getoption("markexpr") or ""):
+        kept = [item for item in items if item.get_closest_marker("gpu") is None]
+        if len(kept) != len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+            items[:] = kept
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+
+
+def _worker_group(item: pytest.Item) -> str:
+    """What one worker runs together when `make test` runs two (pytest-xdist, --dist loadgroup): the node tier (one
+    per machine), else a whole test module (its module-scoped fixtures are set up once)."""
+    return "node" if item.get_closest_marker("node") else item.nodeid.split("::", 1)[0]
 
 
 def _control_plane(cluster: bool) -> Iterator[ControlPlane]:
