@@ -65,8 +65,8 @@ fmt: venv ## format and auto-fix
 # time on 2 cores, since each spends much of it downloading, configuring or linking on one core.
 SETUP_JOBS ?= 6
 # The tests run on two workers (pytest-xdist): much of their time is spent waiting on apiservers, kubelets and
-# trainers, so two take about 0.6 of one's time on 2 cores. A test module stays on one worker, the node tier too
-# (tests/conftest.py). TEST_WORKERS=0 runs them in this process (for -s, or pdb).
+# trainers. A test module stays on one worker, the node tier too (tests/conftest.py's TierScheduling).
+# TEST_WORKERS=0 runs them in this process (for -s, or pdb).
 TEST_WORKERS ?= 2
 
 setup: ## build or reuse everything make test needs (venv, control plane, promtool, pythons, node tier), side by side
@@ -79,13 +79,13 @@ test: ## set everything up (make setup) and lint side by side, then run every te
 	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
 	  TJ_PYTHONS=$$(bash scripts/build-pythons.sh 2>/dev/null | paste -sd: -) \
 	  TJ_UV=$(UV) \
-	  $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
+	  $(VENV)/bin/pytest -n $(TEST_WORKERS) --durations=10 $(PYTEST_ARGS)
 
 # The model-based tests run here with 100 random sequences each (make test runs their full count).
 test-fast: venv ## before every commit: ruff and the fast tier (no control plane, node or promtool), in under 3 minutes
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	TJ_MODEL_EXAMPLES=$${TJ_MODEL_EXAMPLES:-100} $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup -m "fast or model" $(PYTEST_ARGS)
+	TJ_MODEL_EXAMPLES=$${TJ_MODEL_EXAMPLES:-100} $(VENV)/bin/pytest -n $(TEST_WORKERS) -m "fast or model" $(PYTEST_ARGS)
 
 dist: $(UV) ## build the wheel and the sdist into dist/ (then: pip install dist/trainingjob-<version>-py3-none-any.whl)
 	rm -rf dist

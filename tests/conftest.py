@@ -4,6 +4,7 @@ cluster tier (one per test module)."""
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testbed.controlplane import ControlPlane, running
@@ -11,26 +12,32 @@ from testbed.crds import install_crd
 from testbed.helm import Helm
 from testbed.namespaces import fresh_namespace
 from testbed.operator import OperatorProcess, operator_running
+from xdist.scheduler import LoadScopeScheduling
 
 from trainingjob.generate import crd
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run only when asked for (`pytest -m gpu`, on a machine with CUDA); elsewhere they are not
-    collected at all, rather than skipped. Every test gets the worker group it runs in."""
-    if "gpu" not in (config.getoption("markexpr") or ""):
-        kept = [item for item in items if item.get_closest_marker("gpu") is None]
-        if len(kept) != len(items):
-            config.hook.pytest_deselected(items=[item for item in items if item not in kept])
-            items[:] = kept
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+    collected at all, rather than skipped."""
+    if "gpu" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("gpu") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept
 
 
-def _worker_group(item: pytest.Item) -> str:
-    """What one worker runs together when `make test` runs two (pytest-xdist, --dist loadgroup): the node tier (one
-    per machine), else a whole test module (its module-scoped fixtures are set up once)."""
-    return "node" if item.get_closest_marker("node") else item.nodeid.split("::", 1)[0]
+class TierScheduling(LoadScopeScheduling):
+    """How `make test`'s two workers (pytest-xdist) share the tests: a test module stays on one worker (its
+    module-scoped fixtures are set up once), and so does the whole node tier (one runs per machine)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return "node" if nodeid.startswith("tests/node/") else nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> TierScheduling:
+    return TierScheduling(config, log)
 
 
 def _control_plane(cluster: bool) -> Iterator[ControlPlane]:
