@@ -232,6 +232,11 @@ ALLOWED = {
         "install's, HTTPS with the chart's CA"
     ),
     'tjctl --server {}://{}:8000 --token "$TOKEN" -n {} list': "the notes' variant for api.tls.mode=none, as above",
+    'curl --cacert ca.crt --connect-to {}:8000:127.0.0.1:8000 -H "Authorization: Bearer $TOKEN" '
+    "{}://{}:8000/api/v1/namespaces/{}/trainingjobs": (
+        "the notes' variant for api.tls.mode=certManager (the cluster's issuer names only the Service); the node "
+        "tier runs the default install's, whose certificate names 127.0.0.1"
+    ),
 }
 
 
