@@ -1,6 +1,7 @@
-"""kopf's part: it runs the operator's lifecycle (startup, signals, a graceful stop) and calls these hooks; the
-controller runtime (runtime.controller) does the watching and reconciling. docs/architecture.md says what kopf does
-for us and why its own watch streams are not used (bench/bench_watch.py measures them side by side)."""
+"""kopf's part: it runs the operator's lifecycle (startup, signals, a graceful stop) and calls these hooks, and
+observes the cluster's CRDs as it always does; the controller runtime (runtime.controller) does the watching and
+reconciling. docs/architecture.md says what kopf does for us and why its own watch streams are not used
+(bench/bench_watch.py measures them side by side)."""
 
 import logging
 from functools import partial
@@ -16,6 +17,10 @@ from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 POOL_SIZE = 32  # connections kept open: the parallel writes of every reconcile share them
+# kopf retries its own API calls (its observer of the cluster's CRDs) with these delays; its default grows to 21 s.
+# Within a second of the apiserver answering again, for ten minutes; then the operator exits and its Deployment
+# restarts it.
+KOPF_ERROR_BACKOFFS = [0.2, 0.5] + [1.0] * 600
 
 
 def health_problem(memo: kopf.Memo) -> str:
@@ -26,8 +31,13 @@ def health_problem(memo: kopf.Memo) -> str:
 
 
 @kopf.on.startup()
-async def start(memo: kopf.Memo, **_: Any) -> None:
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     options = OperatorSettings()
+    # kopf watches the cluster's CRDs whatever it serves (its resource observer): its watch ends every 5 minutes,
+    # its errors are retried within a second, and with one namespace it scans nothing cluster-wide.
+    settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
+    settings.scanning.disabled = bool(options.namespace)
     metrics = Metrics()
     memo.metrics_server = None
     if options.metrics_port:
