@@ -45,6 +45,9 @@ class AttemptRecord(ApiModel):
     """Why it ended: the failure class, or the reason of the Failed condition."""
     resumed_from_step: Count | None = None
     """The step of the newest checkpoint when it began: where it resumed from."""
+    in_place: bool | None = None
+    """True when it began inside the previous attempt's pods (restarted in place, no pod created); unset when it
+    got pods of its own."""
 
 
 class FailureRecord(ApiModel):

@@ -186,6 +186,16 @@ class TrackedPod(ApiModel):
     """Succeeded, or Failed once its failure was counted; unset while it runs."""
 
 
+class InPlaceRestart(ApiModel):
+    """A restart in place under way: the operator recorded it and tells rank 0's agent to run the attempt until
+    every pod's agent runs it, or re-creates the pods if they do not within the operator's inPlaceTimeoutSeconds."""
+
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt the gang restarts as."""
+    time: datetime
+    """When the restart was recorded; the agents are told once the backoff after it is over."""
+
+
 class TrainingJobStatus(ApiModel):
     """The observed state of the job, written by the operator."""
 
@@ -204,8 +214,16 @@ class TrainingJobStatus(ApiModel):
     attempt: Count = 0
     """The current attempt: 0 before the first pods, 1 for the first attempt, N+1 after N whole-job
     restarts."""
+    pods_attempt: Annotated[Int, Field(ge=1)] | None = None
+    """The attempt the current pods were created for, when later attempts restarted inside them (in place); unset
+    while the pods are the current attempt's own. Pod names and the trainingjob.io/attempt label carry it."""
+    in_place_restart: InPlaceRestart | None = None
+    """The restart in place under way, until every pod's agent runs the new attempt."""
     restarts: RestartCounts = Field(default_factory=RestartCounts)
     """Restarts so far, per failure class."""
+    in_place_restarts: Count = 0
+    """How many of the restarts went in place: every rank's trainer started again inside the pods it ran in, no
+    pod deleted or created (the others re-created the gang's pods)."""
     last_failure: LastFailure | None = None
     """The last failed pod: which one, its exit code, reason and last log lines."""
     last_checkpoint: CheckpointStatus | None = None
@@ -230,3 +248,8 @@ class TrainingJobStatus(ApiModel):
         default_factory=list, json_schema_extra=list_map("uid")
     )
     """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""
+
+    @property
+    def current_pods_attempt(self) -> int:
+        """The attempt whose pods the job runs in: the current attempt, or the one whose pods it restarted in."""
+        return self.pods_attempt or self.attempt

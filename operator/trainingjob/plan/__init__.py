@@ -12,7 +12,9 @@ stops the rest:
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
-    failure       failed, deleted or vanished pods: restart the gang, replace a PS worker, or fail
+    failure       failed, deleted or vanished pods, a trainer failed in a healthy pod: restart the gang (in its pods
+                  when they are all up), replace a PS worker, or fail
+    in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
     stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
     startup       a pod not running startupDeadlineSeconds after it was due
     creation      create missing pods after earlier attempts are gone and the backoff is over
@@ -33,6 +35,7 @@ from trainingjob.plan import (
     failure,
     finished,
     history,
+    in_place,
     phase,
     progress,
     success,
@@ -52,6 +55,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("start", creation.start),
     ("success", success.decide),
     ("failure", failure.decide),
+    ("in_place", in_place.decide),
     ("stalled", progress.stalled),
     ("startup", deadlines.startup),
     ("creation", creation.decide),
@@ -86,6 +90,7 @@ def _acts(decision: Decision) -> bool:
         or decision.ungate
         or decision.events
         or decision.delete_job
+        or decision.order_attempt
     )
 
 
@@ -93,7 +98,9 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
     creates = [r for d in decisions for r in d.create]
     image = status.default_image or ctx.settings.default_trainer_image
-    manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt, image) for r in dict.fromkeys(creates)]
+    in_place = ctx.settings.in_place_restart
+    attempt = status.current_pods_attempt
+    manifests = [pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place) for r in dict.fromkeys(creates)]
     if manifests:
         settings = ctx.settings
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
@@ -112,5 +119,6 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         events=tuple(e for d in decisions for e in d.events),
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),
+        order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
         decisions=tuple(names),
     )

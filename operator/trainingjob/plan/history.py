@@ -49,13 +49,17 @@ def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobSta
     if after.attempt > 0 and not stopped and (not attempts or attempts[-1].end_time is not None):
         resumed = after.last_checkpoint.step if after.last_checkpoint is not None else None
         start = max(now, _latest(attempts[-1])) if attempts else now
-        attempts.append(AttemptRecord(attempt=after.attempt, start_time=start, resumed_from_step=resumed))
+        in_place = True if after.pods_attempt is not None else None
+        record = AttemptRecord(attempt=after.attempt, start_time=start, resumed_from_step=resumed, in_place=in_place)
+        attempts.append(record)
     if attempts and attempts[-1].end_time is None:
         current = attempts[-1]
         if current.pods_time is None and after.tracked_pods:
             current = current.model_copy(update={"pods_time": max(now, _latest(current))})
         if current.running_time is None and after.phase == Phase.RUNNING:
             current = current.model_copy(update={"running_time": max(now, _latest(current))})
+        if current.in_place and after.pods_attempt is None:  # it fell back to pods of its own
+            current = current.model_copy(update={"in_place": False})
         attempts[-1] = current
     return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
 

@@ -68,7 +68,7 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     policy = ctx.job.spec.run_policy
     verdict = classify.decide(FailureClass.STALLED, status.restarts, policy, what[0].upper() + what[1:])
     culprit = _rank0(ctx, status)
-    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now)
+    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now, status.attempt)
     status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": "Stalled"})})
     if not verdict.restart:
         return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
@@ -77,6 +77,6 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def _rank0(ctx: Context, status: TrainingJobStatus) -> PodState:
     replica = Replica(ROLE_WORKER, 0)
-    name = replica.pod_name(ctx.name, status.attempt)
-    found = next((p for p in ctx.pods_of(status.attempt) if p.name == name), None)
-    return found or PodState(name, "", replica, status.attempt, PodPhase.RUNNING)
+    name = replica.pod_name(ctx.name, status.current_pods_attempt)
+    found = next((p for p in ctx.pods_of(status.current_pods_attempt) if p.name == name), None)
+    return found or PodState(name, "", replica, status.current_pods_attempt, PodPhase.RUNNING)
