@@ -82,10 +82,16 @@ def _processes_with(text: str) -> list[int]:
 
 def test_ctrl_c_stops_the_run_and_its_processes_without_a_traceback(tmp_path: Path) -> None:
     work = tmp_path / "work"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "tjctl", "run", str(REPO / "examples" / "digits-ddp.yaml"), "--workdir", str(work)],
-        cwd=REPO, env=tjctl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    # tjctl gets Ctrl-C as a terminal's foreground program does: a test run in the background of a non-interactive
+    # shell (CI's, `make test &`) starts with SIGINT ignored, and a child inherits an ignored signal, not a handler.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "tjctl", "run", str(REPO / "examples" / "digits-ddp.yaml"), "--workdir", str(work)],
+            cwd=REPO, env=tjctl_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         poll_until(lambda: _processes_with(str(work)) or None, timeout=60, what="the trainer processes")
         run.send_signal(signal.SIGINT)

@@ -156,10 +156,12 @@ def test_a_hostile_client_can_neither_read_nor_change_nor_stop_the_job(
 
 
 def assert_wrong_key_gets_no_answer(address: tuple[str, int]) -> None:
-    """A client with the wrong key, speaking the protocol otherwise perfectly, is hung up on without a reply."""
+    """A client with the wrong key, speaking the protocol otherwise perfectly, is hung up on without a reply: the
+    client reads the end of the stream, or a reset when the server closed before reading all that was sent (which
+    of the two depends on how far the payload got before the close, so both are the same answer)."""
     for message in ({"op": "hello", "worker": 0}, {"op": "finish", "worker": 0}):
         forger = Connection(*address, secrets.token_bytes(32), 1 << 20, ANSWER_TIMEOUT)
-        with pytest.raises(ConnectionError, match="closed the connection"):
+        with pytest.raises(ConnectionError, match=r"closed the connection|reset by peer"):
             forger.request(message)
         forger.close()
 
