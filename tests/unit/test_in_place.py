@@ -209,3 +209,20 @@ def test_pods_are_made_with_an_agent_only_for_ddp_and_the_trainers_own_command()
         world.reconcile()
         labels = {p["metadata"]["labels"].get("trainingjob.io/in-place") for p in world.cluster.pods.values()}
         assert labels == {expected}, spec
+
+
+def test_an_agent_that_never_answers_falls_back_to_new_pods_within_seconds(world: World) -> None:
+    world.start(runPolicy={"progressDeadlineSeconds": 30})
+    del world.cluster.gangs[RANK0]  # pods of an image without the agent: nothing answers on its port
+    world.cluster.reports[RANK0] = progress_from_report({"step": 5, "heartbeat": world.now.timestamp(), "attempt": 1})
+    world.reconcile()
+    world.advance(31)
+    world.reconcile()
+    assert world.status["inPlaceRestart"]["attempt"] == 2
+    world.advance(BACKOFF + 4)
+    world.reconcile()
+    assert "podsAttempt" in world.status, "a silent agent is given a few seconds"
+    world.advance(1.1)
+    world.reconcile()
+    assert "podsAttempt" not in world.status and world.reasons()[-1] == "InPlaceRestartTimedOut"
+    assert world.status["restarts"]["stalled"] == 1

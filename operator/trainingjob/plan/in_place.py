@@ -2,8 +2,9 @@
 restarts inside its pods: the restart is counted and recorded as the next attempt (the commit point), then rank 0's
 agent is told to run it (again on every pass until it does: the order is idempotent, so an operator killed between
 recording and telling tells on its next pass). Pods keep the attempt they were created for (status.podsAttempt).
-Once every pod's agent runs the attempt it is done; if they do not within inPlaceTimeoutSeconds after the backoff,
-the gang falls back to new pods, the restart not counted again. Pods that fail, vanish or are disrupted are the
+Once every pod's agent runs the attempt it is done; if they do not within inPlaceTimeoutSeconds after the backoff
+(or rank 0's agent does not answer at all for a few seconds), the gang falls back to new pods, the restart not
+counted again. Pods that fail, vanish or are disrupted are the
 failure policy's: they end the attempt the usual way."""
 
 from datetime import UTC, datetime
@@ -20,6 +21,7 @@ from trainingjob.plan.transitions import after, backoff_seconds, moved, seconds_
 from trainingjob.plan.types import Context, Decision, Event
 
 ORDER_POLL_SECONDS = 1.0
+SILENT_SECONDS = 5.0  # rank 0's agent not answering this long after the backoff: no agent to tell (an older image?)
 
 
 def possible(ctx: Context, status: TrainingJobStatus) -> bool:
@@ -79,7 +81,7 @@ def _follow(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) ->
         return Decision(status.model_copy(update={"in_place_restart": None}))
     due = after(pending.time, backoff_seconds(ctx, status))
     deadline = after(due, ctx.settings.in_place_timeout_seconds)
-    if ctx.now >= deadline:
+    if ctx.now >= deadline or (gang is None and ctx.now >= after(due, SILENT_SECONDS)):
         return _fall_back(ctx, status, gang)
     if ctx.now < due:
         return Decision(status, requeue_after=seconds_until(ctx, due, ctx.settings.backoff_max_seconds), final=True)
@@ -101,8 +103,9 @@ def _fall_back(ctx: Context, status: TrainingJobStatus, gang: Gang | None) -> De
         if gang
         else ("rank 0's agent did not answer")
     )
+    waited = SILENT_SECONDS if gang is None else ctx.settings.in_place_timeout_seconds
     message = (
-        f"The restart in place did not bring every pod back within {ctx.settings.in_place_timeout_seconds:g} s "
+        f"The restart in place did not bring every pod back within {waited:g} s "
         f"({seen}); re-creating the pods for attempt {status.attempt}."
     )
     update: dict[str, object] = {"in_place_restart": None, "pods_attempt": None, "tracked_pods": []}
