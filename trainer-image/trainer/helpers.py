@@ -51,9 +51,13 @@ def init_distributed(env: TrainerEnv) -> torch.device:
 
 
 def checkpointer(env: TrainerEnv, asynchronous: bool = False) -> Checkpointer:
-    """The platform's checkpointer from TJ_CHECKPOINT_*; every rank can read, only rank 0 should save."""
+    """The platform's checkpointer from TJ_CHECKPOINT_*; every rank can read, only rank 0 should save. On rank 0 it
+    raises the attempt fence (TJ_ATTEMPT): a process of an older attempt can no longer write checkpoints."""
     policy = env.checkpoint if env.checkpoint.directory is not None else CheckpointPolicy()
-    return Checkpointer(policy, asynchronous=asynchronous)
+    checkpoints = Checkpointer(policy, asynchronous=asynchronous, attempt=env.attempt)
+    if env.rank == 0:
+        checkpoints.raise_fence()
+    return checkpoints
 
 
 def save(checkpoints: Checkpointer, env: TrainerEnv, step: int, state: dict[str, Any]) -> None:
