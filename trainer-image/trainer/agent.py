@@ -197,8 +197,14 @@ class Agent:
         if self.gang is not None:
             self.gang.begin(attempt)
         self.child = self.spares.launch(attempt)
+        threading.Thread(target=self._wake_at_exit, args=(self.child,), name="agent-child", daemon=True).start()
         self.waiting_until = None
         self.report("started")
+
+    def _wake_at_exit(self, child: Popen[bytes]) -> None:
+        """Wake the main loop the moment `child` exits: its failure is reported without a polling delay."""
+        child.wait()
+        self.wake.set()
 
     def check_child(self) -> int | None:
         """The pod's exit code once the child's end decides it; None while it runs or when the pod waits."""

@@ -15,7 +15,6 @@ from trainer.agent_state import FAILED, STARTING
 
 log = logging.getLogger(__name__)
 
-REPORT_TRIES = 5
 RETRY_SECONDS = (0.2, 0.5, 1.0, 2.0)
 
 
@@ -46,7 +45,7 @@ class CoordinatorLink:
             return self._view
 
     def report(self, attempt: int, event: str, exit_code: int = 0) -> None:
-        """Queue a report to the coordinator (delivered in order, retried a few times)."""
+        """Queue a report to the coordinator (delivered in order, each retried until it is through)."""
         self._reports.put({"rank": self.rank, "attempt": attempt, "event": event, "exitCode": exit_code})
 
     def flush(self, timeout: float) -> bool:
@@ -101,7 +100,10 @@ class CoordinatorLink:
                 self._reports.task_done()
 
     def _send(self, report: dict[str, Any]) -> None:
-        for tries in range(REPORT_TRIES):
+        """Deliver one report, retrying until the coordinator answers (it may start after this pod), refuses it,
+        or the link closes."""
+        tries = 0
+        while True:
             try:
                 status, _ = request_json(self.address, "POST", "/report", body=report, key=self.key)
             except (OSError, http.client.HTTPException) as error:
@@ -110,8 +112,7 @@ class CoordinatorLink:
                 problem = f"HTTP {status}"
             if status == 200:
                 return
-            if status in (400, 401, 404):
+            if status in (400, 401, 404) or self._closed.wait(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)]):
                 break
-            if self._closed.wait(RETRY_SECONDS[min(tries, len(RETRY_SECONDS) - 1)]):
-                break
+            tries += 1
         log.error("could not report %s of attempt %d: %s", report["event"], report["attempt"], problem)
