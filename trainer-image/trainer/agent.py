@@ -34,7 +34,7 @@ from typing import Any
 from trainer import contract as c
 from trainer.agent_http import AgentServer, Endpoints
 from trainer.agent_link import CoordinatorLink
-from trainer.agent_procs import Spares, become_subreaper, container_code, end_group
+from trainer.agent_procs import Spares, become_subreaper, end_group
 from trainer.agent_state import FAILED, GangState
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv, parse_address
@@ -260,7 +260,6 @@ class Agent:
         server.stop()
 
 
-def run_agent(environ: Mapping[str, str], env: TrainerEnv, argv: Sequence[str], stop: StopFlag) -> ExitCode | int:
-    """`python -m trainer` in agent mode: the pod's exit code."""
-    code = Agent(read_settings(environ, env), env, argv, stop).run()
-    return container_code(code)
+def run_agent(environ: Mapping[str, str], env: TrainerEnv, argv: Sequence[str], stop: StopFlag) -> int:
+    """`python -m trainer` in agent mode: the pod's exit code (a trainer's death by signal N is 128 + N)."""
+    return Agent(read_settings(environ, env), env, argv, stop).run()

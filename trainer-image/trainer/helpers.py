@@ -8,6 +8,10 @@ state = checkpointer.load_latest()  # None on a fresh start
 ...
 if checkpointer.is_step_due(step): helpers.save(checkpointer, env, step, {...})
 if stop.is_set(): helpers.save(...); sys.exit(helpers.ExitCode.PREEMPTED)
+
+env.attempt is TJ_ATTEMPT, the job's attempt this process belongs to. Under the in-place agent (TJ_IN_PLACE=1) a
+restart inside the same pod is a new attempt with a new TJ_ATTEMPT: init_distributed joins only that attempt's
+ranks, and once rank 0's checkpointer exists, an older attempt's process can no longer write checkpoints.
 """
 
 import os
