@@ -70,6 +70,15 @@ def _integer(data: dict[str, Any], name: str, minimum: int, default: int | None 
     return value
 
 
+def _discard_pending(sock: socket) -> None:
+    """Read (at most 64 KiB of) what a client already sent and will not be read: closing a connection on unread
+    bytes resets it, and the client would miss its answer. Never waits."""
+    with contextlib.suppress(OSError):
+        sock.setblocking(False)
+        sock.recv(MAX_REPLY_BYTES)
+        sock.settimeout(REQUEST_TIMEOUT_SECONDS)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: "AgentServer"
     timeout = REQUEST_TIMEOUT_SECONDS
@@ -155,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(raw)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
+            _discard_pending(self.connection)
             raise BadRequestError(413, f"bodies are at most {MAX_BODY_BYTES} bytes")
         body = self.rfile.read(length)
         if len(body) != length:
@@ -198,8 +208,7 @@ class AgentServer(ThreadingHTTPServer):
                 sock: socket = request
                 sock.settimeout(1.0)
                 sock.sendall(_BUSY + b'{"error": "busy"}')
-                sock.setblocking(False)
-                sock.recv(MAX_BODY_BYTES)  # what already came: closing on unread bytes would reset the answer
+            _discard_pending(request)
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
