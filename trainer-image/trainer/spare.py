@@ -1,12 +1,15 @@
 """`python -m trainer --spare <agent pid> [script args...]`: a trainer started before it is needed (trainer.agent).
 
-It imports torch and the trainer's modules (seconds: `import torch` alone is 2.5-3 s) in a thread whose CPU
-priority it lowers (os.nice: on Linux a thread's own), so the warm-up yields to the attempt training beside it
-while the main thread, at normal priority, waits for its order on stdin: one JSON line from the agent,
-{"attempt": N, "env": {"TJ_ATTEMPT": "N", ...}}. With the order it sets those variables and runs exactly what
+It imports torch and the trainer's modules (seconds: `import torch` alone is 2.5-3 s) and takes one tiny optimizer
+step (torch imports more on a first step) in a thread whose CPU priority it lowers (os.nice: on Linux a thread's
+own), so the warm-up yields to the attempt training beside it, while the main thread, at normal priority, waits for
+its order on stdin: one JSON line from the agent, {"attempt": N, "env": {"TJ_ATTEMPT": "N", ...}}. A spare whose
+order is already there when it starts is a cold start (the pod's first attempt, or no spare was ready): it warms
+up at full priority, since the attempt waits for it. With the order it sets those variables and runs exactly what
 `python -m trainer [script args...]` runs without TJ_IN_PLACE: the built-in trainer in this process (one process per
 pod: the warm imports pay off), or one process per local rank (TJ_NPROC_PER_POD > 1, or a user script: those start
-cold, as they do today). User code reads its attempt from TJ_ATTEMPT.
+cold, as they do today; only their launcher is warm). User code reads its attempt from TJ_ATTEMPT. The warm-up never
+touches CUDA: a spare holds no GPU memory.
 
 A spare dies with the agent that started it (PR_SET_PDEATHSIG), and one whose pipe closes without an order exits.
 """
