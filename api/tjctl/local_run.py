@@ -69,7 +69,7 @@ def _outcome(
     manifest: dict[str, Any], status: TrainingJobStatus, cluster: LocalCluster, chaos: Chaos | None, console: Console
 ) -> None:
     """The result, where the last attempt resumed from, and the last failure of a failed job."""
-    report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.attempt}")
+    report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.current_pods_attempt}")
     if status.result:
         console.print(f"result: {display.result(status.result)}", highlight=False)
     if "accuracy" in report and not (status.result and status.result.metrics):  # a trainer that sends no metrics

@@ -10,7 +10,7 @@ failure policy's: they end the attempt the usual way."""
 from datetime import UTC, datetime
 
 from trainingjob.children.agent import Gang, GangState, RankFailure
-from trainingjob.children.contract import ROLE_WORKER
+from trainingjob.children.contract import ROLE_WORKER, ExitCode
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, InPlaceRestart, Mode, Phase, TrainingJobStatus
@@ -43,7 +43,13 @@ def failed_trainer(ctx: Context, status: TrainingJobStatus) -> PodState | None:
         return None
     if not possible(ctx, status):
         return None
-    return _culprit(ctx, status, min(gang.failures, key=lambda f: (f.time or 0.0, f.rank)))
+    return _culprit(ctx, status, min(gang.failures, key=_telling))
+
+
+def _telling(failure: RankFailure) -> tuple[bool, float, int]:
+    """The rank that explains the gang's failure first: one whose trainer did not just give up on a lost peer (those
+    exit RETRYABLE, 75), then the first to fail, then the lowest rank."""
+    return failure.exit_code == ExitCode.RETRYABLE, failure.time or 0.0, failure.rank
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -120,7 +126,6 @@ def _culprit(ctx: Context, status: TrainingJobStatus, failed: RankFailure) -> Po
     name = replica.pod_name(ctx.name, status.current_pods_attempt)
     pod = next((p for p in ctx.pods_of(status.current_pods_attempt) if p.name == name), None)
     finished_at = datetime.fromtimestamp(failed.time, UTC) if failed.time is not None else None
-    message = f"rank {failed.rank}'s trainer failed inside its healthy pod; the gang restarts in its pods"
     return PodState(
         name=name,
         uid="",  # the pod is not what failed: the restart is counted by its attempt, not by a pod's UID
@@ -130,6 +135,6 @@ def _culprit(ctx: Context, status: TrainingJobStatus, failed: RankFailure) -> Po
         exit_code=failed.exit_code,
         finished_at=finished_at,
         reason=TRAINER_FAILED,
-        message=message,
+        message="",
         node=pod.node if pod else "",
     )
