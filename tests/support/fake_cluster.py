@@ -111,9 +111,9 @@ class FakeCluster:
             return False
         if attempt > known.attempt:
             self.gangs[name] = Gang(attempt, GangState.STARTING, known.pods, 0)
-            pod = next((p for (_, n), p in self.pods.items() if n == name), None)
-            if pod is not None and pod["status"].get("phase") == "Running":
-                pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # its readiness probe
+            found = next((p for (_, n), p in self.pods.items() if n == name), {})
+            if found and found["status"].get("phase") == "Running":
+                found["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # its readiness probe
         return True
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:

@@ -203,7 +203,8 @@ def test_what_keeps_a_gang_from_restarting_in_place(case: str) -> None:
 
 
 def test_pods_are_made_with_an_agent_only_for_ddp_and_the_trainers_own_command() -> None:
-    for spec, expected in (({}, "true"), ({"mode": "ParameterServer", "servers": 1}, None)):
+    cases: list[tuple[dict[str, Any], str | None]] = [({}, "true"), ({"mode": "ParameterServer", "servers": 1}, None)]
+    for spec, expected in cases:
         world = World()
         world.cluster.submit(job_manifest(namespace=NS, **spec))
         world.reconcile()
