@@ -14,6 +14,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,21 @@ from trainingjob.children.agent import job_key  # noqa: E402
 from trainingjob.model import GROUP, PLURAL, VERSION  # noqa: E402
 
 NS, JOB, BACKOFF = "bench", "gang", 0.1
-WRITE = re.compile(r'^apiserver_request_total\{[^}]*verb="(POST|PUT|PATCH|DELETE)"[^}]*\} (\S+)$', re.MULTILINE)
+WRITE = re.compile(r'^apiserver_request_total\{([^}]*verb="(?:POST|PUT|PATCH|DELETE)"[^}]*)\} (\S+)$', re.MULTILINE)
+LABEL = re.compile(r'(resource|subresource|verb)="([^"]*)"')
 
 
-def writes(api: client.ApiClient) -> int:
-    """Every write the apiserver has answered so far (its own counter, all clients)."""
-    text = api.call_api("/metrics", "GET", response_type="str", _return_http_data_only=True, _preload_content=True)
-    return int(sum(float(count) for _, count in WRITE.findall(str(text))))
+def writes(api: client.ApiClient) -> Counter[str]:
+    """Every write the apiserver has answered so far (its own counter, all clients), by 'verb resource'."""
+    request = api.param_serialize(method="GET", resource_path="/metrics", auth_settings=["BearerToken"])
+    response = api.call_api(*request)
+    response.read()
+    found: Counter[str] = Counter()
+    for labels, count in WRITE.findall(response.data.decode()):
+        named = dict(LABEL.findall(labels))
+        resource = "/".join(filter(None, (named.get("resource"), named.get("subresource"))))
+        found[f"{named.get('verb', '?')} {resource}"] += int(float(count))
+    return found
 
 
 def status(custom: client.CustomObjectsApi) -> dict[str, Any]:
@@ -50,16 +59,17 @@ def status(custom: client.CustomObjectsApi) -> dict[str, Any]:
 
 def measured(
     api: client.ApiClient, fail: Callable[[], None], back: Callable[[dict[str, Any]], bool]
-) -> tuple[float, int]:
+) -> tuple[float, Counter[str]]:
     """Seconds from `fail` until the status is `back` (less the backoff), and the apiserver's writes meanwhile."""
     custom = client.CustomObjectsApi(api)
     before, began = writes(api), time.monotonic()
     fail()
     poll_until(lambda: back(status(custom)), timeout=300, interval=0.02, what="the gang running again")
-    return time.monotonic() - began - BACKOFF, writes(api) - before
+    seconds = time.monotonic() - began - BACKOFF
+    return seconds, writes(api) - before
 
 
-def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) -> tuple[float, int]:
+def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) -> tuple[float, Counter[str]]:
     core = client.CoreV1Api(api)
 
     def fail() -> None:
@@ -72,7 +82,7 @@ def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) ->
     return measured(api, fail, lambda s: s.get("phase") == "Running" and s.get("attempt") == 2)
 
 
-def new_pods(api: client.ApiClient, ranks: int) -> tuple[float, int]:
+def new_pods(api: client.ApiClient, ranks: int) -> tuple[float, Counter[str]]:
     """The same gang's rank 1 pod fails: every pod goes and attempt 3 gets pods of its own."""
     core = client.CoreV1Api(api)
 
@@ -101,11 +111,14 @@ def run(api: client.ApiClient, operator: OperatorProcess, ranks: int) -> None:
     with fake_agent(rank0.status.pod_ip, key, **gang) as agent:
         place_s, place_writes = in_place(api, agent, rank0.metadata.name, ranks)
     pods_s, pods_writes = new_pods(api, ranks)
+    place, fresh = place_writes.total(), pods_writes.total()
     print(
         f"rank failure in a {ranks}-rank gang -> status Running again, backoff excluded: in place {place_s:.2f} s and "
-        f"{place_writes} apiserver writes (goals <= 1 s, <= 10); new pods {pods_s:.2f} s and {pods_writes} writes; "
-        f"ratios {place_s / pods_s:.2f} (time), {place_writes / pods_writes:.3f} (writes)"
+        f"{place} apiserver writes (goals <= 1 s, <= 10); new pods {pods_s:.2f} s and {fresh} writes; "
+        f"ratios {place_s / pods_s:.2f} (time), {place / fresh:.3f} (writes)"
     )
+    for title, counts in (("in place", place_writes), ("new pods", pods_writes)):
+        print(f"  {title}: " + ", ".join(f"{n} {key}" for key, n in counts.most_common(8)))
 
 
 def main() -> None:
