@@ -227,3 +227,31 @@ def test_an_agent_that_never_answers_falls_back_to_new_pods_within_seconds(world
     world.reconcile()
     assert "podsAttempt" not in world.status and world.reasons()[-1] == "InPlaceRestartTimedOut"
     assert world.status["restarts"]["stalled"] == 1
+
+
+def test_a_pod_that_fails_while_its_gang_restarts_in_place_is_the_same_failure(world: World) -> None:
+    """Rank 1's container dies: rank 0's trainer says it lost its peer before the kubelet says the pod failed. One
+    restart, with new pods, blamed on the pod that failed."""
+    world.start()
+    world.trainer_fails(rank=0, code=75)
+    world.reconcile()
+    assert world.status["inPlaceRestart"]["attempt"] == 2 and world.status["restarts"]["retryable"] == 1
+    world.cluster.finish(NS, "job-worker-1-1", 137)
+    world.reconcile()
+    status = world.status
+    assert (status["attempt"], status["restarts"]["retryable"], status["inPlaceRestarts"]) == (2, 1, 1)
+    assert "podsAttempt" not in status and world.reasons()[-1] == "InPlaceRestartAbandoned"
+    assert (status["lastFailure"]["pod"], status["lastFailure"]["exitCode"]) == ("job-worker-1-1", 137)
+    world.cluster.reap_terminating()
+    world.advance(BACKOFF)
+    world.reconcile()
+    assert world.pods == ["job-worker-0-2", "job-worker-1-2"]
+
+
+def test_a_permanent_pod_failure_while_restarting_in_place_fails_the_job(world: World) -> None:
+    world.start()
+    world.trainer_fails(rank=0, code=75)
+    world.reconcile()
+    world.cluster.finish(NS, "job-worker-1-1", 78)
+    world.reconcile()
+    assert world.status["phase"] == "Failed" and world.status["lastFailure"]["failureClass"] == "Permanent"

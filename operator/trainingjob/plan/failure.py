@@ -46,7 +46,7 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         return _end_attempt(ctx, status, [trainer]) if trainer is not None else None
     if ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
         return _replace_workers(ctx, status, found)
-    return _end_attempt(ctx, status, found)
+    return in_place.pods_failed_meanwhile(ctx, status, found) or _end_attempt(ctx, status, found)
 
 
 def _end_attempt(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:

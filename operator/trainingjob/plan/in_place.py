@@ -14,7 +14,7 @@ from trainingjob.children.contract import ROLE_WORKER, ExitCode
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, InPlaceRestart, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify
+from trainingjob.plan import classify, finished
 from trainingjob.plan.classify import TRAINER_FAILED
 from trainingjob.plan.slots import slots
 from trainingjob.plan.transitions import after, backoff_seconds, moved, seconds_until
@@ -102,6 +102,28 @@ def _done(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) -> D
     return Decision(status.model_copy(update={"in_place_restart": None}), events=(event,))
 
 
+def pods_failed_meanwhile(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision | None:
+    """Pods that failed while a restart in place was under way: one incident seen twice (the pod of a rank that died
+    fails a moment after its peers' trainers said they lost it), so the restart takes new pods and is not counted
+    again; the pod's failure becomes the evidence. A permanent failure still fails the job. None when no restart in
+    place is under way."""
+    pending = status.in_place_restart
+    if pending is None or pending.attempt != status.attempt:
+        return None
+    policy = ctx.job.spec.run_policy
+    failure, culprit = classify.root_cause(found, policy)
+    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt - 1)
+    status = status.model_copy(update={"last_failure": evidence})
+    if failure == FailureClass.PERMANENT:
+        verdict = classify.decide(failure, status.restarts, policy, classify.describe(culprit))
+        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
+    message = (
+        f"{classify.describe(culprit)} while the gang restarted in place: the same failure; re-creating the pods "
+        f"for attempt {status.attempt} (not counted again)."
+    )
+    return _new_pods(ctx, status, Event("Warning", "InPlaceRestartAbandoned", message))
+
+
 def _fall_back(ctx: Context, status: TrainingJobStatus, gang: Gang | None) -> Decision:
     """Every pod goes and attempt N gets pods of its own (after the pods are gone; the backoff is over)."""
     seen = (
@@ -114,9 +136,13 @@ def _fall_back(ctx: Context, status: TrainingJobStatus, gang: Gang | None) -> De
         f"The restart in place did not bring every pod back within {waited:g} s "
         f"({seen}); re-creating the pods for attempt {status.attempt}."
     )
+    return _new_pods(ctx, status, Event("Warning", "InPlaceRestartTimedOut", message))
+
+
+def _new_pods(ctx: Context, status: TrainingJobStatus, event: Event) -> Decision:
+    """The attempt's pods all go; it gets pods of its own once they are gone."""
     update: dict[str, object] = {"in_place_restart": None, "pods_attempt": None, "tracked_pods": []}
     delete = tuple(p.name for p in ctx.observed.pods if not p.deleting)
-    event = Event("Warning", "InPlaceRestartTimedOut", message)
     return Decision(status.model_copy(update=update), delete=delete, events=(event,), final=True)
 
 
