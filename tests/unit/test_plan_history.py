@@ -74,6 +74,33 @@ def test_checkpoints_and_progress_become_history_once_each() -> None:
     assert [(e.step, e.metrics) for e in history.evaluations] == [(100, {"accuracy": 0.9})]
 
 
+def test_each_attempt_keeps_what_its_rank_0_reported_of_it() -> None:
+    """Its first step's time (within the attempt), how far the job got, its heartbeat and its checkpoint stall; the
+    last words of a failed rank 0 land on its attempt as it ends, not on the next."""
+    job = running()
+    early = Progress(
+        step=40, last_heartbeat_time=at(8), attempt=1, first_step_time=at(-30), checkpoint_stall_seconds=1.5
+    )
+    checkpoint = CheckpointStatus(step=30, path="/c/step-30", time=at(9))  # the newest the operator will have seen
+    job, _ = step(job, pods_of(job, 1), at(10), progress=early, checkpoint=checkpoint)
+    last_words = Progress(
+        step=90, last_heartbeat_time=at(19), attempt=1, first_step_time=at(2), checkpoint_stall_seconds=3.0
+    )
+    failed = pods_of(job, 1, {"job-worker-0-1": {"phase": "Failed", "exit_code": 1}})
+    job, _ = step(job, failed, at(20), progress=last_words)
+    assert job.status and job.status.history and job.status.history.attempts[-1].resumed_from_step == 30
+    resumed = Progress(step=60, last_heartbeat_time=at(45), attempt=2, first_step_time=at(50), resumed_from_step=60)
+    job, _ = step(job, pods_of(job, 2), at(40), progress=resumed)  # its clock is 5 s ahead of ours
+    attempts = job.status.history.attempts if job.status and job.status.history else []
+    got = [(r.resumed_from_step, r.first_step_time, r.last_step, r.last_heartbeat_time, r.checkpoint_stall_seconds)
+           for r in attempts]  # fmt: skip
+    assert got == [
+        (None, T0, 90, at(19), 3.0),  # the first step no earlier than the attempt began; the rest as last reported
+        (60, at(40), 90, at(40), None),  # where its trainer resumed (a checkpoint the operator missed); its first
+        # step no later than now; the furthest step
+    ]  # fmt: skip
+
+
 def _point(step: int) -> MetricPoint:
     return MetricPoint(step=step, time=datetime(2026, 1, 1), loss=1.0 / (step + 1))
 

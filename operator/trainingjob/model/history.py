@@ -44,10 +44,21 @@ class AttemptRecord(ApiModel):
     reason: Reason | None = None
     """Why it ended: the failure class, or the reason of the Failed condition."""
     resumed_from_step: Count | None = None
-    """The step of the newest checkpoint when it began: where it resumed from."""
+    """Where it resumed from: the step its trainer reported it resumed from, else the newest checkpoint's when it
+    began."""
     in_place: bool | None = None
     """True when it began inside the previous attempt's pods (restarted in place, no pod created); unset when it
     got pods of its own."""
+    first_step_time: datetime | None = None
+    """When its rank 0 finished its first training step, as it reported (on the operator's clock): its training
+    time is counted from here. Unset until then, or when the trainer does not say."""
+    last_step: Count | None = None
+    """status.progress.step at its last report: how far the job had got (the furthest step, so an attempt that
+    resumed behind it reads it until it passes it)."""
+    last_heartbeat_time: datetime | None = None
+    """When its rank 0 last reported: the training of an attempt that failed is counted until here."""
+    checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
+    """Seconds its checkpoint saves held training up, as its rank 0 last reported."""
 
 
 class FailureRecord(ApiModel):

@@ -148,6 +148,13 @@ class Progress(ApiModel):
     """The latest evaluation metrics the trainer reported, by name (at most 16)."""
     metrics_step: Count | None = None
     """The step the metrics were computed at."""
+    resumed_from_step: Count | None = None
+    """The step this attempt's trainer resumed from (its checkpoint's; 0 for a fresh start), as it reported."""
+    first_step_time: datetime | None = None
+    """When rank 0 of this attempt finished its first training step, as it reported; the attempt's training time
+    (status.goodput) is counted from it."""
+    checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
+    """Seconds this attempt's checkpoint saves have held training up so far, as rank 0 reported."""
 
 
 class TrainingResult(ApiModel):

@@ -15,6 +15,7 @@ from trainingjob.model import (
     History,
     MetricPoint,
     Phase,
+    Progress,
     TrainingJobStatus,
 )
 from trainingjob.model.history import MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EVALUATIONS, MAX_FAILURES, MAX_POINTS
@@ -61,7 +62,33 @@ def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobSta
         if current.in_place and after.pods_attempt is None:  # it fell back to pods of its own
             current = current.model_copy(update={"in_place": False})
         attempts[-1] = current
+    attempts = _reported(attempts, after.progress, now)
     return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
+
+
+def _reported(attempts: list[AttemptRecord], progress: Progress | None, now: datetime) -> list[AttemptRecord]:
+    """The newest record of the attempt that made rank 0's last report (its last words arrive as it ends) with what
+    the report says of it: where it resumed from, its first step's time (kept once known, within the attempt), how
+    far the job has got, its heartbeat and its checkpoint stall (none of them going back)."""
+    number = progress.attempt if progress is not None else None
+    index = next((i for i in reversed(range(len(attempts))) if attempts[i].attempt == number), None)
+    if progress is None or index is None:
+        return attempts
+    record = attempts[index]
+    update: dict[str, object] = {"last_step": max(progress.step, record.last_step or 0)}
+    if progress.resumed_from_step is not None:  # the trainer knows better than the newest checkpoint we saw
+        update["resumed_from_step"] = progress.resumed_from_step
+    if record.first_step_time is None and progress.first_step_time is not None:
+        latest = max(min(now, record.end_time or now), record.start_time)
+        update["first_step_time"] = min(max(progress.first_step_time, record.start_time), latest)
+    heartbeat = progress.last_heartbeat_time
+    if heartbeat is not None and (record.last_heartbeat_time is None or heartbeat > record.last_heartbeat_time):
+        update["last_heartbeat_time"] = heartbeat
+    stall = progress.checkpoint_stall_seconds
+    if stall is not None and stall > (record.checkpoint_stall_seconds or 0.0):
+        update["checkpoint_stall_seconds"] = stall
+    changed = record.model_copy(update=update)
+    return attempts if changed == record else [*attempts[:index], changed, *attempts[index + 1 :]]
 
 
 def _latest(record: AttemptRecord) -> datetime:
