@@ -34,7 +34,7 @@ class AttemptRecord(ApiModel):
     start_time: datetime
     """When the attempt began: the job started, restarted or was resumed (backoff included after it)."""
     pods_time: datetime | None = None
-    """When its pods were first seen (after the backoff)."""
+    """When its first pods were created (after the backoff), or first seen."""
     running_time: datetime | None = None
     """When all its ranks first ran (the job's phase became Running)."""
     end_time: datetime | None = None
