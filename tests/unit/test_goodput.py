@@ -3,57 +3,30 @@ from its history (children/goodput.py), parts that always add up to the wall tim
 
 import math
 from datetime import datetime
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from tests.support.builders import T0, at
+from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, status_of
 
 from trainingjob.children import goodput
-from trainingjob.model import AttemptOutcome, AttemptRecord, History, Progress, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, TrainingJobStatus
 
 pytestmark = pytest.mark.fast
 
 FAILED, SUSPENDED, SUCCEEDED = AttemptOutcome.FAILED, AttemptOutcome.SUSPENDED, AttemptOutcome.SUCCEEDED
 
 
-def _attempt(number: int, start: float, end: float | None = None, outcome: AttemptOutcome | None = None,
-             **times: Any) -> AttemptRecord:  # fmt: skip
-    """An attempt record; `times` in seconds after T0 (pods, first, heartbeat) or as the record's other fields."""
-    names = {"pods": "pods_time", "first": "first_step_time", "heartbeat": "last_heartbeat_time"}
-    fields = {names.get(k, k): at(v) if k in names else v for k, v in times.items()}
-    ended = {"end_time": at(end), "outcome": outcome or FAILED} if end is not None else {}
-    return AttemptRecord(attempt=number, start_time=at(start), **ended, **fields)
-
-
-def _status(*attempts: AttemptRecord, completed: float | None = None) -> TrainingJobStatus:
-    return TrainingJobStatus(
-        history=History(attempts=list(attempts)),
-        progress=Progress(step=1),
-        completion_time=at(completed) if completed is not None else None,
-    )
-
-
-# The docstring's worked example, a step a second: three failures, each restart resumed behind the job's furthest step.
-WORKED = _status(
-    _attempt(1, 0, 9, pods=2, first=5, heartbeat=9, last_step=4),
-    _attempt(2, 9, 20, pods=10, first=13, heartbeat=20, resumed_from_step=0, last_step=7),
-    _attempt(3, 20, 29, pods=21, first=24, heartbeat=29, resumed_from_step=2, last_step=7),
-    _attempt(4, 29, pods=30, first=33, resumed_from_step=4, last_step=11),
-)
-
-
 @pytest.mark.parametrize(
     ("status", "now", "expected"),
     [
-        pytest.param(WORKED, 40, {"queued": 2, "startup": 3, "recovery": 12, "redone": 12, "productive": 11},
+        pytest.param(WORKED_EXAMPLE, 40, {"queued": 2, "startup": 3, "recovery": 12, "redone": 12, "productive": 11},
                      id="worked-example"),
         pytest.param(
-            _status(
-                _attempt(1, 0, 26, pods=0, first=4, heartbeat=24, last_step=20, checkpoint_stall_seconds=2.0),
-                _attempt(2, 26, 55, pods=30, first=32, heartbeat=52, resumed_from_step=10, last_step=30),
-                _attempt(3, 55, pods=56, first=60, resumed_from_step=25, last_step=35),
+            status_of(
+                attempt_record(1, 0, 26, pods=0, first=4, heartbeat=24, last_step=20, checkpoint_stall_seconds=2.0),
+                attempt_record(2, 26, 55, pods=30, first=32, heartbeat=52, resumed_from_step=10, last_step=30),
+                attempt_record(3, 55, pods=56, first=60, resumed_from_step=25, last_step=35),
             ),
             80,
             # attempt 2 redoes 10 of its 20 steps, attempt 3 5 of its 10; each failure's tail after the last
@@ -62,55 +35,55 @@ WORKED = _status(
             id="two-failures-and-resumes",
         ),
         pytest.param(
-            _status(
-                _attempt(1, 0, 11, pods=1, first=3, heartbeat=10, last_step=7),
-                _attempt(2, 11, in_place=True, first=13, resumed_from_step=7, last_step=12),
+            status_of(
+                attempt_record(1, 0, 11, pods=1, first=3, heartbeat=10, last_step=7),
+                attempt_record(2, 11, in_place=True, first=13, resumed_from_step=7, last_step=12),
             ),
             20,
             {"queued": 1, "startup": 2, "productive": 7 + 7, "recovery": 3},
             id="restarted-in-place",
         ),
         pytest.param(
-            _status(
-                _attempt(1, 0, 20, SUSPENDED, pods=2, first=4, heartbeat=18, last_step=16),
-                _attempt(2, 50, pods=52, first=55, resumed_from_step=16, last_step=20),
+            status_of(
+                attempt_record(1, 0, 20, SUSPENDED, pods=2, first=4, heartbeat=18, last_step=16),
+                attempt_record(2, 50, pods=52, first=55, resumed_from_step=16, last_step=20),
             ),
             60,
             {"queued": 2, "startup": 2, "productive": 16 + 5, "suspended": 30, "recovery": 5},
             id="suspended-and-resumed",
         ),
         pytest.param(
-            _status(_attempt(1, 0, 20, SUSPENDED, pods=2, first=4, heartbeat=18, last_step=16)),
+            status_of(attempt_record(1, 0, 20, SUSPENDED, pods=2, first=4, heartbeat=18, last_step=16)),
             35,
             {"queued": 2, "startup": 2, "productive": 16, "suspended": 15},
             id="suspended-now",
         ),
         pytest.param(
-            _status(
-                _attempt(1, 0, 10, pods=1, first=3, heartbeat=10, last_step=7),
-                _attempt(2, 10, 12, SUSPENDED),  # suspended in its backoff: resuming keeps its number
-                _attempt(2, 30, pods=31, first=33, resumed_from_step=7, last_step=9),
+            status_of(
+                attempt_record(1, 0, 10, pods=1, first=3, heartbeat=10, last_step=7),
+                attempt_record(2, 10, 12, SUSPENDED),  # suspended in its backoff: resuming keeps its number
+                attempt_record(2, 30, pods=31, first=33, resumed_from_step=7, last_step=9),
             ),
             40,
             {"queued": 1, "startup": 2, "productive": 7 + 7, "recovery": 2 + 3, "suspended": 18},
             id="suspended-in-a-backoff",
         ),
-        pytest.param(_status(), 30, {"queued": 30}, id="queued"),
-        pytest.param(_status(_attempt(1, 5)), 30, {"queued": 30}, id="queued-for-pods"),
+        pytest.param(status_of(), 30, {"queued": 30}, id="queued"),
+        pytest.param(status_of(attempt_record(1, 5)), 30, {"queued": 30}, id="queued-for-pods"),
         pytest.param(
-            _status(_attempt(1, 100, pods=101, first=105, last_step=5)), 110, {"queued": 101, "startup": 4,
+            status_of(attempt_record(1, 100, pods=101, first=105, last_step=5)), 110, {"queued": 101, "startup": 4,
                                                                                "productive": 5},
             id="queued-suspended-by-kueue",
         ),
-        pytest.param(_status(_attempt(1, 0, pods=1)), 10, {"queued": 1, "startup": 9}, id="no-first-step-yet"),
+        pytest.param(status_of(attempt_record(1, 0, pods=1)), 10, {"queued": 1, "startup": 9}, id="no-first-step-yet"),
         pytest.param(
-            _status(_attempt(1, 0, 20, SUCCEEDED, pods=1, first=3, heartbeat=15, last_step=100), completed=20),
+            status_of(attempt_record(1, 0, 20, SUCCEEDED, pods=1, first=3, heartbeat=15, last_step=100), completed=20),
             500,
             {"queued": 1, "startup": 2, "productive": 17},  # to its end: the final checkpoint and evaluation
             id="succeeded",
         ),
         pytest.param(
-            _status(_attempt(1, 0, 12, pods=1, first=3, heartbeat=10, last_step=7), completed=12),
+            status_of(attempt_record(1, 0, 12, pods=1, first=3, heartbeat=10, last_step=7), completed=12),
             99,
             {"queued": 1, "startup": 2, "productive": 7, "recovery": 2},
             id="failed",
@@ -123,18 +96,18 @@ def test_the_split(status: TrainingJobStatus, now: float, expected: dict[str, fl
 
 
 def test_the_worked_example_has_a_goodput_of_0_275() -> None:
-    found = goodput.goodput(WORKED, T0, at(40))
+    found = goodput.goodput(WORKED_EXAMPLE, T0, at(40))
     assert (found.ratio, found.wall_seconds, found.productive_seconds, found.time) == (0.275, 40, 11, at(40))
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        pytest.param(_status(), 0.0, id="queued"),
-        pytest.param(WORKED.model_copy(update={"progress": None}), None, id="never-reported"),
-        pytest.param(TrainingJobStatus(history=WORKED.history), None, id="never-reported-either"),
+        pytest.param(status_of(), 0.0, id="queued"),
+        pytest.param(WORKED_EXAMPLE.model_copy(update={"progress": None}), None, id="never-reported"),
+        pytest.param(TrainingJobStatus(history=WORKED_EXAMPLE.history), None, id="never-reported-either"),
         pytest.param(
-            _status(_attempt(1, 0, 20, SUSPENDED, pods=0, first=0, last_step=20)), 1.0, id="suspended-left-out"
+            status_of(attempt_record(1, 0, 20, SUSPENDED, pods=0, first=0, last_step=20)), 1.0, id="suspended-left-out"
         ),
     ],
 )
@@ -143,9 +116,9 @@ def test_the_ratio(status: TrainingJobStatus, expected: float | None) -> None:
 
 
 def test_the_axis_starts_at_creation_or_at_the_first_attempt_whichever_is_earlier() -> None:
-    assert goodput.axis(at(-5), WORKED, at(40)) == (at(-5), at(40))
-    assert goodput.axis(at(3), WORKED, at(40)) == (T0, at(40))  # the clocks disagree a little
-    assert goodput.axis(None, _status(completed=50), at(90)) == (at(90), at(90))  # no creation time: nothing yet
+    assert goodput.axis(at(-5), WORKED_EXAMPLE, at(40)) == (at(-5), at(40))
+    assert goodput.axis(at(3), WORKED_EXAMPLE, at(40)) == (T0, at(40))  # the clocks disagree a little
+    assert goodput.axis(None, status_of(completed=50), at(90)) == (at(90), at(90))  # no creation time: nothing yet
 
 
 @pytest.mark.parametrize(
@@ -174,35 +147,8 @@ def test_creation_time_is_read_from_metadata_or_a_manifest() -> None:
     assert goodput.creation_time(object()) is None
 
 
-# Random histories: attempts in order with any times a trainer might report (even out of order), any outcome.
-_SECONDS = st.integers(0, 100)
-
-
-@st.composite
-def _histories(draw: st.DrawFn) -> tuple[TrainingJobStatus, datetime, datetime]:
-    created, t = at(draw(st.integers(-50, 50))), float(draw(_SECONDS))
-    attempts = []
-    count = draw(st.integers(0, 6))
-    for number in range(1, count + 1):
-        start = t
-        t += draw(_SECONDS)
-        named = ("pods_time", "first_step_time", "last_heartbeat_time")
-        maybe = {name: at(draw(st.floats(-20, 300))) for name in named if draw(st.booleans())}
-        steps = {name: draw(st.integers(0, 500)) for name in ("resumed_from_step", "last_step") if draw(st.booleans())}
-        stall = {"checkpoint_stall_seconds": draw(st.floats(0, 200))} if draw(st.booleans()) else {}
-        last = number == count and draw(st.booleans())
-        ended = {} if last else {"end_time": at(t), "outcome": draw(st.sampled_from(AttemptOutcome))}
-        record = AttemptRecord(attempt=number, start_time=at(start), in_place=draw(st.booleans()) or None,
-                               **maybe, **steps, **stall, **ended)  # fmt: skip
-        attempts.append(record)
-    done = at(t + draw(_SECONDS)) if attempts and attempts[-1].end_time and draw(st.booleans()) else None
-    progress = Progress(step=1) if draw(st.booleans()) else None
-    status = TrainingJobStatus(history=History(attempts=attempts), completion_time=done, progress=progress)
-    return status, created, at(t + draw(st.integers(-10, 100)))
-
-
 @settings(deadline=None, max_examples=300)
-@given(_histories())
+@given(histories())
 def test_the_parts_never_go_below_zero_and_always_add_up_to_the_wall_time(
     history: tuple[TrainingJobStatus, datetime, datetime],
 ) -> None:
@@ -222,10 +168,12 @@ def test_the_parts_never_go_below_zero_and_always_add_up_to_the_wall_time(
 
 def test_the_times_are_clamped_onto_the_axis_in_order() -> None:
     """A trainer whose clock is behind: its first step before the pods, its heartbeat before its first step."""
-    record = _attempt(2, 10, 30, pods=12, first=5, heartbeat=4)
+    record = attempt_record(2, 10, 30, pods=12, first=5, heartbeat=4)
     times = goodput.attempt_times(record, at(15), at(25))
     assert (times.start, times.pods, times.first_step, times.trained_until, times.end) == (
         at(15), at(15), at(15), at(15), at(25),
     )  # fmt: skip
     assert times.accounted == at(15)
-    assert goodput.attempt_times(_attempt(1, 0, pods=1), T0, at(9)).accounted == at(9)  # no first step: to its end
+    assert goodput.attempt_times(attempt_record(1, 0, pods=1), T0, at(9)).accounted == at(
+        9
+    )  # no first step: to its end

@@ -1,14 +1,18 @@
-"""The timeline: a job's history and its pods on a time axis, and the same as a Chrome trace."""
+"""The timeline: a job's history and its pods on a time axis, and the same as a Chrome trace; its spans add up to
+the goodput split it carries as its totals."""
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 from tests.support.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
+from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, status_of
 
-from trainingjob.children import timeline
+from trainingjob.children import goodput, timeline
 from trainingjob.children.naming import Replica
-from trainingjob.model import CheckpointStatus, Progress, TrainingJob
+from trainingjob.model import AttemptOutcome, CheckpointStatus, Progress, TrainingJob, TrainingJobStatus
 
 pytestmark = pytest.mark.fast
 
@@ -113,3 +117,81 @@ def test_a_job_the_model_refuses_still_has_its_timeline() -> None:
     manifest["status"]["fromTheFuture"] = {"x": 1}
     found = timeline.build(manifest, [], at(100))
     assert [r.id for r in found.rows] == ["job", "attempt-1", "attempt-2", "attempt-3"]
+
+
+def _manifest(status: TrainingJobStatus, created: datetime) -> dict[str, Any]:
+    meta = {"name": "job", "namespace": "ns", "creationTimestamp": created.isoformat()}
+    return {"metadata": meta, "status": status.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+def _summed(found: timeline.Timeline, status: TrainingJobStatus) -> dict[str, float]:
+    """The timeline's spans summed by what the goodput split calls them: waiting before the first attempt with pods
+    is queueing, that attempt's start is startup, every later wait and start (a backoff on the job's row too) and
+    every failed attempt's time after its last heartbeat is recovery."""
+    attempts = status.history.attempts if status.history else []
+    had_pods = [r.pods_time is not None or r.first_step_time is not None or r.in_place for r in attempts]
+    first = next((n for n, had in enumerate(had_pods) if had), len(attempts))
+    rows = timeline.attempt_rows(attempts)
+    sums = dict.fromkeys(("queued", "startup", "training", "recovery", "suspended"), 0.0)
+    for span in found.spans:
+        seconds = (span.end - span.start).total_seconds()
+        if span.row == timeline.JOB_ROW:
+            sums[{"suspended": "suspended", "backoff": "recovery"}.get(span.kind, "queued")] += seconds
+            continue
+        number = rows.index(span.row)
+        if span.kind == "training":
+            sums["training"] += seconds
+        elif span.kind in ("pending", "backoff") and number <= first:
+            sums["queued"] += seconds
+        elif span.kind in ("starting", "running") and number == first:
+            sums["startup"] += seconds
+        else:
+            sums["recovery"] += seconds
+    return sums
+
+
+def _agree(status: TrainingJobStatus, created: datetime, now: datetime) -> None:
+    found = timeline.build(_manifest(status, created), [], now)
+    split = goodput.split(status, created, now)
+    training = split.productive + split.checkpoint_stall + split.redone
+    expected = {"queued": split.queued, "startup": split.startup, "training": training, "recovery": split.recovery,
+                "suspended": split.suspended}  # fmt: skip
+    assert _summed(found, status) == pytest.approx(expected, abs=1e-6)
+    assert (found.start, found.end) == goodput.axis(created, status, now)
+    assert found.totals == goodput.goodput(status, created, now)
+    assert found.to_json()["totals"]["wallSeconds"] == round(split.wall)
+
+
+@pytest.mark.parametrize("now", [40, 45], ids=["as-of-the-example", "later"])
+def test_the_timelines_totals_agree_with_the_goodput_split(now: float) -> None:
+    """The worked example: attempts that failed, restarted, trained, redid steps, and one still training."""
+    _agree(WORKED_EXAMPLE, T0, at(now))
+
+
+def test_an_attempt_trains_from_its_first_step_and_a_failed_one_loses_what_follows_its_last_heartbeat() -> None:
+    status = status_of(
+        attempt_record(1, 0, 20, pods=1, running_time=at(3), first=6, heartbeat=15, last_step=9),
+        attempt_record(2, 20, 30, AttemptOutcome.SUSPENDED, pods=24, first=26, resumed_from_step=5, last_step=12),
+        attempt_record(3, 50, pods=52, first=53, resumed_from_step=12, last_step=14),
+    )
+    found = timeline.build(_manifest(status, T0), [], at(60))
+    assert _spans(found, "attempt-1") == [
+        ("pending", T0, at(1)), ("starting", at(1), at(3)), ("running", at(3), at(6)), ("training", at(6), at(15)),
+        ("lost", at(15), at(20)),
+    ]  # fmt: skip
+    assert _spans(found, "attempt-2") == [("backoff", at(20), at(24)), ("starting", at(24), at(26)),
+                                          ("training", at(26), at(30))]  # fmt: skip
+    assert _spans(found, "job") == [("suspended", at(30), at(50))]
+    _agree(status, T0, at(60))
+
+
+def test_a_lived_jobs_timeline_agrees_with_its_goodput() -> None:
+    job = _lived(make_job())
+    assert job.status is not None
+    _agree(job.status, at(-5), at(100))
+
+
+@settings(deadline=None, max_examples=200)
+@given(histories())
+def test_any_timeline_agrees_with_its_goodput_split(history: tuple[TrainingJobStatus, datetime, datetime]) -> None:
+    _agree(*history)

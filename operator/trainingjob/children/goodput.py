@@ -126,6 +126,11 @@ def all_attempt_times(attempts: Iterable[AttemptRecord], start: datetime, end: d
     return found
 
 
+def had_pods(record: AttemptRecord) -> bool:
+    """The attempt had pods: its own, or the previous attempt's (in place), or a trainer that trained."""
+    return record.pods_time is not None or record.first_step_time is not None or bool(record.in_place)
+
+
 def _seconds(start: datetime, end: datetime) -> float:
     return max((end - start).total_seconds(), 0.0)
 
@@ -167,7 +172,7 @@ def _attempt(fold: _Fold, record: AttemptRecord, times: AttemptTimes) -> _Fold:
     return _Fold(
         parts,
         stop,
-        had_pods=fold.had_pods or record.pods_time is not None or bool(record.in_place),
+        had_pods=fold.had_pods or had_pods(record),
         high_water=max(fold.high_water, record.last_step or 0),
         suspended_since=times.end if record.outcome == AttemptOutcome.SUSPENDED else None,
     )
