@@ -39,6 +39,23 @@ WORKED_EXAMPLE = status_of(
     attempt_record(4, 29, pods=30, first=33, resumed_from_step=4, last_step=11),
 )
 
+
+def many_attempts(count: int, suspended: int = 7) -> list[AttemptRecord]:
+    """Attempts one after another, 10 s each, each training from 3 s to 8 s after it began and failing at 10 s (the
+    job 5 steps further each time, each resuming 2 steps behind); attempt `suspended` is suspended instead and the
+    next one begins 30 s later; the last still runs."""
+    records, start = [], 0.0
+    for number in range(1, count + 1):
+        outcome = AttemptOutcome.SUSPENDED if number == suspended else AttemptOutcome.FAILED
+        end = None if number == count else start + 10
+        resumed = 5 * number - 7 if number > 1 else None
+        times = {"pods": start + 1, "first": start + 3, "heartbeat": start + 8}
+        records.append(attempt_record(number, start, end, outcome, **times, last_step=5 * number,
+                                      resumed_from_step=resumed))  # fmt: skip
+        start += 10 + (30 if number == suspended else 0)
+    return records
+
+
 _SECONDS = st.integers(0, 100)
 
 

@@ -7,10 +7,10 @@ from datetime import datetime
 import pytest
 from hypothesis import given, settings
 from tests.support.builders import T0, at
-from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, status_of
+from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, many_attempts, status_of
 
 from trainingjob.children import goodput
-from trainingjob.model import AttemptOutcome, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, History, TrainingJobStatus
 
 pytestmark = pytest.mark.fast
 
@@ -177,3 +177,29 @@ def test_the_times_are_clamped_onto_the_axis_in_order() -> None:
     assert goodput.attempt_times(attempt_record(1, 0, pods=1), T0, at(9)).accounted == at(
         9
     )  # no first step: to its end
+
+
+def _with_history(records: list[AttemptRecord], earlier: EarlierAttempts | None = None) -> TrainingJobStatus:
+    """A status with these records, however many (History.model_construct: no 32-attempt limit)."""
+    return status_of().model_copy(update={"history": History.model_construct(attempts=records, earlier=earlier)})
+
+
+@pytest.mark.parametrize("dropped", [1, 6, 7, 8, 20], ids=lambda n: f"{n}-dropped")
+def test_attempts_dropped_from_the_history_keep_their_share_of_the_split(dropped: int) -> None:
+    """Folded into `earlier` in one go or attempt by attempt, at any boundary (a suspension across it too), the
+    split is the one of the whole history."""
+    records, created, now = many_attempts(40), at(-5), at(500)
+    whole = goodput.split(_with_history(records), created, now)
+    at_once = History.model_construct(attempts=records)
+    earlier = goodput.earlier_attempts(at_once, dropped, created, at(400))
+    assert earlier.attempts == dropped
+    kept = _with_history(records[dropped:], earlier)
+    assert goodput.split(kept, created, now).seconds() == pytest.approx(whole.seconds())
+    one_by_one = None
+    for number in range(dropped):
+        history = History.model_construct(attempts=records[number:], earlier=one_by_one)
+        one_by_one = goodput.earlier_attempts(history, 1, created, at(400))
+    assert goodput.split(_with_history(records[dropped:], one_by_one), created, now).seconds() == pytest.approx(
+        whole.seconds()
+    )
+    assert goodput.axis(created, kept, now) == (created, now)

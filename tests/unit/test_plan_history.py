@@ -8,9 +8,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.builders import T0, at, pods_of, running, step, with_policy
+from tests.support.histories import many_attempts
 
-from trainingjob.model import AttemptOutcome, CheckpointStatus, MetricPoint, Phase, Progress
-from trainingjob.plan.history import added
+from trainingjob.children import goodput
+from trainingjob.model import (
+    AttemptOutcome,
+    CheckpointStatus,
+    FailureClass,
+    History,
+    LastFailure,
+    MetricPoint,
+    Phase,
+    Progress,
+    TrainingJobStatus,
+)
+from trainingjob.plan.history import added, record
 
 pytestmark = pytest.mark.fast
 
@@ -99,6 +111,24 @@ def test_each_attempt_keeps_what_its_rank_0_reported_of_it() -> None:
         (60, at(40), 90, at(40), None),  # where its trainer resumed (a checkpoint the operator missed); its first
         # step no later than now; the furthest step
     ]  # fmt: skip
+
+
+def test_attempts_past_the_limit_leave_their_share_of_the_goodput_split_behind() -> None:
+    """The 33rd attempt begins: the 1st leaves the list for history.earlier, and the split stays the whole one."""
+    records = many_attempts(32)
+    before = TrainingJobStatus(phase=Phase.RUNNING, attempt=32, history=History(attempts=records), progress=Progress())
+    failure = LastFailure(pod="job-worker-0-32", attempt=32, failure_class=FailureClass.RETRYABLE, reason="Error",
+                          time=at(319))  # fmt: skip
+    after = before.model_copy(update={"attempt": 33, "phase": Phase.RESTARTING, "last_failure": failure})
+    recorded = record(before, after, at(320), created=at(-5)).history
+    assert recorded and [r.attempt for r in recorded.attempts] == list(range(2, 34))
+    assert recorded.earlier and (recorded.earlier.attempts, recorded.earlier.start) == (1, at(-5))
+    whole = History.model_construct(attempts=[records[0], *recorded.attempts])
+    now = at(330)
+    kept = goodput.split(after.model_copy(update={"history": recorded}), at(-5), now)
+    assert kept.seconds() == pytest.approx(
+        goodput.split(after.model_copy(update={"history": whole}), at(-5), now).seconds()
+    )
 
 
 def _point(step: int) -> MetricPoint:

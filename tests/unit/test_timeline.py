@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from tests.support.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
-from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, status_of
+from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, many_attempts, status_of
 
 from trainingjob.children import goodput, timeline
 from trainingjob.children.naming import Replica
-from trainingjob.model import AttemptOutcome, CheckpointStatus, Progress, TrainingJob, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, CheckpointStatus, History, Progress, TrainingJob, TrainingJobStatus
 
 pytestmark = pytest.mark.fast
 
@@ -131,12 +131,22 @@ def _summed(found: timeline.Timeline, status: TrainingJobStatus) -> dict[str, fl
     attempts = status.history.attempts if status.history else []
     had_pods = [r.pods_time is not None or r.first_step_time is not None or r.in_place for r in attempts]
     first = next((n for n, had in enumerate(had_pods) if had), len(attempts))
+    if status.history and status.history.earlier and status.history.earlier.had_pods:
+        first = -1  # every wait in the list is recovery
     rows = timeline.attempt_rows(attempts)
     sums = dict.fromkeys(("queued", "startup", "training", "recovery", "suspended"), 0.0)
     for span in found.spans:
         seconds = (span.end - span.start).total_seconds()
-        if span.row == timeline.JOB_ROW:
+        if span.row == timeline.JOB_ROW and span.kind == "earlier":  # their totals, as kept
+            earlier = status.history.earlier if status.history else None
+            assert earlier is not None
+            for part in ("queued", "startup", "recovery", "suspended"):
+                sums[part] += getattr(earlier, f"{part}_seconds")
+            sums["training"] += earlier.productive_seconds + earlier.checkpoint_stall_seconds + earlier.redone_seconds
+        elif span.row == timeline.JOB_ROW:
             sums[{"suspended": "suspended", "backoff": "recovery"}.get(span.kind, "queued")] += seconds
+            continue
+        if span.row == timeline.JOB_ROW:
             continue
         number = rows.index(span.row)
         if span.kind == "training":
@@ -189,6 +199,22 @@ def test_a_lived_jobs_timeline_agrees_with_its_goodput() -> None:
     job = _lived(make_job())
     assert job.status is not None
     _agree(job.status, at(-5), at(100))
+
+
+@pytest.mark.parametrize("dropped", [6, 7], ids=["after-a-failure", "after-a-suspension"])
+def test_a_timeline_whose_first_attempts_were_dropped_agrees_with_its_goodput(dropped: int) -> None:
+    """32 attempts kept of 40, the first ones folded into status.history.earlier: one span for them on the job's row
+    (their totals as kept), then what followed the last of them."""
+    records = many_attempts(32 + dropped)
+    earlier = goodput.earlier_attempts(History.model_construct(attempts=records), dropped, at(-5), at(300))
+    status = status_of().model_copy(update={"history": History(attempts=records[dropped:], earlier=earlier)})
+    found = timeline.build(_manifest(status, at(-5)), [], at(500))
+    if dropped == 7:  # the 7th (60 s to 70 s) was suspended: the job waits 30 s for the 8th
+        assert _spans(found, "job")[:2] == [("earlier", at(-5), at(70)), ("suspended", at(70), at(100))]
+    else:  # the 6th failed 2 s after its last heartbeat: what follows it is the 7th's (50 s to 60 s) recovery
+        assert _spans(found, "job")[:2] == [("earlier", at(-5), at(58)), ("backoff", at(58), at(60))]
+        assert _spans(found, "attempt-7")[0] == ("backoff", at(60), at(61))
+    _agree(status, at(-5), at(500))
 
 
 @settings(deadline=None, max_examples=200)

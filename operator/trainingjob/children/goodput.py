@@ -22,12 +22,11 @@ The attempts' training is counted from the trainer's firstStepTime: an attempt w
 first step finished has no training time (its time goes to startup or recovery)."""
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from trainingjob.model import AttemptOutcome, AttemptRecord, Goodput, History, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, Goodput, History, TrainingJobStatus
 
 PARTS = ("queued", "startup", "productive", "checkpoint_stall", "recovery", "redone", "suspended")
 _LOSSY = (AttemptOutcome.FAILED, AttemptOutcome.REPLACED)  # their training ends at their last heartbeat
@@ -95,8 +94,10 @@ def creation_time(metadata: Any) -> datetime | None:
 def axis(created: datetime | None, status: TrainingJobStatus, now: datetime) -> tuple[datetime, datetime]:
     """The job's time axis: from its creation (no later than its first attempt: clocks disagree a little) to its
     completion, or `now`."""
-    attempts = status.history.attempts if status.history is not None else []
-    start = min([created or status.start_time or now, *(record.start_time for record in attempts[:1])])
+    history, earlier = status.history or History(), (status.history or History()).earlier
+    if earlier is not None:
+        return earlier.start, max(status.completion_time or now, earlier.start, earlier.until)
+    start = min([created or status.start_time or now, *(record.start_time for record in history.attempts[:1])])
     return start, max(status.completion_time or now, start)
 
 
@@ -118,11 +119,12 @@ def attempt_times(record: AttemptRecord, after: datetime, end: datetime) -> Atte
     return AttemptTimes(start, pods, first, until, finish)
 
 
-def all_attempt_times(attempts: Iterable[AttemptRecord], start: datetime, end: datetime) -> list[AttemptTimes]:
-    """Every record's times, each after the one before it."""
+def all_attempt_times(history: History, start: datetime, end: datetime) -> list[AttemptTimes]:
+    """Every record's times, each after the one before it (the first after the attempts dropped from the list)."""
     found: list[AttemptTimes] = []
-    for record in attempts:
-        found.append(attempt_times(record, found[-1].accounted if found else start, end))
+    after = history.earlier.until if history.earlier is not None else start
+    for record in history.attempts:
+        found.append(attempt_times(record, found[-1].accounted if found else after, end))
     return found
 
 
@@ -144,12 +146,40 @@ class _Fold:
     suspended_since: datetime | None  # the previous attempt ended suspended then
 
 
+def _initial(earlier: EarlierAttempts | None, start: datetime) -> _Fold:
+    """The fold before the attempts in the list: after those dropped from it, or at the job's start."""
+    if earlier is None:
+        return _Fold(Split(), start, had_pods=False, high_water=0, suspended_since=None)
+    parts = Split(**{part: getattr(earlier, f"{part}_seconds") for part in PARTS})
+    return _Fold(parts, earlier.until, earlier.had_pods, earlier.high_water_step, earlier.suspended_since)
+
+
+def earlier_attempts(history: History, dropped: int, created: datetime | None, now: datetime) -> EarlierAttempts:
+    """The history's `earlier` with its first `dropped` attempts folded in (they are leaving the list)."""
+    earlier = history.earlier
+    start = (
+        earlier.start if earlier is not None else min([created or now, *(r.start_time for r in history.attempts[:1])])
+    )
+    fold = _initial(earlier, start)
+    for record in history.attempts[:dropped]:
+        fold = _attempt(fold, record, attempt_times(record, fold.at, max(now, fold.at)))
+    return EarlierAttempts(
+        attempts=(earlier.attempts if earlier is not None else 0) + dropped,
+        start=start,
+        until=fold.at,
+        **{f"{part}_seconds": seconds for part, seconds in fold.split.seconds().items()},
+        had_pods=fold.had_pods,
+        high_water_step=fold.high_water,
+        suspended_since=fold.suspended_since,
+    )
+
+
 def split(status: TrainingJobStatus, created: datetime | None, now: datetime) -> Split:
     """Where the job's time went, from its history: the parts add up to its wall time."""
     history = status.history or History()
     start, end = axis(created, status, now)
-    fold = _Fold(Split(), start, had_pods=False, high_water=0, suspended_since=None)
-    for record, times in zip(history.attempts, all_attempt_times(history.attempts, start, end), strict=True):
+    fold = _initial(history.earlier, start)
+    for record, times in zip(history.attempts, all_attempt_times(history, start, end), strict=True):
         fold = _attempt(fold, record, times)
     waiting = "recovery" if fold.had_pods else "queued"
     stopped = _clamp(fold.suspended_since or end, fold.at, end)

@@ -13,7 +13,7 @@ from typing import Any
 from trainingjob.children.goodput import AttemptTimes, all_attempt_times, axis, creation_time, goodput, had_pods
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import pod_state
-from trainingjob.model import AttemptOutcome, AttemptRecord, Goodput, History, Phase, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, Goodput, History, Phase, TrainingJobStatus
 from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"
@@ -126,27 +126,21 @@ def build(job: Mapping[str, Any], pods: Iterable[PodTimes], now: datetime) -> Ti
     timeline = Timeline(str(meta.get("namespace") or ""), str(meta.get("name") or ""), start, end, totals=totals)
     timeline.rows.append(Row(JOB_ROW, "job"))
     timeline.marks.append(Mark(JOB_ROW, "created", start, "created"))
-    attempts, rows, times = (
-        history.attempts,
-        attempt_rows(history.attempts),
-        all_attempt_times(history.attempts, start, end),
-    )
-    _job_row(timeline, status, attempts, times)
+    attempts, rows, times = history.attempts, attempt_rows(history.attempts), all_attempt_times(history, start, end)
+    _job_row(timeline, status, history, times)
+    failed_before = history.earlier is not None and history.earlier.suspended_since is None  # as far as we know
     for number, (record, row) in enumerate(zip(attempts, rows, strict=True)):
-        previous = attempts[number - 1] if number > 0 else None
-        _attempt_row(timeline, row, record, times[number], previous)
+        after_failure = attempts[number - 1].outcome == AttemptOutcome.FAILED if number > 0 else failed_before
+        _attempt_row(timeline, row, record, times[number], after_failure)
     _marks(timeline, history, rows)
     for pod in sorted(pods, key=lambda p: (-p.attempt, p.replica)):
         _pod_row(timeline, pod, end)
     return timeline
 
 
-def _job_row(
-    timeline: Timeline, status: TrainingJobStatus, attempts: list[AttemptRecord], times: list[AttemptTimes]
-) -> None:
-    started = times[0].start if times else timeline.end
-    if started > timeline.start:
-        timeline.spans.append(Span(JOB_ROW, "pending", timeline.start, started, "waiting to start"))
+def _job_row(timeline: Timeline, status: TrainingJobStatus, history: History, times: list[AttemptTimes]) -> None:
+    attempts = history.attempts
+    _before_attempts(timeline, history.earlier, times[0].start if times else timeline.end)
     for number, record in enumerate(attempts):
         if record.outcome != AttemptOutcome.SUSPENDED or record.end_time is None:
             continue
@@ -162,6 +156,25 @@ def _job_row(
         timeline.marks.append(Mark(JOB_ROW, kind, status.completion_time, status.phase.value))
 
 
+def _before_attempts(timeline: Timeline, earlier: EarlierAttempts | None, started: datetime) -> None:
+    """Until the first attempt in the list: waiting to start; or the attempts dropped from it (their totals kept),
+    then what followed the last of them (waiting, or suspended)."""
+    began, waiting, label = timeline.start, "pending", "waiting to start"
+    if earlier is not None:
+        began = min(max(earlier.until, timeline.start), timeline.end)
+        what = f"{earlier.attempts} earlier attempts (only their totals are kept)"
+        if began > timeline.start:
+            timeline.spans.append(Span(JOB_ROW, "earlier", timeline.start, began, what))
+        if earlier.had_pods:
+            waiting, label = "backoff", "waiting for the next attempt"
+    since = earlier.suspended_since if earlier is not None else None
+    paused = min(max(since, began), started) if since is not None else started
+    if paused > began:
+        timeline.spans.append(Span(JOB_ROW, waiting, began, paused, label))
+    if started > paused:
+        timeline.spans.append(Span(JOB_ROW, "suspended", paused, started, "suspended"))
+
+
 def attempt_rows(attempts: list[AttemptRecord]) -> list[str]:
     """Each record's row: attempt-N, and attempt-N-2, -3 ... for an attempt resumed under the same number (one
     suspended before it had pods)."""
@@ -174,9 +187,7 @@ def attempt_rows(attempts: list[AttemptRecord]) -> list[str]:
     return rows
 
 
-def _attempt_row(
-    timeline: Timeline, row: str, record: AttemptRecord, times: AttemptTimes, previous: AttemptRecord | None
-) -> None:
+def _attempt_row(timeline: Timeline, row: str, record: AttemptRecord, times: AttemptTimes, after_failure: bool) -> None:
     """Waiting (a backoff after a failure), starting (pods created, not all running), running (until its first
     step), training (until its last step), lost (a failed one's time after its last heartbeat); how it ended."""
     resumed = f", from step {record.resumed_from_step}" if record.resumed_from_step else ""
@@ -184,7 +195,6 @@ def _attempt_row(
     timeline.rows.append(Row(row, f"attempt {record.attempt}{again}{resumed}"))
     stop, trained = times.end, times.trained_until
     ended = f" ({record.outcome.value}{': ' + record.reason if record.reason else ''})" if record.outcome else ""
-    after_failure = previous is not None and previous.outcome == AttemptOutcome.FAILED
     first = times.first_step or stop
     ran = min(max(record.running_time, times.pods or times.start), first) if record.running_time else None
     phases = [

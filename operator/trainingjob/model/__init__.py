@@ -5,6 +5,7 @@ from trainingjob.model.containers import Container, EnvFromSource
 from trainingjob.model.history import (
     AttemptOutcome,
     AttemptRecord,
+    EarlierAttempts,
     EvaluationPoint,
     FailureRecord,
     History,
@@ -80,6 +81,7 @@ __all__ = [
     "ConditionStatus",
     "ConditionType",
     "Container",
+    "EarlierAttempts",
     "EnvFromSource",
     "EnvVar",
     "EnvVarSource",

@@ -102,6 +102,41 @@ class EvaluationPoint(ApiModel):
     """The evaluation's metrics, e.g. {"accuracy": 0.97}."""
 
 
+Seconds = Annotated[Float, Field(ge=0)]
+
+
+class EarlierAttempts(ApiModel):
+    """The attempts no longer in the list, kept as the goodput split counted them, so status.goodput stays whole:
+    their seconds by part, and what the split of the attempts after them needs to know."""
+
+    attempts: Count
+    """How many attempts were dropped from the list."""
+    start: datetime
+    """Where the job's time axis began (its creation)."""
+    until: datetime
+    """How far along the axis they account for: the last one's last step, or its end."""
+    queued_seconds: Seconds = 0.0
+    """Their queued seconds (as status.goodput's, before rounding)."""
+    startup_seconds: Seconds = 0.0
+    """Their startup seconds."""
+    productive_seconds: Seconds = 0.0
+    """Their productive seconds."""
+    checkpoint_stall_seconds: Seconds = 0.0
+    """Their checkpoint stall seconds."""
+    recovery_seconds: Seconds = 0.0
+    """Their recovery seconds."""
+    redone_seconds: Seconds = 0.0
+    """Their redone seconds."""
+    suspended_seconds: Seconds = 0.0
+    """Their suspended seconds."""
+    had_pods: bool = False
+    """Whether any of them had pods: a later wait is recovery, not queueing."""
+    high_water_step: Count = 0
+    """The furthest step they reached: a later attempt that resumed behind it redoes steps."""
+    suspended_since: datetime | None = None
+    """When the last of them was suspended, if it was: the time until the next attempt began is suspended."""
+
+
 class History(ApiModel):
     """The job's history. Lists keep their newest entries; curves keep at most MAX_POINTS points at least
     `pointEverySteps` apart, doubling that spacing whenever they fill, so they always span the whole run."""
@@ -120,3 +155,5 @@ class History(ApiModel):
     """Evaluation metrics by step, oldest first."""
     evaluation_every_steps: Annotated[Int, Field(ge=1)] = 1
     """The least number of steps between two evaluations kept."""
+    earlier: EarlierAttempts | None = None
+    """The attempts dropped from `attempts` (past MAX_ATTEMPTS), summed for the goodput split."""

@@ -81,9 +81,9 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
         status = decision.status
         if decision.final:
             break
-    before = job.status or TrainingJobStatus()
-    status = history.record(before, phase.counts(ctx, status), now)
-    status = goodput.refreshed(before, status, creation_time(job.metadata), now)
+    before, created = job.status or TrainingJobStatus(), creation_time(job.metadata)
+    status = history.record(before, phase.counts(ctx, status), now, created)
+    status = goodput.refreshed(before, status, created, now)
     return _fold(ctx, status, [d for _, d in taken], [n for n, d in taken if _acts(d)])
 
 

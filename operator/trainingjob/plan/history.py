@@ -1,11 +1,13 @@
 """status.history follows the status: record(before, after, now) notes what changed between a reconcile's first
-and last status: an attempt that began, got its pods, ran or ended; a pod failure; a checkpoint; a point of the
-loss curve or an evaluation. Nothing new, nothing written: the history is unchanged when the status is."""
+and last status: an attempt that began, got its pods, ran or ended (what its rank 0 reported of it); a pod failure;
+a checkpoint; a point of the loss curve or an evaluation. Nothing new, nothing written: the history is unchanged
+when the status is. Attempts past MAX_ATTEMPTS leave the list for `earlier`, the goodput split's sum of them."""
 
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
+from trainingjob.children.goodput import earlier_attempts
 from trainingjob.model import (
     AttemptOutcome,
     AttemptRecord,
@@ -24,10 +26,13 @@ from trainingjob.plan.transitions import condition_of
 P = TypeVar("P", MetricPoint, EvaluationPoint)
 
 
-def record(before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -> TrainingJobStatus:
-    """`after` with its history brought up to date; `after` itself when nothing happened worth keeping."""
+def record(
+    before: TrainingJobStatus, after: TrainingJobStatus, now: datetime, created: datetime | None = None
+) -> TrainingJobStatus:
+    """`after` with its history brought up to date; `after` itself when nothing happened worth keeping. `created`:
+    the job's creation, where the goodput split of attempts dropped from the list begins."""
     old = before.history or History()
-    history = _attempts(old, before, after, now)
+    history = _kept(_attempts(old, before, after, now), created, now)
     history = _failures(history, before, after)
     history = _checkpoints(history, after)
     history = _curves(history, after, now)
@@ -62,8 +67,16 @@ def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobSta
         if current.in_place and after.pods_attempt is None:  # it fell back to pods of its own
             current = current.model_copy(update={"in_place": False})
         attempts[-1] = current
-    attempts = _reported(attempts, after.progress, now)
-    return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
+    return history.model_copy(update={"attempts": _reported(attempts, after.progress, now)})
+
+
+def _kept(history: History, created: datetime | None, now: datetime) -> History:
+    """The newest MAX_ATTEMPTS attempts; those dropped are summed into `earlier` for the goodput split."""
+    dropped = len(history.attempts) - MAX_ATTEMPTS
+    if dropped <= 0:
+        return history
+    earlier = earlier_attempts(history, dropped, created, now)
+    return history.model_copy(update={"attempts": history.attempts[dropped:], "earlier": earlier})
 
 
 def _reported(attempts: list[AttemptRecord], progress: Progress | None, now: datetime) -> list[AttemptRecord]:
