@@ -134,6 +134,7 @@ def _at(epoch: float) -> datetime:
             id="too-many-kept-first-by-name",
         ),
         pytest.param(_with(checkpointStallSeconds=12.5), {"checkpoint_stall_seconds": 12.5}, id="stall"),
+        pytest.param(_with(checkpointStallSeconds=0.0117226), {"checkpoint_stall_seconds": 0.012}, id="in-ms"),
         pytest.param(_with(checkpointStallSeconds=-1), {}, id="negative-stall"),
         pytest.param(_with(checkpointStallSeconds=math.nan), {}, id="nan-stall"),
         pytest.param(_with(checkpointStallSeconds=1e12), {}, id="stall-past-ten-years"),

@@ -39,9 +39,9 @@ def _count(value: Any) -> int | None:
 
 
 def _seconds(value: Any) -> float | None:
-    """A duration: a finite number from 0 to MAX_SECONDS."""
+    """A duration: a finite number from 0 to MAX_SECONDS, to the millisecond."""
     number = _number(value)
-    return number if number is not None and 0 <= number <= MAX_SECONDS else None
+    return round(number, 3) if number is not None and 0 <= number <= MAX_SECONDS else None
 
 
 def _time(value: Any) -> datetime | None:
