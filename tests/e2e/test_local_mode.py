@@ -34,6 +34,8 @@ def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_pat
     assert report["resumedFromStep"] == 100  # the newest checkpoint before the kill, not step 0
     assert "(SIGKILL) at step 120." in output  # exactly where announced, however fast this machine trains
     assert "resumed from the checkpoint at step 100: 20 steps redone" in output
+    assert report["firstStepTime"] <= report["heartbeat"] and report["checkpointStallSeconds"] >= 0
+    assert re.search(r"\ngoodput: [01]\.\d+ \| \d+s: .*startup \d+s", output), output  # where the time went
     assert report["step"] == 300
     assert report["accuracy"] >= 0.9
     assert sorted(p.name for p in (tmp_path / "work" / "checkpoints").glob("step-*"))[-1] == "step-300"

@@ -20,12 +20,14 @@ stops the rest:
     creation      create missing pods after earlier attempts are gone and the backoff is over
     phase         Running, or why not yet
 
-The replica counts are recomputed last, whatever decided, and status.history notes what changed (history.py).
+The replica counts are recomputed last, whatever decided, status.history notes what changed (history.py), and
+status.goodput is brought up to date from it when due (goodput.py).
 """
 
 from collections.abc import Callable
 from datetime import datetime
 
+from trainingjob.children.goodput import creation_time
 from trainingjob.children.observe import Observed
 from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
@@ -34,6 +36,7 @@ from trainingjob.plan import (
     deadlines,
     failure,
     finished,
+    goodput,
     history,
     in_place,
     phase,
@@ -78,7 +81,9 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
         status = decision.status
         if decision.final:
             break
-    status = history.record(job.status or TrainingJobStatus(), phase.counts(ctx, status), now)
+    before, created = job.status or TrainingJobStatus(), creation_time(job.metadata)
+    status = history.record(before, phase.counts(ctx, status), now, created)
+    status = goodput.refreshed(before, status, created, now)
     return _fold(ctx, status, [d for _, d in taken], [n for n, d in taken if _acts(d)])
 
 

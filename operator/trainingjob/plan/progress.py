@@ -16,7 +16,7 @@ from trainingjob.plan.types import Context, Decision
 
 def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     """The status with the newest report and checkpoint; a new attempt's first reports may lag behind (they
-    bring their heartbeat and estimate, not their step)."""
+    bring their heartbeat, estimate, resume point, first step's time and checkpoint stall, not their step)."""
     reported, last = ctx.observed.progress, status.progress
     update: dict[str, object] = {}
     if reported is not None:
@@ -27,6 +27,9 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
                     "last_heartbeat_time": reported.last_heartbeat_time,
                     "attempt": reported.attempt,
                     "estimated_completion_time": reported.estimated_completion_time,
+                    "resumed_from_step": reported.resumed_from_step,
+                    "first_step_time": reported.first_step_time,
+                    "checkpoint_stall_seconds": reported.checkpoint_stall_seconds,
                 }
             )
         update["progress"] = estimate.for_people(reported)
