@@ -38,7 +38,7 @@ def test_ddp_on_nccl_with_bf16_reaches_the_goal(pods: list[Pod], logs: Path, tmp
     pod = start_pod("gpu-ddp", ddp_env(free_port(), ranks, ranks, 0, tmp_path, config=config), tmp_path)
     pods.append(pod)
     assert pod.wait(RUN_TIMEOUT) == 0, pod.text()
-    assert "on cuda:0 (nccl)" in pod.text()
+    assert "on cuda:0 (nccl, attempt 1)" in pod.text()
     assert progress_of(tmp_path)["metrics"]["accuracy"] >= GOAL
 
 
