@@ -23,6 +23,7 @@ class OperatorProcess:
         self.kubeconfig, self.log_dir = kubeconfig, log_dir
         self.metrics_port = free_port()
         self.key = secrets.token_bytes(32)  # the operator's key: a test derives a job's key from it
+        log_dir.mkdir(parents=True, exist_ok=True)
         key_file = log_dir / "operator.key"
         key_file.write_bytes(self.key)
         self.env = {
