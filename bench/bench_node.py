@@ -7,6 +7,8 @@ does; images built by scripts/build-images.sh). Prints:
   imported) against the kwok cluster tier started just before it;
 - restart-to-resume: from SIGKILL of rank 1 to rank 0 of the next attempt reporting a step past the checkpoint
   it resumed from, less the configured backoff, against a fresh start of the same job (create to first step);
+- restart paths (4 ranks): the same measure when rank 1's trainer process is killed in its healthy pod (the gang
+  restarts in place) against rank 1's whole container killed (the pods are re-created), side by side;
 - goodput: digits DDP with rank 1 killed every N steps: useful steps / steps computed, and its wall time against
   the same job with no failure.
 """
@@ -24,7 +26,7 @@ sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-i
 from kubernetes import client  # noqa: E402
 from testbed import controlplane, node  # noqa: E402
 from testbed.harness import Harness  # noqa: E402
-from testbed.node_cluster import OperatorPodLog, install_chart, signal_container  # noqa: E402
+from testbed.node_cluster import OperatorPodLog, install_chart, signal_container, signal_trainer  # noqa: E402
 from testbed.node_jobs import (  # noqa: E402
     at_step,
     claim_on_local_volume,
@@ -53,11 +55,12 @@ def warm_start() -> None:
     )
 
 
-def start_job(tier: node.NodeTier, h: Harness, name: str, steps: int, every: int) -> None:
+def start_job(tier: node.NodeTier, h: Harness, name: str, steps: int, every: int, *, workers: int = 2) -> None:
     claim_on_local_volume(tier, h.ns, f"{name}-checkpoints")
     job = example("digits-ddp.yaml")[0]
     job["metadata"]["name"] = name
     job["spec"]["trainer"]["steps"] = steps
+    job["spec"]["workers"]["replicas"] = workers
     job["spec"]["checkpoint"] = {
         "volume": {"persistentVolumeClaim": {"claimName": f"{name}-checkpoints"}},
         "everySteps": every,
@@ -81,6 +84,29 @@ def restart_to_resume(tier: node.NodeTier, h: Harness) -> None:
         f"fresh start {fresh_s:.1f} s, ratio {resume_s / fresh_s:.2f}"
     )
     h.patch_spec("resume", {"runPolicy": {"suspend": True}})
+
+
+def restart_paths(tier: node.NodeTier, h: Harness, workers: int = 4) -> None:
+    seconds = {}
+    for path in ("in-place", "new-pods"):
+        name = f"{path}-{workers}"
+        start_job(tier, h, name, 100000, 50, workers=workers)
+        checkpoint = at_step(h, name, 1, 120).get("lastCheckpointStep", 0)
+        rank1 = pod_of(h, name, "worker", 1, attempt=1)
+        killed = time.monotonic()
+        if path == "in-place":
+            signal_trainer(tier, rank1, signal.SIGKILL)
+            at_step(h, name, 2, checkpoint + 1, pods_attempt=1)
+        else:
+            signal_container(tier, rank1, signal.SIGKILL)
+            at_step(h, name, 2, checkpoint + 1)
+        seconds[path] = time.monotonic() - killed - BACKOFF_SECONDS
+        h.patch_spec(name, {"runPolicy": {"suspend": True}})
+    print(
+        f"restart paths ({workers} ranks, kill to every rank past the checkpoint, backoff excluded): in place "
+        f"{seconds['in-place']:.1f} s (goal < 3 s), new pods {seconds['new-pods']:.1f} s, "
+        f"ratio {seconds['in-place'] / seconds['new-pods']:.2f} (goal <= 0.4)"
+    )
 
 
 def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_every: int) -> tuple[float, int]:
@@ -131,6 +157,7 @@ def main() -> None:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="bench")))
         h = Harness(api, "bench", OperatorPodLog(core))
         restart_to_resume(tier, h)
+        restart_paths(tier, h)
         if not args.skip_goodput:
             goodput(tier, h)
 

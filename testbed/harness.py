@@ -74,7 +74,14 @@ class Harness:
             found = [p for p in self.pods(name) if p.metadata.labels["trainingjob.io/attempt"] == str(attempt)]
             return found if len(found) == count and all(p.status.phase == "Running" for p in found) else None
 
-        return poll_until(running, timeout=timeout, interval=0.2, what=f"{count} running pods of attempt {attempt}")
+        try:
+            return poll_until(running, timeout=timeout, interval=0.2, what=f"{count} running pods of attempt {attempt}")
+        except TimeoutError as error:
+            listed = self.core.list_namespaced_pod(self.ns, label_selector=job_selector(name)).items
+            pods = [(p.metadata.name, p.status.phase, p.metadata.deletion_timestamp) for p in listed]
+            raise AssertionError(
+                f"{error}\npods: {pods}\njob status: {self.job(name).get('status')}\n{self.operator.log_tail()}"
+            ) from error
 
     def wait_event(self, name: str, reason: str, timeout: float = 30) -> list[str]:
         """The reasons of the events about job `name`, once one has `reason` (the operator may record an event

@@ -1,9 +1,11 @@
 """What node-tier tests do to the cluster: install the chart from our images, make local volumes, read the
 operator's log from its pod, and hurt a container the way a machine would (SIGKILL, SIGSTOP)."""
 
+import json
 import os
 import signal
 import subprocess
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from testbed import node_config as cfg
 from testbed.helm import Helm
 from testbed.node import NodeTier
 from testbed.processes import poll_until
+from trainingjob.children.agent import AGENT_PORT
 
 SYSTEM_NAMESPACE = "trainingjob-system"
 RELEASE = "trainingjob"  # as the README installs it: `helm status trainingjob -n trainingjob-system` works
@@ -117,8 +120,15 @@ def container_id(pod: Any) -> str:
 
 
 def signal_container(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
-    """Send `signum` to the container's first process from outside (as the kernel or a person would), once it
-    runs (a pod of a gang may still be starting its container when rank 0 already trains)."""
+    """Send `signum` to the container's first process from outside (as the kernel or a person would)."""
+    pid = signal_container_pid(tier, pod)
+    os.kill(pid, signum)
+    return pid
+
+
+def signal_container_pid(tier: NodeTier, pod: Any) -> int:
+    """The host pid of the pod's container's first process, once it runs (a pod of a gang may still be starting its
+    container when rank 0 already trains)."""
     with tier.api_client() as api:
         core = client.CoreV1Api(api)
 
@@ -132,9 +142,50 @@ def signal_container(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
         except TimeoutError as error:
             current = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
             raise AssertionError(f"{error}: {current.status.phase} {current.status.container_statuses}") from error
-    pid = tier.containerd.task_pid(container_id(pod))
-    os.kill(pid, signum)
-    return pid
+    return tier.containerd.task_pid(container_id(pod))
+
+
+def signal_trainer(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
+    """Send `signum` to the trainer process inside the pod, not to its first process (the agent, which then restarts
+    the trainer in place when told): the child its agent names on GET /status, found on the host by its pid in the
+    container's pid namespace."""
+    agent = signal_container_pid(tier, pod)
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{AGENT_PORT}/status", timeout=2) as answer:
+        child = json.loads(answer.read())["child"]
+    if not isinstance(child, int):
+        raise AssertionError(f"{pod.metadata.name}'s agent runs no trainer: {child}")
+    for host_pid in _descendants(agent):
+        if _namespace_pid(host_pid) == child:
+            os.kill(host_pid, signum)
+            return host_pid
+    raise AssertionError(f"no process of {pod.metadata.name} (agent {agent}) has pid {child} in its namespace")
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        found.append(queue.pop(0))
+        queue += children.get(found[-1], [])
+    return found
+
+
+def _namespace_pid(host_pid: int) -> int | None:
+    """The process's pid in its own (innermost) pid namespace, from the NSpid line of /proc/<pid>/status."""
+    try:
+        for line in Path(f"/proc/{host_pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def kubectl(tier: NodeTier, *args: str) -> str:

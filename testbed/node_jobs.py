@@ -68,24 +68,34 @@ def log_of(h: Harness, pod: Any) -> str:
     return str(h.core.read_namespaced_pod_log(pod.metadata.name, h.ns))
 
 
-def progress(h: Harness, job: str, attempt: int) -> dict[str, Any] | None:
-    """Rank 0's own report, read from its pod IP as the operator reads it; None while it has none."""
+def progress(h: Harness, job: str, attempt: int, pods_attempt: int | None = None) -> dict[str, Any] | None:
+    """Rank 0's own report of `attempt`, read from its pod IP as the operator reads it, in the pods made for
+    `pods_attempt` (the attempt's own by default; an earlier one's after a restart in place); None while it has
+    none."""
     try:
-        pod = pod_of(h, job, "worker", 0, attempt)
+        pod = pod_of(h, job, "worker", 0, pods_attempt or attempt)
     except LookupError:
         return None
     if not pod.status.pod_ip:
         return None
-    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{PROGRESS_PORT}/progress", timeout=1) as answer:
-        report: dict[str, Any] = json.loads(answer.read())
-    return report
+    try:
+        with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{PROGRESS_PORT}/progress", timeout=1) as answer:
+            report: dict[str, Any] = json.loads(answer.read())
+    except OSError:
+        if pods_attempt is None:
+            raise
+        return None  # between two attempts in the same pod nothing serves the port
+    return report if report.get("attempt", attempt) == attempt else None
 
 
-def at_step(h: Harness, job: str, attempt: int, step: int, timeout: float = 600) -> dict[str, Any]:
-    """Rank 0's report once it has done `step` steps in `attempt` (polled every 50 ms)."""
+def at_step(
+    h: Harness, job: str, attempt: int, step: int, timeout: float = 600, *, pods_attempt: int | None = None
+) -> dict[str, Any]:
+    """Rank 0's report once it has done `step` steps in `attempt` (polled every 50 ms); `pods_attempt` as in
+    progress()."""
 
     def reached() -> dict[str, Any] | None:
-        report = progress(h, job, attempt)
+        report = progress(h, job, attempt, pods_attempt)
         return report if report and report.get("step", 0) >= step else None
 
     return poll_until(reached, timeout=timeout, interval=0.05, what=f"{job} attempt {attempt} at step {step}")

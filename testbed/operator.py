@@ -3,6 +3,7 @@
 import contextlib
 import os
 import re
+import secrets
 import signal
 import sys
 import tempfile
@@ -21,6 +22,10 @@ class OperatorProcess:
     def __init__(self, kubeconfig: Path, log_dir: Path, **settings: str) -> None:
         self.kubeconfig, self.log_dir = kubeconfig, log_dir
         self.metrics_port = free_port()
+        self.key = secrets.token_bytes(32)  # the operator's key: a test derives a job's key from it
+        log_dir.mkdir(parents=True, exist_ok=True)
+        key_file = log_dir / "operator.key"
+        key_file.write_bytes(self.key)
         self.env = {
             "KUBECONFIG": str(kubeconfig),
             "PYTHONPATH": os.pathsep.join(str(REPO / p) for p in ("operator", "api", "trainer-image", ".")),
@@ -29,6 +34,7 @@ class OperatorProcess:
             "TJ_OPERATOR_BACKOFF_MAX_SECONDS": "2",
             "TJ_OPERATOR_RESYNC_SECONDS": "5",
             "TJ_OPERATOR_READ_PROGRESS": "true",
+            "TJ_OPERATOR_KEY_FILE": str(key_file),
             **settings,
         }
         self.server: Server | None = None

@@ -83,3 +83,14 @@ def evict_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
 def remove_node(core: client.CoreV1Api, name: str) -> None:
     """Node loss: the node object goes; the pod garbage collector then deletes the pods bound to it."""
     core.delete_node(name)
+
+
+def set_ready(core: client.CoreV1Api, namespace: str, name: str, ready: bool) -> client.V1Pod:
+    """What the kubelet writes when the pod's readiness probe starts or stops passing: its Ready condition."""
+    pod = core.read_namespaced_pod(name, namespace)
+    value = "True" if ready else "False"
+    conditions = [
+        {"type": c.type, "status": value if c.type in ("Ready", "ContainersReady") else c.status}
+        for c in pod.status.conditions or []
+    ]
+    return core.patch_namespaced_pod_status(name, namespace, {"status": {"conditions": conditions}})

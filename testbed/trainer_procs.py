@@ -161,6 +161,45 @@ def start_gang(
     return gang
 
 
+@dataclass
+class AgentGang:
+    """A DDP gang of in-place agents (TJ_IN_PLACE=1), one pod per rank, each agent on a port of its own."""
+
+    pods: list[Pod]
+    agent_ports: list[int]
+    key: bytes
+
+    def address(self, node: int = 0) -> tuple[str, int]:
+        """Where node `node`'s agent listens (node 0's is the coordinator)."""
+        return ("127.0.0.1", self.agent_ports[node])
+
+
+def start_agent_gang(
+    pods: list[Pod], logs: Path, directory: Path, world: int, *, config: str, **extra: str
+) -> AgentGang:
+    """All pods of one in-place DDP gang: rank 0's agent coordinates, the job key signs the orders."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key_file = write_job_key(directory)
+    port, agent_ports = free_port(), [free_port() for _ in range(world)]
+    shared = {
+        "TJ_IN_PLACE": "1",
+        "TJ_JOB_KEY_FILE": str(key_file),
+        "TJ_NUM_WORKERS": str(world),
+        "TJ_AGENT_COORDINATOR": f"127.0.0.1:{agent_ports[0]}",
+        **extra,
+    }
+    gang = [
+        start_pod(
+            f"{directory.name}-node{node}",
+            ddp_env(port, world, 1, node, directory, config=config, TJ_AGENT_PORT=str(agent_ports[node]), **shared),
+            logs,
+        )
+        for node in range(world)
+    ]
+    pods += gang
+    return AgentGang(gang, agent_ports, key_file.read_bytes())
+
+
 def progress_of(directory: Path) -> dict[str, Any]:
     """The progress file rank 0 left in `directory`."""
     progress = read_json(directory / "progress.json")
@@ -203,3 +242,28 @@ def start_ps_job(
     env = ps_env(directory, shards=shards, workers=workers, config=config, wait=wait)
     servers = [start_role(pods, logs, env, "ps", index) for index in range(shards)]
     return servers, [start_role(pods, logs, env, "worker", index) for index in range(workers)]
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed since the listing
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def is_connected_to(pid: int, port: int) -> bool:
+    """Whether process `pid` holds an established TCP connection to `port` on this machine (Linux /proc)."""
+    established = "01"
+    inodes = _socket_inodes(pid)
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[3] == established and fields[9] in inodes:
+                return True
+    return False

@@ -1,12 +1,16 @@
-"""How tjctl shows jobs to a person: a table of them, and a job's percent done, time left and final metrics."""
+"""How tjctl shows jobs to a person: a table of them, and a job's percent done, time left, final metrics and where
+its time went."""
 
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
-from trainingjob.model import TrainingResult
+from trainingjob.children.goodput import PARTS
+from trainingjob.model import Goodput, TrainingResult
 
 Manifest = dict[str, Any]
 
@@ -70,6 +74,26 @@ def result_of(job: Manifest) -> str:
         return ""
 
 
+def goodput(found: Any) -> str:
+    """status.goodput (or a timeline's totals) in one line: '0.275 | 40s: queued 2s, startup 3s, productive 11s,
+    recovery 12s, redone 12s' (parts of no time left out); '' without one, or an unreadable one."""
+    try:
+        split = Goodput.model_validate(found) if isinstance(found, dict) else None
+    except ValidationError:
+        return ""
+    if split is None:
+        return ""
+    seconds = {part.replace("_", " "): getattr(split, f"{part}_seconds") for part in PARTS}
+    parts = ", ".join(f"{part} {duration(value)}" for part, value in seconds.items() if value)
+    ratio = "unknown" if split.ratio is None else str(split.ratio)
+    return f"{ratio} | {duration(split.wall_seconds)}" + (f": {parts}" if parts else "")
+
+
+def goodput_of(job: Manifest) -> str:
+    """The goodput line of a job as the cluster gives it, or ''."""
+    return goodput((job.get("status") or {}).get("goodput"))
+
+
 def age(created: Any, now: datetime) -> str:
     """How old something created at `created` (RFC 3339 text) is, as kubectl says it: 45s, 4m10s, 25m, 5h3m, 2d,
     3d4h, 400d, 2y3d; '<unknown>' without a time."""
@@ -121,19 +145,22 @@ def _row(job: Manifest, now: datetime, wide: bool) -> list[str]:
     ]
     if wide:
         checkpoint = (status.get("lastCheckpoint") or {}).get("step")
+        ratio = (status.get("goodput") or {}).get("ratio")
         row += [
             significant(loss) if isinstance(loss, int | float) else "",
             f"step-{checkpoint}" if checkpoint is not None else "",
             str((status.get("lastFailure") or {}).get("reason", "")),
+            str(ratio) if isinstance(ratio, int | float) else "",
         ]
     return row
 
 
 def table(jobs: list[Manifest], now: datetime, *, wide: bool = False, namespaces: bool = False) -> Table:
     """One row per job: where it stands, how far it got, how long it has left and how old it is; `wide` adds its
-    loss, newest checkpoint and last failure's reason, `namespaces` a NAMESPACE column first (as kubectl -A)."""
+    loss, newest checkpoint, last failure's reason and goodput, `namespaces` a NAMESPACE column first (as kubectl
+    -A)."""
     columns = ["NAME", "PHASE", "MODE", "WORKERS", "ATTEMPT", "RESTARTS", "STEP", "PROGRESS", "ETA", "AGE"]
-    columns += ["LOSS", "CHECKPOINT", "FAILURE"] if wide else []
+    columns += ["LOSS", "CHECKPOINT", "FAILURE", "GOODPUT"] if wide else []
     rows = Table(*(["NAMESPACE"] if namespaces else []), *columns, box=None, pad_edge=False)
     for job in jobs:
         namespace = [str((job.get("metadata") or {}).get("namespace", ""))] if namespaces else []
@@ -141,9 +168,9 @@ def table(jobs: list[Manifest], now: datetime, *, wide: bool = False, namespaces
     return rows
 
 
-def timeline(found: Manifest) -> Table:
+def timeline(found: Manifest) -> Table | Group:
     """A job's timeline (the JSON of GET .../timeline) as a table: each row's spans and marks in time order, at
-    their offset from the job's creation."""
+    their offset from the job's creation; under it the totals (the goodput split)."""
     start = datetime.fromisoformat(found["start"])
     labels = {row["id"]: row["label"] for row in found["rows"]}
     order = {row["id"]: number for number, row in enumerate(found["rows"])}
@@ -156,4 +183,5 @@ def timeline(found: Manifest) -> Table:
         at = datetime.fromisoformat(begin)
         lasted = duration((datetime.fromisoformat(end) - at).total_seconds()) if end else ""
         table.add_row(labels.get(row, row), "+" + duration((at - start).total_seconds()), lasted, label)
-    return table
+    totals = goodput(found.get("totals"))
+    return Group(table, Text(f"goodput: {totals}")) if totals else table

@@ -68,8 +68,8 @@ def run(
 def _outcome(
     manifest: dict[str, Any], status: TrainingJobStatus, cluster: LocalCluster, chaos: Chaos | None, console: Console
 ) -> None:
-    """The result, where the last attempt resumed from, and the last failure of a failed job."""
-    report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.attempt}")
+    """The result, where the last attempt resumed from, where the time went, and the last failure of a failed job."""
+    report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.current_pods_attempt}")
     if status.result:
         console.print(f"result: {display.result(status.result)}", highlight=False)
     if "accuracy" in report and not (status.result and status.result.metrics):  # a trainer that sends no metrics
@@ -78,6 +78,9 @@ def _outcome(
         resumed = int(report["resumedFromStep"])
         redone = f": {chaos.at_step - resumed} steps redone" if chaos and chaos.at_step >= resumed else ""
         console.print(f"attempt {status.attempt} resumed from the checkpoint at step {resumed}{redone}")
+    time = display.goodput(status.goodput.model_dump(by_alias=True)) if status.goodput else ""
+    if time:
+        console.print(f"goodput: {time}", highlight=False)
     if status.last_failure and status.phase.value == "Failed":
         console.print(f"[red]last failure[/]: {status.last_failure.pod} {status.last_failure.reason}")
         if status.last_failure.log_tail:

@@ -92,7 +92,8 @@ def dump(document: Any, output: str) -> str:
 def show_jobs(
     ui: Ui, jobs: Sequence[TrainingJob], output: str, *, one: bool = False, all_namespaces: bool = False
 ) -> None:
-    """`jobs` as -o says; `one`: a single object (get NAME), not a List, and its result line under the table."""
+    """`jobs` as -o says; `one`: a single object (get NAME), not a List, and its result and goodput lines under the
+    table."""
     if output == "name":
         ui.write("".join(name_of(job) + "\n" for job in jobs))
     elif output in ("json", "yaml"):
@@ -105,6 +106,9 @@ def show_jobs(
         result = display.result_of(manifests[0]) if one and manifests else ""
         if result:
             ui.out.print(f"result: {result}", markup=False)
+        time = display.goodput_of(manifests[0]) if one and manifests else ""
+        if time:
+            ui.out.print(f"goodput: {time}", markup=False)
 
 
 def show_document(ui: Ui, document: Any, output: str) -> None:

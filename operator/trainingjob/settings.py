@@ -54,5 +54,16 @@ class OperatorSettings(BaseSettings):
     default_trainer_image: str = Field(default=DEFAULT_TRAINER_IMAGE, pattern=r"^[^\s]+$", max_length=512)
     """The image of a role that names none (spec.workers.image, spec.parameterServers.image). A job keeps the
     image it started with (status.defaultImage) when this changes."""
+    in_place_restart: bool = True
+    """When a DDP gang's trainer fails (or stalls) while every pod is healthy, restart it inside its pods: the
+    launcher in each pod starts the next attempt, no pod is deleted or created. Off: every restart re-creates the
+    gang's pods."""
+    in_place_timeout_seconds: float = Field(default=60.0, gt=0)
+    """An in-place restart that has not brought every pod's trainer back this long after its backoff ended falls
+    back to re-creating the pods (the restart is not counted twice)."""
+    key_file: str = ""
+    """A file holding the operator's key (at least 16 bytes): each job's key is derived from it and the job's UID,
+    so the operator signs its orders to a job's agents without reading a Secret. Empty: a key drawn at start (a
+    restarted operator then cannot sign for older jobs, whose in-place restarts fall back to new pods)."""
     log_format: Literal["text", "json"] = "text"
     """text: one line per decision for people; json: one object per line with job, attempt and decision."""

@@ -82,7 +82,8 @@ def test_a_job_page_follows_progress_and_shows_a_restart_on_the_timeline(
     h.create(job_manifest("curves"))
     rank0, rank1 = h.wait_running_pods("curves", 2, attempt=1)
     report: dict[str, Any] = {"step": 10, "loss": 2.5, "heartbeat": time.time(), "totalSteps": 100,
-                              "samplesPerSecond": 100.0, "etaSeconds": 900}  # fmt: skip
+                              "samplesPerSecond": 100.0, "etaSeconds": 900,
+                              "firstStepTime": time.time() - 5}  # fmt: skip
     with progress_endpoint(rank0.status.pod_ip, report):
         ui.sign_in(people.writer)
         ui.open(f"/jobs/{h.ns}/curves")
@@ -98,6 +99,9 @@ def test_a_job_page_follows_progress_and_shows_a_restart_on_the_timeline(
         ui.wait(lambda _: ui.all("#chart-metric-0 polyline"), "the accuracy curve")
         ui.wait_text("#job-checkpoints", lambda text: "/checkpoints/step-50" in text, "the checkpoint listed")
         ui.wait(lambda _: ui.all("#timeline-svg circle.mark-checkpoint"), "the checkpoint on the timeline")
+        ui.wait_text("#job-goodput", lambda text: "productive" in text, "where its time went, training included")
+        ui.wait(lambda _: ui.all("#job-goodput .gp-productive"), "the productive part of the goodput bar")
+        ui.wait_text("#timeline-totals", lambda text: text.startswith("goodput "), "the timeline's totals")
         ui.screenshot("step-60")
 
         h.finish(rank1.metadata.name, 75)

@@ -26,13 +26,16 @@ def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_pat
     result = tjctl("run", str(job_file), "--kill", "worker-1@120", "--workdir", str(tmp_path / "work"))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "ChaosKill" in output and "Restarting as attempt 2" in output
-    assert "digits-ddp-worker-1-1 exited with code 137" in output  # the killed rank is blamed, not its peer
-    assert output.count("Restarting as attempt 2") == 1  # said once, as an event: no operator log on the console
-    report = json.loads((tmp_path / "work" / "logs" / "digits-ddp-worker-0-2.progress.json").read_text())
+    assert "ChaosKill" in output and "Restarting in place as attempt 2" in output
+    assert "the trainer in pod digits-ddp-worker-1-1 exited with code 137" in output  # the killed rank, not its peer
+    assert output.count("as attempt 2") == 1  # said once, as an event: no operator log on the console
+    assert "RestartedInPlace: Every pod runs attempt 2" in output  # in the same pods: their progress files
+    report = json.loads((tmp_path / "work" / "logs" / "digits-ddp-worker-0-1.progress.json").read_text())
     assert report["resumedFromStep"] == 100  # the newest checkpoint before the kill, not step 0
     assert "(SIGKILL) at step 120." in output  # exactly where announced, however fast this machine trains
     assert "resumed from the checkpoint at step 100: 20 steps redone" in output
+    assert report["firstStepTime"] <= report["heartbeat"] and report["checkpointStallSeconds"] >= 0
+    assert re.search(r"\ngoodput: [01]\.\d+ \| \d+s: .*startup \d+s", output), output  # where the time went
     assert report["step"] == 300
     assert report["accuracy"] >= 0.9
     assert sorted(p.name for p in (tmp_path / "work" / "checkpoints").glob("step-*"))[-1] == "step-300"

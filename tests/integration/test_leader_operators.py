@@ -38,9 +38,7 @@ def two_operators(cluster: ControlPlane) -> Iterator[tuple[OperatorProcess, Oper
         installed = OperatorProcess(
             cluster.kubeconfig, Path(logs) / "1", TJ_OPERATOR_LEASE_NAMESPACE=namespace, **timing
         )
-        stray = OperatorProcess(cluster.kubeconfig, Path(logs) / "2", **timing)
-        for process in (installed, stray):
-            process.log_dir.mkdir()
+        stray = OperatorProcess(cluster.kubeconfig, Path(logs) / "2", **timing)  # each makes its log folder
         installed.start()
         try:
             poll_until(lambda: "leading as" in installed.log(), timeout=30, what="the installed operator to lead")

@@ -1,12 +1,13 @@
 """Progress from a real pod IP: `kubectl get tj` shows step and loss moving while rank 0 trains; a hung trainer
-(SIGSTOP) stops reporting and is restarted as Stalled after progressDeadlineSeconds."""
+(SIGSTOP) stops reporting and is restarted as Stalled after progressDeadlineSeconds, in its pods: its agent still
+answers."""
 
 import signal
 
 import pytest
 from testbed.harness import Harness
 from testbed.node import NodeTier
-from testbed.node_cluster import kubectl, signal_container
+from testbed.node_cluster import kubectl, signal_trainer
 from testbed.node_jobs import example, pod_of
 from testbed.processes import poll_until
 from tests.support.kubectl import table
@@ -42,8 +43,9 @@ def test_kubectl_shows_progress_and_a_hung_trainer_is_restarted_as_stalled(node_
     later = poll_until(moved, timeout=60, what=f"the step to move past {first[0]}")
     assert later[1] != first[1], f"the loss did not change between steps {first[0]} and {later[0]}"
 
-    signal_container(node_tier, pod_of(nh, name, "worker", 0, attempt=1), signal.SIGSTOP)
+    signal_trainer(node_tier, pod_of(nh, name, "worker", 0, attempt=1), signal.SIGSTOP)  # the trainer, not its agent
     stalled = nh.wait(name, lambda j: j["status"].get("attempt", 0) >= 2, "a restart as Stalled", 180)["status"]
     assert stalled["restarts"]["stalled"] == 1, stalled["restarts"]
+    assert stalled["inPlaceRestarts"] == 1 and stalled["podsAttempt"] == 1, stalled
     assert stalled["lastFailure"]["failureClass"] == "Stalled", stalled["lastFailure"]
     nh.patch_spec(name, {"runPolicy": {"suspend": True}})  # free the node for the next test

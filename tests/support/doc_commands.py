@@ -160,7 +160,7 @@ A_ROW = r"(?m)^(?!NAME\s)\S+\s"  # a `kubectl get` row below the header
 ANY = r"\S+"
 RUNS = (
     # On this machine.
-    Run("e2e", r"make demo", expect=r"Restarting as attempt 2"),
+    Run("e2e", r"make demo", expect=r"Restarting in place as attempt 2"),
     Run("e2e", r"bin/tjctl run examples/image-classification/\S+\.yaml", expect=r"result: accuracy (0\.9|1\.0)"),
     Run("e2e", r"bin/tjctl run examples/\S+\.yaml( --kill \S+)?", expect=r"\| Succeeded \|"),
     Run("e2e", r"source <\(bin/tjctl completion bash\)"),

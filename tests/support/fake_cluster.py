@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from trainingjob.children.agent import Gang, GangState
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
 from trainingjob.children.observe import controller_uid
 from trainingjob.children.progress_report import Report
@@ -45,6 +46,8 @@ class FakeCluster:
     others: dict[tuple[str, str, str], Manifest] = field(default_factory=dict)  # Secrets, NetworkPolicies
     events: list[tuple[str, Event]] = field(default_factory=list)
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
+    gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
+    orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None
     operations_left: int | None = None  # crash when this many operations have run
     status_writes: int = 0  # status writes the apiserver took, and create calls (waves) it answered, so far
@@ -94,6 +97,24 @@ class FakeCluster:
 
     def progress(self, pod: Manifest) -> Report:
         return self.reports.get(pod["metadata"]["name"], (None, None))
+
+    def gang(self, pod: Manifest) -> Gang | None:
+        return self.gangs.get(pod["metadata"]["name"])
+
+    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+        """Rank 0's agent takes the order: a later attempt starts (its pods' agents report in as they run it)."""
+        self._operation()
+        name = pod["metadata"]["name"]
+        self.orders.append((name, attempt))
+        known = self.gangs.get(name)
+        if known is None:
+            return False
+        if attempt > known.attempt:
+            self.gangs[name] = Gang(attempt, GangState.STARTING, known.pods, 0)
+            found = next((p for (_, n), p in self.pods.items() if n == name), {})
+            if found and found["status"].get("phase") == "Running":
+                found["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # its readiness probe
+        return True
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         self._operation()

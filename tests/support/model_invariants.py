@@ -25,6 +25,8 @@ class Ledger:
     counted: dict[str, set[str]] = field(default_factory=dict)
     finished: dict[str, set[str]] = field(default_factory=dict)  # pods a job had when it finished
     attempts_with_pods: dict[str, set[int]] = field(default_factory=dict)
+    trainer_failures: dict[str, set[int]] = field(default_factory=dict)  # attempts whose trainer failed in place
+    counted_in_place: dict[str, set[int]] = field(default_factory=dict)
     backoff_base: float = 0.0  # the planner's first backoff: no pod is created sooner after a failure
     stats: Counter[str] = field(default_factory=Counter)
 
@@ -145,9 +147,14 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
     assert steps in (0, 1), f"attempt moved by {steps} in one reconcile"
     if steps == 1:
         assert grown == 1 or (grown == 0 and b.phase in (Phase.SUSPENDED, Phase.PENDING)), (b, a)
-    if grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
+    if a.in_place_restarts > b.in_place_restarts:
+        _check_in_place(ledger, uid, b, a)
+    elif grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
         ledger.count(uid, {a.last_failure.pod_uid} if a.last_failure.pod_uid else set())
         ledger.stats["gang restarts"] += 1
+    if b.pods_attempt is not None and a.pods_attempt is None and a.attempt == b.attempt:
+        assert grown == 0, "a restart in place that fell back to new pods was counted again"
+        ledger.stats["in-place fallbacks"] += 1
     elif grown and steps == 0:
         assert job["spec"].get("mode") == "ParameterServer", "pods replaced alone outside ParameterServer mode"
         newly = _failed_uids(a, PodOutcome.FAILED) - _failed_uids(b, PodOutcome.FAILED)
@@ -161,6 +168,21 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
     assert a.restarts.disruption <= policy.get("disruptionLimit", 100), "restarts beyond disruptionLimit"
     if policy.get("restartPolicy") == "Never":
         assert budgeted == 0, "a restart under restartPolicy Never"
+
+
+def _check_in_place(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus) -> None:
+    """A restart in place: one attempt on, counted once, in the same pods, for a trainer that failed or stalled."""
+    assert a.in_place_restarts == b.in_place_restarts + 1 and a.attempt == b.attempt + 1, (b, a)
+    assert _total(a) == _total(b) + 1, "a restart in place not counted as one restart"
+    assert a.current_pods_attempt == b.current_pods_attempt, "a restart in place changed the pods"
+    assert a.in_place_restart is not None and a.in_place_restart.attempt == a.attempt, a.in_place_restart
+    assert a.last_failure is not None
+    if a.last_failure.failure_class != FailureClass.STALLED:
+        failed, counted = ledger.trainer_failures.get(uid, set()), ledger.counted_in_place.setdefault(uid, set())
+        assert b.attempt in failed, f"attempt {b.attempt} restarted in place though its trainer never failed"
+        assert b.attempt not in counted, f"attempt {b.attempt}'s trainer failure counted twice"
+        counted.add(b.attempt)
+    ledger.stats["in-place restarts"] += 1
 
 
 def _check_legitimate(
@@ -187,7 +209,9 @@ def _check_settled(
     assert (a.phase == Phase.SUSPENDED) == bool(policy.get("suspend")), f"phase {a.phase}, suspend {policy}"
     if a.phase == Phase.SUSPENDED:
         return
-    states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == a.attempt]
+    states = [
+        s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == a.current_pods_attempt
+    ]
     if a.attempt == b.attempt:
         counted = _failed_uids(a, PodOutcome.FAILED)
         left = [
@@ -223,7 +247,7 @@ def _check_cleared(a: TrainingJobStatus, pods: list[Manifest]) -> None:
         return
     counted = _failed_uids(a, PodOutcome.FAILED)
     states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None]
-    left = [s.name for s in states if not s.deleting and (s.attempt != a.attempt or s.uid in counted)]
+    left = [s.name for s in states if not s.deleting and (s.attempt != a.current_pods_attempt or s.uid in counted)]
     assert not left, f"pods an earlier attempt or a counted failure left standing: {left}"
 
 
@@ -234,7 +258,7 @@ def _check_nothing_runs_untracked(cluster: FakeCluster) -> None:
     for pod in cluster.pods.values():
         status = statuses.get(controller_uid(pod))
         state = pod_state(pod, CONTAINER_NAME)
-        if status is None or state is None or state.gated or state.attempt != status.attempt:
+        if status is None or state is None or state.gated or state.attempt != status.current_pods_attempt:
             continue
         assert state.uid in {t.uid for t in status.tracked_pods}, f"{state.name} runs untracked"
 
@@ -252,7 +276,9 @@ def _check_not_premature(
     reason = next((c.reason for c in a.conditions if c.type == ConditionType.FAILED and c.status == "True"), "")
     if reason == "StartupDeadlineExceeded":
         limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
-        states = [s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == b.attempt]
+        states = [
+            s for p in pods if (s := pod_state(p, CONTAINER_NAME)) is not None and s.attempt == b.current_pods_attempt
+        ]
         waiting = [
             s
             for s in states
@@ -271,9 +297,13 @@ def _check_not_premature(
 
 def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
     ledger.stats["steps"] += 1
+    restarted_in = {job["metadata"]["uid"]: _status(job) for job in cluster.jobs.values()}
     for pod in cluster.pods.values():
-        attempt = int(pod["metadata"]["labels"]["trainingjob.io/attempt"])
-        ledger.attempts_with_pods.setdefault(controller_uid(pod), set()).add(attempt)
+        attempt, owner = int(pod["metadata"]["labels"]["trainingjob.io/attempt"]), controller_uid(pod)
+        ledger.attempts_with_pods.setdefault(owner, set()).add(attempt)
+        status = restarted_in.get(owner)
+        if status is not None and status.pods_attempt == attempt:  # a later attempt runs in them (in place)
+            ledger.attempts_with_pods[owner].add(status.attempt)
     _check_nothing_runs_untracked(cluster)
     slots: Counter[tuple[str, str, str]] = Counter()
     for pod in cluster.pods.values():

@@ -133,7 +133,7 @@ def test_the_api_serves_https_unless_told_it_sits_behind_a_proxy(
     )
     probes = [pod["containers"][0][p]["httpGet"]["scheme"] for p in ("livenessProbe", "readinessProbe")]
     assert probes == [scheme, scheme]
-    made = [s["metadata"]["name"] for s in kinds.get("Secret", [])]
+    made = [s["metadata"]["name"] for s in kinds.get("Secret", []) if _component(s) == "api"]
     made += [c["spec"]["secretName"] for c in kinds.get("Certificate", [])]
     assert made == ([secret] if values.get("api.tls.mode") in (None, "certManager") else [])
 
@@ -268,3 +268,19 @@ def test_the_generated_api_certificate_names_the_port_forwards_hosts_too(tmp_pat
             ):
                 client.list()
             assert got.value.status == 418, got.value  # past TLS: the server's own answer
+
+
+def _component(manifest: dict[str, Any]) -> str:
+    return str(manifest["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
+
+
+def test_the_operator_gets_a_key_of_its_own_to_sign_its_orders(helm: Helm) -> None:
+    kinds = _by_kind(helm.template("rel", "tj-system", {}))
+    operator = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-operator"))
+    pod = operator["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "operator-key")
+    assert env["TJ_OPERATOR_KEY_FILE"] == f"{mount['mountPath']}/key" and mount["readOnly"] is True
+    (key,) = [s for s in kinds["Secret"] if s["metadata"]["name"] == secrets["operator-key"]]
+    assert len(base64.b64decode(key["data"]["key"])) >= 32 and _component(key) == "operator"

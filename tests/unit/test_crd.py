@@ -155,7 +155,7 @@ def test_names_columns_and_subresources() -> None:
     columns = [(column["name"], column.get("priority", 0)) for column in version["additionalPrinterColumns"]]
     default = ["Phase", "Mode", "Workers", "Ready", "Attempt", "Step", "Progress", "Loss", "Age"]
     assert [name for name, priority in columns if priority == 0] == default
-    assert [name for name, priority in columns if priority == 1] == ["ETA"]  # kubectl get -o wide
+    assert [name for name, priority in columns if priority == 1] == ["ETA", "Goodput"]  # kubectl get -o wide
 
 
 def test_quantities_are_int_or_string_with_the_model_pattern() -> None:

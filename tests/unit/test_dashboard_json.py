@@ -56,6 +56,7 @@ def test_the_dashboard_has_per_job_panels_filtered_by_namespace_and_job() -> Non
     assert all('namespace=~"$namespace"' in q and 'trainingjob=~"$trainingjob"' in q for q in per_job), per_job
     used = {name for query in per_job for name in metric_names(query)}
     wanted = {"step", "loss", "samples_per_second", "attempt", "restarts", "last_heartbeat_timestamp_seconds", "phase"}
+    wanted |= {"goodput_ratio", "time_seconds"}
     assert {f"trainingjob_job_{name}" for name in wanted} <= used
     ids = [p["id"] for p in document["panels"]]
     assert len(ids) == len(set(ids))

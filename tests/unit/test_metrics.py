@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Gauge
 from tests.support.builders import SETTINGS, T0, at, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
+from trainingjob.children.goodput import PARTS
 from trainingjob.children.progress_report import progress_from_report
 from trainingjob.model import Phase, Progress, TrainingJob, TrainingJobStatus
 from trainingjob.reconcile.job import reconcile
@@ -31,6 +32,8 @@ PER_JOB = {
     "trainingjob_job_last_heartbeat_timestamp_seconds": set(),
     "trainingjob_job_time_to_running_seconds": set(),
     "trainingjob_job_attempt_time_to_running_seconds": set(),
+    "trainingjob_job_goodput_ratio": set(),
+    "trainingjob_job_time_seconds": {"part"},
 }
 AGGREGATE = {
     "trainingjob_jobs": ("gauge", {"phase"}),
@@ -118,6 +121,10 @@ def test_a_running_job_through_the_real_reconcile() -> None:
         ("trainingjob_job_last_heartbeat_timestamp_seconds", ""): heartbeat,
         ("trainingjob_job_time_to_running_seconds", ""): 25,
         ("trainingjob_job_attempt_time_to_running_seconds", ""): 5,
+        ("trainingjob_job_goodput_ratio", ""): 0,  # no first step reported yet
+        **{("trainingjob_job_time_seconds", f"part={part}"): 0 for part in PARTS},
+        ("trainingjob_job_time_seconds", "part=queued"): 20,  # until its pods were created
+        ("trainingjob_job_time_seconds", "part=startup"): 5,
     }
     assert metrics.registry.get_sample_value("trainingjob_jobs", {"phase": "Running"}) == 1
     assert metrics.registry.get_sample_value("trainingjob_jobs", {"phase": "Pending"}) == 0
@@ -186,11 +193,18 @@ def test_every_series_of_a_job_goes_with_it(how: str) -> None:
         "restarts": {"oom": 1},
         "progress": {"step": 7, "loss": 1.0, "samplesPerSecond": 3.0, "totalSteps": 9, "attempt": 2},
         "history": {"attempts": [{"attempt": 2, "startTime": T0.isoformat(), "runningTime": at(1).isoformat()}]},
+        "goodput": {
+            "ratio": 0.5,
+            "wallSeconds": 2,
+            "productiveSeconds": 1,
+            "queuedSeconds": 1,
+            "time": at(2).isoformat(),
+        },
     }
     job = TrainingJob.from_manifest(job_manifest("bert", namespace=NS))
     for name in ("bert", "gpt", "t5"):
         metrics.record((NS, name), None, status(**full), job)
-    assert len(job_series(metrics.registry, "bert")) == 12
+    assert len(job_series(metrics.registry, "bert")) == 12 + 1 + len(PARTS)
     if how == "deleted":
         metrics.record((NS, "bert"), status(**full), None)
         assert job_series(metrics.registry, "bert") == {} and job_series(metrics.registry, "gpt")

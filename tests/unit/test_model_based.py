@@ -13,6 +13,7 @@ or relist after a 410 Gone; a reconcile on a stale job must change nothing (its 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -32,8 +33,10 @@ from tests.support.model_invariants import Ledger, check_after_reconcile, check_
 from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile.job as reconcile_module
+from trainingjob.children.agent import IN_PLACE_LABEL, Gang, GangState, RankFailure
 from trainingjob.children.progress_report import parse_report
 from trainingjob.kube.ports import Conflict
+from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Settings
 from trainingjob.plan.waves import Refusal
 from trainingjob.reconcile.job import reconcile
@@ -340,6 +343,65 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         )
         report += b'"metrics": {"accuracy": %f, "val/loss": 0.5}, "metricsStep": %d}' % (step / 1000, step)
         self.cluster.reports[f"{name}-worker-0-{attempt}"] = parse_report(report if good else body)
+
+    # -- the pods' agents (in-place restarts) -----------------------------------------------------------------
+
+    def _rank0(self, name: str) -> tuple[str, str, int] | None:
+        """Rank 0's running pod of the pods job `name` runs in (its name, the job's UID, the pods' count)."""
+        job = self.cluster.jobs.get((NS, name))
+        if job is None:
+            return None
+        status = TrainingJobStatus.model_validate(job.get("status") or {})
+        pod = self.cluster.pods.get((NS, f"{name}-worker-0-{status.current_pods_attempt}"))
+        if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            return None
+        return pod["metadata"]["name"], job["metadata"]["uid"], int(job["spec"]["workers"]["replicas"])
+
+    def _agents(self, pod: str, pods: int) -> Gang:
+        """What rank 0's agent knows: the attempt its pods were made for, all running, until told otherwise."""
+        attempt = int(self.cluster.pods[(NS, pod)]["metadata"]["labels"]["trainingjob.io/attempt"])
+        return self.cluster.gangs.setdefault(pod, Gang(attempt, GangState.RUNNING, pods, pods))
+
+    @rule(name=st.sampled_from(NAMES), rank=st.integers(0, 2), code=st.sampled_from([1, 75, 137, 78]))
+    def trainer_fails(self, name: str, rank: int, code: int) -> None:
+        """A rank's trainer exits inside a healthy pod: rank 0's agent says the attempt failed, its pod turns
+        unready (its readiness probe)."""
+        found = self._rank0(name)
+        if found is None or self.cluster.pods[(NS, found[0])]["metadata"]["labels"].get(IN_PLACE_LABEL) != "true":
+            return
+        pod, uid, pods = found
+        gang = self._agents(pod, pods)
+        if gang.state in (GangState.FAILED, GangState.SUCCEEDED):
+            return
+        failure = RankFailure(min(rank, pods - 1), code, self.now.timestamp())
+        self.cluster.gangs[pod] = replace(gang, state=GangState.FAILED, failures=(failure,))
+        self.cluster.pods[(NS, pod)]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        self.ledger.trainer_failures.setdefault(uid, set()).add(gang.attempt)
+        self.ledger.stats["trainer failures in place"] += 1
+
+    @rule(name=st.sampled_from(NAMES), rank=st.integers(0, 2), code=st.sampled_from([1, 75, 137]))
+    def gang_breaks(self, name: str, rank: int, code: int) -> None:
+        """Every pod of the job runs, then a rank's trainer exits inside its pod (the case restarts in place are for:
+        a rule of its own, so that random runs reach it often)."""
+        self.whole_job(name, None)
+        self.trainer_fails(name, rank, code)
+
+    @rule(name=st.sampled_from(NAMES), all_of_them=st.booleans())
+    def agents_run(self, name: str, all_of_them: bool) -> None:
+        """The pods' agents start the attempt they were told: all of them, or some."""
+        found = self._rank0(name)
+        if found is not None and found[0] in self.cluster.gangs:
+            gang = self.cluster.gangs[found[0]]
+            if gang.state == GangState.STARTING:
+                running = gang.pods if all_of_them else gang.pods - 1
+                self.cluster.gangs[found[0]] = replace(gang, state=GangState.RUNNING, running=running)
+
+    @rule(name=st.sampled_from(NAMES))
+    def agent_silent(self, name: str) -> None:
+        """Rank 0's agent stops answering (its pod keeps running)."""
+        found = self._rank0(name)
+        if found is not None:
+            self.cluster.gangs.pop(found[0], None)
 
     @rule(seconds=st.sampled_from([0.5, 1, 3, 10, 30, 120, 1000, -2]))
     def clock(self, seconds: float) -> None:

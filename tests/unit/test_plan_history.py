@@ -8,9 +8,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.support.builders import T0, at, pods_of, running, step, with_policy
+from tests.support.histories import many_attempts
 
-from trainingjob.model import AttemptOutcome, CheckpointStatus, MetricPoint, Phase, Progress
-from trainingjob.plan.history import added
+from trainingjob.children import goodput
+from trainingjob.model import (
+    AttemptOutcome,
+    CheckpointStatus,
+    FailureClass,
+    History,
+    LastFailure,
+    MetricPoint,
+    Phase,
+    Progress,
+    TrainingJobStatus,
+)
+from trainingjob.plan.history import added, record
 
 pytestmark = pytest.mark.fast
 
@@ -72,6 +84,51 @@ def test_checkpoints_and_progress_become_history_once_each() -> None:
     assert history is not None and history.checkpoints == [checkpoint]
     assert [(p.step, p.loss, p.samples_per_second) for p in history.points] == [(100, 0.5, 800.0)]
     assert [(e.step, e.metrics) for e in history.evaluations] == [(100, {"accuracy": 0.9})]
+
+
+def test_each_attempt_keeps_what_its_rank_0_reported_of_it() -> None:
+    """Its first step's time (within the attempt), how far the job got, its heartbeat and its checkpoint stall; the
+    last words of a failed rank 0 land on its attempt as it ends, not on the next."""
+    job = running()
+    early = Progress(
+        step=40, last_heartbeat_time=at(8), attempt=1, first_step_time=at(-30), checkpoint_stall_seconds=1.5
+    )
+    checkpoint = CheckpointStatus(step=30, path="/c/step-30", time=at(9))  # the newest the operator will have seen
+    job, _ = step(job, pods_of(job, 1), at(10), progress=early, checkpoint=checkpoint)
+    last_words = Progress(
+        step=90, last_heartbeat_time=at(19), attempt=1, first_step_time=at(2), checkpoint_stall_seconds=3.0
+    )
+    failed = pods_of(job, 1, {"job-worker-0-1": {"phase": "Failed", "exit_code": 1}})
+    job, _ = step(job, failed, at(20), progress=last_words)
+    assert job.status and job.status.history and job.status.history.attempts[-1].resumed_from_step == 30
+    resumed = Progress(step=60, last_heartbeat_time=at(45), attempt=2, first_step_time=at(50), resumed_from_step=60)
+    job, _ = step(job, pods_of(job, 2), at(40), progress=resumed)  # its clock is 5 s ahead of ours
+    attempts = job.status.history.attempts if job.status and job.status.history else []
+    got = [(r.resumed_from_step, r.first_step_time, r.last_step, r.last_heartbeat_time, r.checkpoint_stall_seconds)
+           for r in attempts]  # fmt: skip
+    assert got == [
+        (None, T0, 90, at(19), 3.0),  # the first step no earlier than the attempt began; the rest as last reported
+        (60, at(40), 90, at(40), None),  # where its trainer resumed (a checkpoint the operator missed); its first
+        # step no later than now; the furthest step
+    ]  # fmt: skip
+
+
+def test_attempts_past_the_limit_leave_their_share_of_the_goodput_split_behind() -> None:
+    """The 33rd attempt begins: the 1st leaves the list for history.earlier, and the split stays the whole one."""
+    records = many_attempts(32)
+    before = TrainingJobStatus(phase=Phase.RUNNING, attempt=32, history=History(attempts=records), progress=Progress())
+    failure = LastFailure(pod="job-worker-0-32", attempt=32, failure_class=FailureClass.RETRYABLE, reason="Error",
+                          time=at(319))  # fmt: skip
+    after = before.model_copy(update={"attempt": 33, "phase": Phase.RESTARTING, "last_failure": failure})
+    recorded = record(before, after, at(320), created=at(-5)).history
+    assert recorded and [r.attempt for r in recorded.attempts] == list(range(2, 34))
+    assert recorded.earlier and (recorded.earlier.attempts, recorded.earlier.start) == (1, at(-5))
+    whole = History.model_construct(attempts=[records[0], *recorded.attempts])
+    now = at(330)
+    kept = goodput.split(after.model_copy(update={"history": recorded}), at(-5), now)
+    assert kept.seconds() == pytest.approx(
+        goodput.split(after.model_copy(update={"history": whole}), at(-5), now).seconds()
+    )
 
 
 def _point(step: int) -> MetricPoint:

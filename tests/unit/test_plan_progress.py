@@ -47,22 +47,26 @@ def test_an_earlier_attempts_report_does_not_arm_the_deadline() -> None:
 
 def test_a_new_attempts_first_report_does_not_turn_the_step_back_but_brings_its_estimate() -> None:
     job = running()
-    first = Progress(step=300, total_steps=1000, last_heartbeat_time=at(1), attempt=1, metrics={"acc": 0.5})
+    first = Progress(step=300, total_steps=1000, last_heartbeat_time=at(1), attempt=1, metrics={"acc": 0.5},
+                     first_step_time=at(0), checkpoint_stall_seconds=4.0)  # fmt: skip
     job, _ = step(job, pods_of(job, 1), at(1), progress=first)
-    early = Progress(step=0, total_steps=1000, last_heartbeat_time=at(9), attempt=2, estimated_completion_time=at(900))
+    early = Progress(step=0, total_steps=1000, last_heartbeat_time=at(9), attempt=2, estimated_completion_time=at(900),
+                     first_step_time=at(8), checkpoint_stall_seconds=0.5)  # fmt: skip
     job, _ = step(job, pods_of(job, 1), at(10), progress=early)
     assert job.status and job.status.progress and job.status.progress.step == 300
     assert job.status.progress.last_heartbeat_time == at(9) and job.status.progress.attempt == 2
     assert job.status.progress.percent == 30 and job.status.progress.metrics == {"acc": 0.5}
     assert job.status.progress.estimated_completion_time == at(900)
+    assert (job.status.progress.first_step_time, job.status.progress.checkpoint_stall_seconds) == (at(8), 0.5)
 
 
 def test_a_heartbeat_from_the_future_is_taken_as_now_and_moves_the_estimate_back_as_far() -> None:
     job = running(progressDeadlineSeconds=60)
-    ahead = Progress(step=1, last_heartbeat_time=at(10**7), attempt=1, estimated_completion_time=at(10**7 + 50))
+    ahead = Progress(step=1, last_heartbeat_time=at(10**7), attempt=1, estimated_completion_time=at(10**7 + 50),
+                     first_step_time=at(10**7 - 3))  # fmt: skip
     job, _ = step(job, pods_of(job, 1), at(10), progress=ahead)
     assert job.status and job.status.progress and job.status.progress.last_heartbeat_time == at(10)
-    assert job.status.progress.estimated_completion_time == at(60)
+    assert job.status.progress.estimated_completion_time == at(60) and job.status.progress.first_step_time == at(7)
     assert condition(job, "Running").status == "True"
 
 

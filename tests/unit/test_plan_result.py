@@ -23,9 +23,16 @@ def _final(**fields: object) -> Progress:
 
 def test_a_succeeded_job_records_its_result_once() -> None:
     job = running()
-    final = _final(metrics={"accuracy": 0.97, "loss": 0.11}, metrics_step=100, estimated_completion_time=at(99))
+    final = _final(
+        metrics={"accuracy": 0.97, "loss": 0.11},
+        metrics_step=100,
+        estimated_completion_time=at(99),
+        first_step_time=at(1),
+    )
     job, _ = step(job, pods_of(job, 1, _finished("Succeeded", 0)), at(100), progress=final, checkpoint=CHECKPOINT)
-    assert job.status and job.status.phase == Phase.SUCCEEDED
+    assert job.status and job.status.phase == Phase.SUCCEEDED and job.status.goodput
+    time = job.status.goodput
+    assert (time.ratio, time.wall_seconds, time.startup_seconds, time.productive_seconds) == (0.99, 100, 1, 99)
     assert job.status.result == TrainingResult(
         step=100,
         total_steps=100,
@@ -34,6 +41,7 @@ def test_a_succeeded_job_records_its_result_once() -> None:
         metrics_step=100,
         duration_seconds=100,
         checkpoint=CHECKPOINT,
+        goodput=time,
     )
     assert job.status.progress and job.status.progress.percent == 100
     assert job.status.progress.estimated_completion_time is None  # completionTime says when it ended
@@ -44,7 +52,10 @@ def test_a_succeeded_job_records_its_result_once() -> None:
 def test_a_job_that_never_reported_has_a_result_of_its_time_alone() -> None:
     job = running()
     job, _ = step(job, pods_of(job, 1, _finished("Succeeded", 0)), at(60))
-    assert job.status and job.status.result == TrainingResult(duration_seconds=60)
+    assert job.status and job.status.result and job.status.result.duration_seconds == 60
+    time = job.status.result.goodput  # all of it starting up, as far as anyone can tell: a goodput of its own unknown
+    assert time and (time.ratio, time.wall_seconds, time.startup_seconds) == (None, 60, 60)
+    assert job.status.result == TrainingResult(duration_seconds=60, goodput=time)
 
 
 def test_a_failed_job_has_no_result_and_keeps_its_last_metrics_in_progress() -> None:

@@ -1,5 +1,6 @@
 """What a pass records after each wave of creations, decided without the cluster: the pods created are tracked by
-UID, refusals go into the Created condition, and a refusal is announced once, not on every pass that meets it."""
+UID (the history notes when), refusals go into the Created condition, and a refusal is announced once, not on every
+pass that meets it."""
 
 import pytest
 from tests.support.builders import at, make_job, step
@@ -19,12 +20,14 @@ def first_status() -> TrainingJobStatus:
 
 
 def test_the_created_pods_are_tracked_and_nothing_is_announced() -> None:
-    decided = after_wave(first_status(), {"job-worker-0-1": "uid-0", "job-worker-1-1": "uid-1"}, [], at(0), 1)
+    decided = after_wave(first_status(), {"job-worker-0-1": "uid-0", "job-worker-1-1": "uid-1"}, [], at(3), 1)
     assert [(t.name, t.uid, t.outcome) for t in decided.status.tracked_pods] == [
         ("job-worker-0-1", "uid-0", None),
         ("job-worker-1-1", "uid-1", None),
     ]
     assert decided.event is None
+    history = decided.status.history
+    assert history and history.attempts[-1].pods_time == at(3)  # as created, not when the next pass sees them
 
 
 def test_a_refusal_is_recorded_and_announced_once() -> None:

@@ -95,6 +95,10 @@ def _with(**fields: Any) -> dict[str, Any]:
     return {"step": 7, "heartbeat": HEARTBEAT, **fields}
 
 
+def _at(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
 @pytest.mark.parametrize(
     ("report", "kept"),
     [
@@ -129,12 +133,24 @@ def _with(**fields: Any) -> dict[str, Any]:
             {"metrics": {f"m{i:02}": float(i) for i in range(MAX_METRICS)}},
             id="too-many-kept-first-by-name",
         ),
+        pytest.param(_with(checkpointStallSeconds=12.5), {"checkpoint_stall_seconds": 12.5}, id="stall"),
+        pytest.param(_with(checkpointStallSeconds=0.0117226), {"checkpoint_stall_seconds": 0.012}, id="in-ms"),
+        pytest.param(_with(checkpointStallSeconds=-1), {}, id="negative-stall"),
+        pytest.param(_with(checkpointStallSeconds=math.nan), {}, id="nan-stall"),
+        pytest.param(_with(checkpointStallSeconds=1e12), {}, id="stall-past-ten-years"),
+        pytest.param(_with(checkpointStallSeconds="3"), {}, id="text-stall"),
+        pytest.param(_with(firstStepTime=HEARTBEAT - 5), {"first_step_time": _at(HEARTBEAT - 5)}, id="first-step"),
+        pytest.param(_with(firstStepTime=1e300), {}, id="first-step-past-year-3000"),
+        pytest.param(_with(firstStepTime=True), {}, id="bool-first-step"),
+        pytest.param(_with(resumedFromStep=40), {"resumed_from_step": 40}, id="resumed"),
+        pytest.param(_with(resumedFromStep=-40), {}, id="negative-resumed"),
     ],
 )
 def test_hostile_run_fields_are_dropped_or_clamped(report: dict[str, Any], kept: dict[str, Any]) -> None:
     progress, _ = parse_report(json.dumps(report).encode())
     assert progress is not None and progress.step == 7
-    fields = ("total_steps", "estimated_completion_time", "metrics", "metrics_step")
+    fields = ["total_steps", "estimated_completion_time", "metrics", "metrics_step", "first_step_time"]
+    fields += ["checkpoint_stall_seconds", "resumed_from_step"]
     assert {name: value for name in fields if (value := getattr(progress, name)) is not None} == kept
 
 

@@ -1,14 +1,18 @@
-"""The timeline: a job's history and its pods on a time axis, and the same as a Chrome trace."""
+"""The timeline: a job's history and its pods on a time axis, and the same as a Chrome trace; its spans add up to
+the goodput split it carries as its totals."""
 
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
 from tests.support.builders import T0, at, make_job, pod, pods_of, running, step, with_policy
+from tests.support.histories import WORKED_EXAMPLE, attempt_record, histories, many_attempts, status_of
 
-from trainingjob.children import timeline
+from trainingjob.children import goodput, timeline
 from trainingjob.children.naming import Replica
-from trainingjob.model import CheckpointStatus, Progress, TrainingJob
+from trainingjob.model import AttemptOutcome, CheckpointStatus, History, Progress, TrainingJob, TrainingJobStatus
 
 pytestmark = pytest.mark.fast
 
@@ -113,3 +117,107 @@ def test_a_job_the_model_refuses_still_has_its_timeline() -> None:
     manifest["status"]["fromTheFuture"] = {"x": 1}
     found = timeline.build(manifest, [], at(100))
     assert [r.id for r in found.rows] == ["job", "attempt-1", "attempt-2", "attempt-3"]
+
+
+def _manifest(status: TrainingJobStatus, created: datetime) -> dict[str, Any]:
+    meta = {"name": "job", "namespace": "ns", "creationTimestamp": created.isoformat()}
+    return {"metadata": meta, "status": status.model_dump(mode="json", by_alias=True, exclude_none=True)}
+
+
+def _summed(found: timeline.Timeline, status: TrainingJobStatus) -> dict[str, float]:
+    """The timeline's spans summed by what the goodput split calls them: waiting before the first attempt with pods
+    is queueing, that attempt's start is startup, every later wait and start (a backoff on the job's row too) and
+    every failed attempt's time after its last heartbeat is recovery."""
+    attempts = status.history.attempts if status.history else []
+    had_pods = [r.pods_time is not None or r.first_step_time is not None or r.in_place for r in attempts]
+    first = next((n for n, had in enumerate(had_pods) if had), len(attempts))
+    if status.history and status.history.earlier and status.history.earlier.had_pods:
+        first = -1  # every wait in the list is recovery
+    rows = timeline.attempt_rows(attempts)
+    sums = dict.fromkeys(("queued", "startup", "training", "recovery", "suspended"), 0.0)
+    for span in found.spans:
+        seconds = (span.end - span.start).total_seconds()
+        if span.row == timeline.JOB_ROW and span.kind == "earlier":  # their totals, as kept
+            earlier = status.history.earlier if status.history else None
+            assert earlier is not None
+            for part in ("queued", "startup", "recovery", "suspended"):
+                sums[part] += getattr(earlier, f"{part}_seconds")
+            sums["training"] += earlier.productive_seconds + earlier.checkpoint_stall_seconds + earlier.redone_seconds
+        elif span.row == timeline.JOB_ROW:
+            sums[{"suspended": "suspended", "backoff": "recovery"}.get(span.kind, "queued")] += seconds
+            continue
+        if span.row == timeline.JOB_ROW:
+            continue
+        number = rows.index(span.row)
+        if span.kind == "training":
+            sums["training"] += seconds
+        elif span.kind in ("pending", "backoff") and number <= first:
+            sums["queued"] += seconds
+        elif span.kind in ("starting", "running") and number == first:
+            sums["startup"] += seconds
+        else:
+            sums["recovery"] += seconds
+    return sums
+
+
+def _agree(status: TrainingJobStatus, created: datetime, now: datetime) -> None:
+    found = timeline.build(_manifest(status, created), [], now)
+    split = goodput.split(status, created, now)
+    training = split.productive + split.checkpoint_stall + split.redone
+    expected = {"queued": split.queued, "startup": split.startup, "training": training, "recovery": split.recovery,
+                "suspended": split.suspended}  # fmt: skip
+    assert _summed(found, status) == pytest.approx(expected, abs=1e-6)
+    assert (found.start, found.end) == goodput.axis(created, status, now)
+    assert found.totals == goodput.goodput(status, created, now)
+    assert found.to_json()["totals"]["wallSeconds"] == round(split.wall)
+
+
+@pytest.mark.parametrize("now", [40, 45], ids=["as-of-the-example", "later"])
+def test_the_timelines_totals_agree_with_the_goodput_split(now: float) -> None:
+    """The worked example: attempts that failed, restarted, trained, redid steps, and one still training."""
+    _agree(WORKED_EXAMPLE, T0, at(now))
+
+
+def test_an_attempt_trains_from_its_first_step_and_a_failed_one_loses_what_follows_its_last_heartbeat() -> None:
+    status = status_of(
+        attempt_record(1, 0, 20, pods=1, running_time=at(3), first=6, heartbeat=15, last_step=9),
+        attempt_record(2, 20, 30, AttemptOutcome.SUSPENDED, pods=24, first=26, resumed_from_step=5, last_step=12),
+        attempt_record(3, 50, pods=52, first=53, resumed_from_step=12, last_step=14),
+    )
+    found = timeline.build(_manifest(status, T0), [], at(60))
+    assert _spans(found, "attempt-1") == [
+        ("pending", T0, at(1)), ("starting", at(1), at(3)), ("running", at(3), at(6)), ("training", at(6), at(15)),
+        ("lost", at(15), at(20)),
+    ]  # fmt: skip
+    assert _spans(found, "attempt-2") == [("backoff", at(20), at(24)), ("starting", at(24), at(26)),
+                                          ("training", at(26), at(30))]  # fmt: skip
+    assert _spans(found, "job") == [("suspended", at(30), at(50))]
+    _agree(status, T0, at(60))
+
+
+def test_a_lived_jobs_timeline_agrees_with_its_goodput() -> None:
+    job = _lived(make_job())
+    assert job.status is not None
+    _agree(job.status, at(-5), at(100))
+
+
+@pytest.mark.parametrize("dropped", [6, 7], ids=["after-a-failure", "after-a-suspension"])
+def test_a_timeline_whose_first_attempts_were_dropped_agrees_with_its_goodput(dropped: int) -> None:
+    """32 attempts kept of 40, the first ones folded into status.history.earlier: one span for them on the job's row
+    (their totals as kept), then what followed the last of them."""
+    records = many_attempts(32 + dropped)
+    earlier = goodput.earlier_attempts(History.model_construct(attempts=records), dropped, at(-5), at(300))
+    status = status_of().model_copy(update={"history": History(attempts=records[dropped:], earlier=earlier)})
+    found = timeline.build(_manifest(status, at(-5)), [], at(500))
+    if dropped == 7:  # the 7th (60 s to 70 s) was suspended: the job waits 30 s for the 8th
+        assert _spans(found, "job")[:2] == [("earlier", at(-5), at(70)), ("suspended", at(70), at(100))]
+    else:  # the 6th failed 2 s after its last heartbeat: what follows it is the 7th's (50 s to 60 s) recovery
+        assert _spans(found, "job")[:2] == [("earlier", at(-5), at(58)), ("backoff", at(58), at(60))]
+        assert _spans(found, "attempt-7")[0] == ("backoff", at(60), at(61))
+    _agree(status, at(-5), at(500))
+
+
+@settings(deadline=None, max_examples=200)
+@given(histories())
+def test_any_timeline_agrees_with_its_goodput_split(history: tuple[TrainingJobStatus, datetime, datetime]) -> None:
+    _agree(*history)

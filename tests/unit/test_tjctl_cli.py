@@ -127,8 +127,27 @@ def test_each_output_format() -> None:
     listed = yaml.safe_load(_shown([job], "yaml"))
     assert (listed["apiVersion"], listed["kind"], listed["items"]) == ("v1", "List", [job.to_manifest()])
     header = _shown([job], "wide", all_namespaces=True).splitlines()[0].split()
-    assert header[:2] == ["NAMESPACE", "NAME"] and header[-4:] == ["AGE", "LOSS", "CHECKPOINT", "FAILURE"]
+    assert header[:2] == ["NAMESPACE", "NAME"] and header[-5:] == ["AGE", "LOSS", "CHECKPOINT", "FAILURE", "GOODPUT"]
     assert _shown([job], "table").splitlines()[0].split()[-1] == "AGE"
+
+
+def test_get_shows_where_the_jobs_time_went_under_its_row() -> None:
+    manifest = {
+        **_job().to_manifest(),
+        "status": {
+            "phase": "Running",
+            "goodput": {
+                "ratio": 0.5,
+                "wallSeconds": 90,
+                "queuedSeconds": 45,
+                "productiveSeconds": 45,
+                "time": "2026-01-01T00:01:30Z",
+            },
+        },
+    }
+    job = TrainingJob.from_manifest(manifest)
+    assert _shown([job], "table", one=True).splitlines()[-1] == "goodput: 0.5 | 1m30s: queued 45s, productive 45s"
+    assert "goodput:" not in _shown([job, job], "table")  # a list has no lines under it
 
 
 FAILED_JOB = TrainingJob.from_manifest(

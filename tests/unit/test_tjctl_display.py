@@ -1,5 +1,6 @@
 """What tjctl shows of a job's progress: the percent done, the time left from the estimated completion time (as
-the API gives it, or garbage), a Succeeded job's result in one line, and the loss in significant digits."""
+the API gives it, or garbage), a Succeeded job's result in one line, the loss in significant digits, and where its
+time went (status.goodput, and a timeline's totals)."""
 
 import io
 from datetime import timedelta
@@ -86,3 +87,46 @@ def test_the_wide_tables_loss_keeps_three_significant_digits() -> None:
     shown = Console(file=io.StringIO(), width=300)
     shown.print(display.table([job], T0, wide=True))
     assert "3.2e-05" in shown.file.getvalue()  # type: ignore[attr-defined]
+
+
+GOODPUT = {"ratio": 0.275, "wallSeconds": 40, "queuedSeconds": 2, "startupSeconds": 3, "productiveSeconds": 11,
+           "recoverySeconds": 12, "redoneSeconds": 12, "time": "2026-01-01T00:00:40Z"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("found", "expected"),
+    [
+        pytest.param(GOODPUT, "0.275 | 40s: queued 2s, startup 3s, productive 11s, recovery 12s, redone 12s",
+                     id="the-worked-example"),
+        pytest.param({**GOODPUT, "ratio": None, "productiveSeconds": 0, "checkpointStallSeconds": 90,
+                      "suspendedSeconds": 3600, "wallSeconds": 3718},
+                     "unknown | 1h01m: queued 2s, startup 3s, checkpoint stall 1m30s, recovery 12s, redone 12s, "
+                     "suspended 1h00m", id="unknown-ratio-long-parts"),
+        pytest.param({**GOODPUT, "wallSeconds": -1}, "", id="unreadable"),
+        pytest.param("0.3", "", id="not-a-map"),
+        pytest.param(None, "", id="none"),
+    ],
+)  # fmt: skip
+def test_goodput_in_one_line(found: object, expected: str) -> None:
+    assert display.goodput(found) == expected
+
+
+def test_the_wide_table_shows_goodput_and_get_shows_where_the_time_went() -> None:
+    job = _job({"phase": "Running", "goodput": GOODPUT})
+    console = Console(width=300, record=True)
+    console.print(display.table([job], T0, wide=True))
+    header, row = console.export_text().splitlines()
+    assert (header.split()[-1], row.split()[-1]) == ("GOODPUT", "0.275")
+    assert display.goodput_of(job).startswith("0.275 | 40s: queued 2s")
+    assert display.goodput_of(_job({"phase": "Running"})) == ""
+
+
+def test_a_timeline_shows_its_totals_under_it() -> None:
+    found = {"namespace": "ns", "name": "run", "start": T0.isoformat(), "rows": [{"id": "job", "label": "job"}],
+             "spans": [], "marks": [], "totals": GOODPUT}  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(display.timeline(found))
+    assert (
+        console.export_text().splitlines()[-1]
+        == "goodput: 0.275 | 40s: queued 2s, startup 3s, productive 11s, recovery 12s, redone 12s"
+    )

@@ -66,6 +66,7 @@ def test_write_is_complete_and_prune_keeps_last_k(tmp_path: Path) -> None:
 def test_corrupt_newest_is_skipped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_checkpoint(tmp_path, 1, {"step": 1})
     newest = write_checkpoint(tmp_path, 2, {"step": 2})
+    assert newest is not None
     (newest / "state.pt").write_bytes(b"garbage")
     found = load_newest(tmp_path)
     assert found is not None and found[0].step == 1

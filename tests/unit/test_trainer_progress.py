@@ -46,12 +46,17 @@ def test_endpoint_and_file(tmp_path: Path) -> None:
 def test_close_leaves_the_last_progress_as_the_termination_message(tmp_path: Path) -> None:
     message = tmp_path / "termination-log"
     message.touch()  # the kubelet makes the file; the trainer only fills it
-    reporter = ProgressReporter(3, None, None, clock=lambda: 200.0, termination_message=message).start()
+    now = [150.0]
+    reporter = ProgressReporter(3, None, None, clock=lambda: now[0], termination_message=message).start()
+    reporter.report(step=499, loss=0.5, samples=64)
+    now[0] = 200.0
     reporter.report(step=500, loss=0.25, samples=64)
-    reporter.checkpointed(500, "/checkpoints/job/uid/step-500", 199.0)
+    reporter.checkpointed(500, "/checkpoints/job/uid/step-500", 199.0, stalled=2.25)
     reporter.close()
     progress, checkpoint = parse_report(message.read_bytes())  # as the operator reads it from the pod status
     assert progress is not None and (progress.step, progress.loss, progress.attempt) == (500, 0.25, 3)
+    assert progress.first_step_time is not None and progress.first_step_time.timestamp() == 150.0  # the first step's
+    assert progress.checkpoint_stall_seconds == 2.25
     assert checkpoint is not None and (checkpoint.step, checkpoint.path) == (500, "/checkpoints/job/uid/step-500")
 
 

@@ -44,9 +44,12 @@ class Checkpointer:
         policy: CheckpointPolicy,
         asynchronous: bool = False,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        attempt: int | None = None,
     ) -> None:
         self.policy = policy
         self.asynchronous = asynchronous
+        self.attempt = attempt  # the attempt this process trains for: its writes respect the fence
         self._clock = clock
         self._last_save_at = clock()
         self._thread: threading.Thread | None = None
@@ -87,10 +90,17 @@ class Checkpointer:
         self.stall_seconds += time.perf_counter() - started
         self.saves += 1
 
+    def raise_fence(self) -> None:
+        """Rank 0 of an attempt after the first, before it trains: from now on older attempts cannot write here."""
+        if self.policy.directory is not None and self.attempt is not None and self.attempt > 1:
+            store.raise_fence(self.policy.directory, self.attempt)
+
     def _write(self, step: int, state: dict[str, Any]) -> None:
         assert self.policy.directory is not None
         try:
-            path = store.write_checkpoint(self.policy.directory, step, {**state, "step": step})
+            path = store.write_checkpoint(self.policy.directory, step, {**state, "step": step}, self.attempt)
+            if path is None:
+                return  # fenced off: a later attempt owns the folder
             store.prune(self.policy.directory, self.policy.keep)
             self.last = SavedCheckpoint(step, str(path), time.time())
             log.info("checkpoint saved: %s", path)

@@ -1,4 +1,11 @@
-"""The checkpoint folder layout: atomic `step-N` writes, completeness, newest-complete and keep-last-K."""
+"""The checkpoint folder layout: atomic `step-N` writes, completeness, newest-complete and keep-last-K, and the
+attempt fence.
+
+The fence (`.attempt`, an integer) names the newest attempt that has started training on this folder: rank 0 of
+an attempt after the first raises it before it trains (written atomically, never lowered), and a write made for
+an older attempt is refused, before it starts and again just before its rename commits it. A trainer of an attempt
+the job has moved past (a process that outlived its attempt) can then neither add a checkpoint nor prune one.
+"""
 
 import hashlib
 import io
@@ -24,6 +31,7 @@ TEMP_PREFIX = ".tmp-"
 ASIDE_PREFIX = ".replaced-"
 STATE_FILE = "state.pt"
 MARKER_FILE = "COMPLETE"
+FENCE_FILE = ".attempt"
 
 
 @dataclass(frozen=True)
@@ -101,11 +109,51 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def write_checkpoint(root: Path, step: int, state: dict[str, Any]) -> Path:
+def read_fence(root: Path) -> int:
+    """The newest attempt that started on this folder (0 without a fence, or with an unreadable one)."""
+    try:
+        text = (root / FENCE_FILE).read_text().strip()
+    except OSError:
+        return 0
+    return int(text) if text.isdigit() else 0
+
+
+def raise_fence(root: Path, attempt: int) -> int:
+    """Record that `attempt` starts on this folder, unless the fence already names it or a later one (it is never
+    lowered); written atomically. Returns the fence as it now stands."""
+    fence = read_fence(root)
+    if attempt <= fence:
+        return fence
+    root.mkdir(parents=True, exist_ok=True)
+    temp = root / f"{FENCE_FILE}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        _write_synced(temp, str(attempt).encode())
+        os.replace(temp, root / FENCE_FILE)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(root)
+    return attempt
+
+
+def is_fenced_off(root: Path, attempt: int | None, step: int) -> bool:
+    """Whether a write for `attempt` must be refused: the fence names a later attempt (logged)."""
+    fence = read_fence(root) if attempt is not None else 0
+    if attempt is None or fence <= attempt:
+        return False
+    log.error("refusing to write step-%d: attempt %d is over, attempt %d owns the checkpoints", step, attempt, fence)
+    return True
+
+
+def write_checkpoint(root: Path, step: int, state: dict[str, Any], attempt: int | None = None) -> Path | None:
     """Write `step-N` atomically: temporary folder, fsync, completion marker, rename, fsync the parent.
 
     A failed write removes its temporary folder; a re-save of a step keeps the old `step-N` until the new one is in.
+    A write for an `attempt` the fence has moved past writes nothing and returns None (checked again just before
+    the rename).
     """
+    if is_fenced_off(root, attempt, step):
+        return None
     root.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -114,6 +162,9 @@ def write_checkpoint(root: Path, step: int, state: dict[str, Any]) -> Path:
     try:
         _write_complete_folder(temp, step, buffer.getvalue())
         faults.maybe_crash_before_rename(step)
+        if is_fenced_off(root, attempt, step):
+            shutil.rmtree(temp, ignore_errors=True)
+            return None
         return _rename_into_place(temp, root / f"{STEP_PREFIX}{step}")
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)

@@ -37,6 +37,10 @@ PROGRESS_FILE = "TJ_PROGRESS_FILE"
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"
 JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
 PAUSE_AT_STEP = "TJ_PAUSE_AT_STEP"  # local mode's --kill: the rank stops itself (SIGSTOP) after that step
+IN_PLACE = "TJ_IN_PLACE"  # "1": PID 1 is an agent that restarts a failed DDP trainer in the same pod when ordered to
+AGENT_PORT = "TJ_AGENT_PORT"  # the agent's HTTP port (default 29401; 0: any free port, logged)
+AGENT_COORDINATOR = "TJ_AGENT_COORDINATOR"  # host:port of rank 0's agent (default $MASTER_ADDR:$TJ_AGENT_PORT)
+IN_PLACE_WAIT_SECONDS = "TJ_IN_PLACE_WAIT_SECONDS"  # how long a failed pod's agent waits for an order (default 120)
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

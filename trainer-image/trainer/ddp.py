@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import PrefixStore, Store, TCPStore
 from torch.nn.parallel import DistributedDataParallel
 
 from trainer import faults
@@ -43,17 +44,36 @@ def init_process_group(env: TrainerEnv) -> torch.device:
     device = torch.device("cuda", env.local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    backend, timeout = "nccl" if cuda else "gloo", timedelta(seconds=max(120.0, env.master_wait_seconds))
     # Under torchrun the agent already serves the store on MASTER_PORT: join it through env://.
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
     dist.init_process_group(
-        "nccl" if cuda else "gloo",
-        init_method="env://" if under_torchrun else f"tcp://{env.master_addr}:{env.master_port}",
+        backend,
+        init_method="env://" if under_torchrun else None,
+        store=None if under_torchrun else attempt_store(env, timeout),
         rank=env.rank,
         world_size=env.world_size,
-        timeout=timedelta(seconds=max(120.0, env.master_wait_seconds)),
+        timeout=timeout,
     )
-    log.info("rank %d of %d on %s (%s)", env.rank, env.world_size, device, dist.get_backend())
+    log.info("rank %d of %d on %s (%s, attempt %d)", env.rank, env.world_size, device, dist.get_backend(), env.attempt)
     return device
+
+
+def attempt_store(env: TrainerEnv, timeout: timedelta) -> Store:
+    """Rank 0's TCPStore on MASTER_PORT (the others join it), every key under `attempt-N/`: a process of another
+    attempt that reaches this store (one that outlived its attempt) looks for its peers under its own prefix, never
+    meets this attempt's ranks, and times out. The store does not wait for a count of clients (a stray client
+    would count)."""
+    store = TCPStore(
+        env.master_addr,
+        env.master_port,
+        env.world_size,
+        is_master=env.rank == 0,
+        timeout=timeout,
+        wait_for_workers=False,
+        multi_tenant=True,
+    )
+    return PrefixStore(f"attempt-{env.attempt}", store)
 
 
 def run_ddp_rank(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:
@@ -94,7 +114,7 @@ class DdpTrainer:
         self.module = recipe.model.to(device)
         self.optimizer = build_optimizer(recipe, self.module.parameters())
         self.scheduler = build_scheduler(recipe, self.optimizer, self.total)
-        self.checkpointer = Checkpointer(env.checkpoint, asynchronous=config.async_checkpoint)
+        self.checkpointer = Checkpointer(env.checkpoint, asynchronous=config.async_checkpoint, attempt=env.attempt)
         self.step = 0
 
     def state(self, rng_states: list[Any]) -> dict[str, Any]:
@@ -184,7 +204,10 @@ class DdpTrainer:
         return metrics
 
     def run(self) -> ExitCode:
-        """Resume, train until done or stopped, evaluate and checkpoint on schedule, report."""
+        """Fence older attempts off, resume, train until done or stopped, evaluate and checkpoint on schedule,
+        report."""
+        if self.env.rank == 0:
+            self.checkpointer.raise_fence()
         started_at = self.resume()
         self.report.start(started_at, self.total)
         ddp = DistributedDataParallel(
@@ -196,6 +219,8 @@ class DdpTrainer:
         every = self.config.eval_every_steps
         while self.step < self.total:
             loss = self.train_step(ddp)
+            if self.step == started_at + 1:
+                log.info("attempt %d: first step done (step %d)", self.env.attempt, self.step)
             faults.maybe_kill(self.step, self.env.rank)
             faults.maybe_pause(self.step)
             faults.maybe_delay_step()

@@ -25,8 +25,9 @@ def maybe_kill(step: int, rank: int) -> None:
 
 def maybe_pause(step: int) -> None:
     """Stop this process (SIGSTOP) right after `step` when local mode's --kill asked for it: its runner then
-    SIGKILLs it, exactly at the announced step however fast the machine trains."""
-    if os.environ.get(contract.PAUSE_AT_STEP) == str(step):
+    SIGKILLs it, exactly at the announced step however fast the machine trains. Only in the first attempt: a rank
+    restarted in place keeps its pod's environment, and --kill kills once."""
+    if os.environ.get(contract.PAUSE_AT_STEP) == str(step) and os.environ.get(contract.ATTEMPT, "1") == "1":
         log.warning("stopping after step %d: local mode kills this rank here (--kill)", step)
         os.kill(os.getpid(), signal.SIGSTOP)
 

@@ -8,6 +8,10 @@ state = checkpointer.load_latest()  # None on a fresh start
 ...
 if checkpointer.is_step_due(step): helpers.save(checkpointer, env, step, {...})
 if stop.is_set(): helpers.save(...); sys.exit(helpers.ExitCode.PREEMPTED)
+
+env.attempt is TJ_ATTEMPT, the job's attempt this process belongs to. Under the in-place agent (TJ_IN_PLACE=1) a
+restart inside the same pod is a new attempt with a new TJ_ATTEMPT: init_distributed joins only that attempt's
+ranks, and once rank 0's checkpointer exists, an older attempt's process can no longer write checkpoints.
 """
 
 import os
@@ -51,9 +55,13 @@ def init_distributed(env: TrainerEnv) -> torch.device:
 
 
 def checkpointer(env: TrainerEnv, asynchronous: bool = False) -> Checkpointer:
-    """The platform's checkpointer from TJ_CHECKPOINT_*; every rank can read, only rank 0 should save."""
+    """The platform's checkpointer from TJ_CHECKPOINT_*; every rank can read, only rank 0 should save. On rank 0 it
+    raises the attempt fence (TJ_ATTEMPT): a process of an older attempt can no longer write checkpoints."""
     policy = env.checkpoint if env.checkpoint.directory is not None else CheckpointPolicy()
-    return Checkpointer(policy, asynchronous=asynchronous)
+    checkpoints = Checkpointer(policy, asynchronous=asynchronous, attempt=env.attempt)
+    if env.rank == 0:
+        checkpoints.raise_fence()
+    return checkpoints
 
 
 def save(checkpoints: Checkpointer, env: TrainerEnv, step: int, state: dict[str, Any]) -> None:

@@ -1,4 +1,7 @@
-"""`python -m trainer`: read the contract, pick the mode, spawn local ranks, map failures to exit codes."""
+"""`python -m trainer`: read the contract, pick the mode, spawn local ranks, map failures to exit codes.
+
+With TJ_IN_PLACE=1 on a DDP pod, PID 1 is the in-place agent instead (trainer.agent), which runs what this module
+would run in a child per attempt (`--spare`, trainer.spare)."""
 
 import logging
 import os
@@ -7,7 +10,9 @@ import sys
 import time
 from collections.abc import Sequence
 
+from trainer import agent
 from trainer import contract as c
+from trainer.agent_procs import SPARE_FLAG
 from trainer.config import parse_trainer_config
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv, read_env
@@ -110,14 +115,21 @@ def _run_in_process(env: TrainerEnv, stop: StopFlag) -> ExitCode:
     return run_ddp_rank(env, config, stop)
 
 
-def run(argv: Sequence[str]) -> ExitCode:
-    """Dispatch: a user script or the built-in trainer, in this process or one process per local rank."""
+def run(argv: Sequence[str]) -> int:
+    """Dispatch: the in-place agent, a spare, or a user script or the built-in trainer, in this process or one
+    process per local rank."""
+    if argv and argv[0] == SPARE_FLAG:
+        from trainer.spare import serve  # noqa: PLC0415
+
+        return serve(argv[1:], run)
     stop = StopFlag().install()
     env = read_env(os.environ)
     is_rank_process = bool(argv) and argv[0] == RANK_FLAG
     script = [] if is_rank_process else list(argv)
     if not script and not is_rank_process:
         parse_trainer_config(os.environ.get(c.TRAINER_CONFIG))
+    if not is_rank_process and agent.is_enabled(os.environ, env):
+        return agent.run_agent(os.environ, env, script, stop)
     if script or (env.nproc_per_pod > 1 and not is_rank_process and not env.is_parameter_server_job):
         return _spawn_local_ranks(env, script, stop)
     return _run_in_process(env, stop)
@@ -134,5 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception:
         log.exception("unexpected failure: exiting as retryable")
         return int(ExitCode.RETRYABLE)
-    log.info("exiting with %d (%s)", code, code.name)
+    log.info("exiting with %d (%s)", code, _describe(code))
     return int(code)
+
+
+def _describe(code: int) -> str:
+    """The contract's name of an exit code, or what a container's code above 128 means."""
+    names = {int(known): known.name for known in ExitCode}
+    return names.get(code, f"signal {code - 128}" if code > 128 else "failure")

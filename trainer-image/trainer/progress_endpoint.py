@@ -58,6 +58,9 @@ _FINAL_FIELDS = (
     "totalSteps",
     "metrics",
     "metricsStep",
+    "resumedFromStep",
+    "firstStepTime",
+    "checkpointStallSeconds",
 )
 _CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime")
 
@@ -124,9 +127,11 @@ class ProgressReporter:
             return dict(self._state)
 
     def report(self, step: int, loss: float, samples: int) -> None:
-        """Record a finished step; `samples` is how many samples the whole job consumed in it."""
+        """Record a finished step; `samples` is how many samples the whole job consumed in it. The first one's time
+        stays as firstStepTime: the operator counts this attempt's training from it."""
         now = self._clock()
         with self._lock:
+            self._state.setdefault("firstStepTime", now)
             self._samples += samples
             if self._rate_anchor is None:
                 self._rate_anchor = (now, self._samples, step)
@@ -145,9 +150,10 @@ class ProgressReporter:
             self._state.update(fields)
         self.flush()
 
-    def checkpointed(self, step: int, path: str, at: float) -> None:
-        """Record the last checkpoint."""
-        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at)
+    def checkpointed(self, step: int, path: str, at: float, stalled: float | None = None) -> None:
+        """Record the last checkpoint, and the seconds this attempt's saves have held training up so far."""
+        stall = {"checkpointStallSeconds": round(stalled, 3)} if stalled is not None else {}
+        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at, **stall)
 
     def flush(self) -> None:
         """Write the progress file now (if one was configured)."""

@@ -59,10 +59,11 @@ class RunReport:
         self.progress.update(metrics=metrics, metricsStep=step, **top_level)
 
     def checkpointed(self, checkpointer: Checkpointer) -> None:
-        """The last complete checkpoint, if any."""
+        """The last complete checkpoint, if any, and how long the saves have stalled training (checkpointStallSeconds:
+        the operator counts it out of this attempt's productive time)."""
         if self.progress is not None and checkpointer.last is not None:
             last = checkpointer.last
-            self.progress.checkpointed(last.step, last.path, last.time)
+            self.progress.checkpointed(last.step, last.path, last.time, checkpointer.stall_seconds)
 
     def update(self, **fields: Any) -> None:
         """Extra fields (the final summary)."""

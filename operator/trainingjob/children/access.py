@@ -1,5 +1,5 @@
 """Who may talk to a job's pods: the job's key Secret (the parameter servers authenticate every message with it)
-and its NetworkPolicy (only the job's own pods, and the operator on the progress port, reach them). Pure
+and its NetworkPolicy (only the job's own pods, and the operator on the progress and agent ports, reach them). Pure
 builders; the key itself is drawn by the cluster client when it creates the Secret."""
 
 from typing import Any
@@ -48,14 +48,14 @@ def key_mount() -> dict[str, Any]:
 
 
 def network_policy_manifest(
-    job: str, uid: str, owner: dict[str, Any], progress_port: int, operator_namespace: str | None
+    job: str, uid: str, owner: dict[str, Any], operator_ports: tuple[int, ...], operator_namespace: str | None
 ) -> dict[str, Any]:
     """Ingress to the job's pods from its own pods on any port, and from the operator's namespace on the progress
-    port; everything else is dropped (by a CNI that enforces NetworkPolicy). Egress is left alone."""
+    and agent ports; everything else is dropped (by a CNI that enforces NetworkPolicy). Egress is left alone."""
     peers: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": {JOB_LABEL: job}}}]}]
     if operator_namespace:
         operator = {"namespaceSelector": {"matchLabels": {NAMESPACE_LABEL: operator_namespace}}}
-        peers.append({"from": [operator], "ports": [{"protocol": "TCP", "port": progress_port}]})
+        peers.append({"from": [operator], "ports": [{"protocol": "TCP", "port": port} for port in operator_ports]})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",

@@ -39,6 +39,10 @@ PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomic
 MASTER_WAIT_SECONDS = "TJ_MASTER_WAIT_SECONDS"  # how long non-zero ranks wait for rank 0's port to open
 JOB_KEY_FILE = "TJ_JOB_KEY_FILE"  # the job's key (a mounted Secret): parameter-server messages are signed with it
 PAUSE_AT_STEP = "TJ_PAUSE_AT_STEP"  # local mode's --kill: the rank stops itself (SIGSTOP) after that step
+IN_PLACE = "TJ_IN_PLACE"  # "1": the trainer's agent restarts a failed DDP trainer in its pod on order (POST /attempt)
+AGENT_PORT = "TJ_AGENT_PORT"  # every agent's HTTP port (default 29401): GET /ready; on rank 0 also /gang, POST /attempt
+AGENT_COORDINATOR = "TJ_AGENT_COORDINATOR"  # host:port of rank 0's agent (default $MASTER_ADDR:$TJ_AGENT_PORT)
+IN_PLACE_WAIT_SECONDS = "TJ_IN_PLACE_WAIT_SECONDS"  # how long a failed pod's agent waits for an order, then exits
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from trainingjob.children.agent import IN_PLACE_LABEL, Gang
 from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
 from trainingjob.model import CheckpointStatus, Progress
 
@@ -71,6 +72,7 @@ class PodState:
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
+    in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
     log_tail: str = ""
 
     @property
@@ -220,6 +222,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         else "",
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
         gated=any(g.get("name") == TRACKING_GATE for g in _mappings((pod.get("spec") or {}).get("schedulingGates"))),
+        in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )
 
@@ -233,6 +236,7 @@ class Observed:
     progress: Progress | None = None  # rank 0's last report, when it could be read
     checkpoint: CheckpointStatus | None = None
     foreign: tuple[str, ...] = ()  # pods with the job's labels owned by something else, e.g. a deleted namesake
+    gang: Gang | None = None  # rank 0's agent's account of the gang, when it was read (children/agent.py)
 
     def of_attempt(self, attempt: int) -> list[PodState]:
         return [p for p in self.pods if p.attempt == attempt]

@@ -16,6 +16,7 @@ from trainingjob.model.status import MAX_METRICS, METRIC_NAME
 
 MAX_REPORT_BYTES = 64 * 1024
 MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway
+MAX_SECONDS = 10 * 365 * 86400.0  # a duration longer than any run
 _EPOCH_RANGE = (0.0, 32_503_680_000.0)  # 1970 to the year 3000
 _METRIC_NAME = re.compile(METRIC_NAME)
 
@@ -35,6 +36,12 @@ def _number(value: Any) -> float | None:
 def _count(value: Any) -> int | None:
     number = _number(value)
     return int(number) if number is not None and 0 <= number <= MAX_STEP else None
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration: a finite number from 0 to MAX_SECONDS, to the millisecond."""
+    number = _number(value)
+    return round(number, 3) if number is not None and 0 <= number <= MAX_SECONDS else None
 
 
 def _time(value: Any) -> datetime | None:
@@ -63,6 +70,9 @@ def progress_from_report(report: Any) -> Report:
             estimated_completion_time=_estimate(heartbeat, report.get("etaSeconds")),
             metrics=metrics,
             metrics_step=_count(report.get("metricsStep")) if metrics else None,
+            resumed_from_step=_count(report.get("resumedFromStep")),
+            first_step_time=_time(report.get("firstStepTime")),
+            checkpoint_stall_seconds=_seconds(report.get("checkpointStallSeconds")),
         )
     except ValidationError:
         return None, None

@@ -4,7 +4,7 @@ environment (see contract.py)."""
 import json
 from typing import Any
 
-from trainingjob.children import access, contract
+from trainingjob.children import access, agent, contract
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import (
     CONTAINER_NAME,
@@ -153,8 +153,10 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     return env
 
 
-def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec, image: str) -> dict[str, Any]:
-    ours = environment(job, replica, attempt)
+def _container(
+    job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec, image: str, *, in_place: bool
+) -> dict[str, Any]:
+    ours = environment(job, replica, attempt) | (agent.environment(job) if in_place else {})
     user_env = [_dump(e) for e in role.env or []]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
@@ -165,6 +167,7 @@ def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec,
             {"name": "rendezvous", "containerPort": MASTER_PORT},
             {"name": "parameter-srv", "containerPort": PS_PORT},
             {"name": "progress", "containerPort": PROGRESS_PORT},
+            *([{"name": "agent", "containerPort": agent.AGENT_PORT}] if in_place else []),
         ],
     }
     mounts = [_dump(m) for m in role.volume_mounts or []] + _checkpoint_mount(job) + [access.key_mount(), _SHM_MOUNT]
@@ -175,6 +178,7 @@ def _container(job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec,
         "envFrom": [_dump(e) for e in role.env_from or []],
         "resources": _resources(role.resources),
         "volumeMounts": mounts,
+        "readinessProbe": agent.readiness_probe(replica) if in_place else None,
     }
     container["securityContext"] = role.security_context.container_context()
     container.update({key: value for key, value in optional.items() if value})
@@ -220,21 +224,31 @@ def _volumes(job: TrainingJob, uid: str, role: RoleSpec) -> list[dict[str, Any]]
 
 
 def pod_manifest(
-    job: TrainingJob, uid: str, replica: Replica, attempt: int, default_image: str = DEFAULT_TRAINER_IMAGE
+    job: TrainingJob,
+    uid: str,
+    replica: Replica,
+    attempt: int,
+    default_image: str = DEFAULT_TRAINER_IMAGE,
+    *,
+    in_place: bool = True,
 ) -> dict[str, Any]:
     """The pod of one replica in one attempt; a role without an image runs `default_image`. The operator restarts
     pods itself, so restartPolicy is Never; the pod waits at the tracking gate until the operator has recorded
-    it."""
-    name = str(job.metadata.name)
+    it. With `in_place` (and a job that has agents, children/agent.py) its launcher restarts its trainer in place
+    when told."""
+    name, in_place = str(job.metadata.name), in_place and agent.has_agent(job)
+    metadata = _pod_metadata(job, replica, attempt)
+    if in_place:
+        metadata["labels"][agent.IN_PLACE_LABEL] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": replica.pod_name(name, attempt),
-            **_pod_metadata(job, replica, attempt),
+            **metadata,
             "ownerReferences": [owner_reference(job, uid)],
         },
-        "spec": _pod_spec(job, uid, replica, attempt, default_image),
+        "spec": _pod_spec(job, uid, replica, attempt, default_image, in_place=in_place),
     }
 
 
@@ -255,7 +269,9 @@ def _pod_metadata(job: TrainingJob, replica: Replica, attempt: int) -> dict[str,
     return {"labels": labels, "annotations": annotations}
 
 
-def _pod_spec(job: TrainingJob, uid: str, replica: Replica, attempt: int, image: str) -> dict[str, Any]:
+def _pod_spec(
+    job: TrainingJob, uid: str, replica: Replica, attempt: int, image: str, *, in_place: bool
+) -> dict[str, Any]:
     name, scheduling = str(job.metadata.name), job.spec.scheduling
     role = role_spec(job, replica.role)
     spec: dict[str, Any] = {
@@ -265,7 +281,7 @@ def _pod_spec(job: TrainingJob, uid: str, replica: Replica, attempt: int, image:
         "subdomain": service_name(name),
         "securityContext": role.security_context.pod_context(),
         "terminationGracePeriodSeconds": role.termination_grace_period_seconds,
-        "containers": [_container(job, replica, attempt, role, image)],
+        "containers": [_container(job, replica, attempt, role, image, in_place=in_place)],
     }
     optional = {
         "initContainers": [_extra_container(c, role, sidecar=True) for c in role.sidecars or []]
@@ -295,5 +311,9 @@ def access_manifests(job: TrainingJob, uid: str, operator_namespace: str, networ
     name, owner = str(job.metadata.name), owner_reference(job, uid)
     created = [access.key_secret_manifest(name, uid, owner)]
     if network_policy:
-        created.append(access.network_policy_manifest(name, uid, owner, PROGRESS_PORT, operator_namespace or None))
+        created.append(
+            access.network_policy_manifest(
+                name, uid, owner, (PROGRESS_PORT, agent.AGENT_PORT), operator_namespace or None
+            )
+        )
     return created

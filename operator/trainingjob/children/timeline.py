@@ -1,16 +1,19 @@
 """Where a job's time went: build(job, pods, now) lays its history on a time axis (rows of spans and marks) and
 chrome_trace() writes that as a Chrome trace (chrome://tracing, ui.perfetto.dev). Pure: the caller reads the job
-and its pods. Rows: the job (created, suspensions, how it ended), one per attempt (backoff, starting, running;
-failures by class, checkpoints, evaluations) and one per pod still there (pending, running, terminating)."""
+and its pods. Rows: the job (created, suspensions, how it ended), one per attempt (backoff or pending, starting,
+running until its first step, training, lost after its last heartbeat when it failed; failures by class,
+checkpoints, evaluations) and one per pod still there (pending, running, terminating). The attempts' times are
+those the goodput split counts (children/goodput.py), and the timeline carries that split as its totals."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from trainingjob.children.goodput import AttemptTimes, all_attempt_times, axis, creation_time, goodput, had_pods
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import pod_state
-from trainingjob.model import AttemptOutcome, AttemptRecord, History, Phase, TrainingJobStatus
+from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, Goodput, History, Phase, TrainingJobStatus
 from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"
@@ -28,12 +31,6 @@ class PodTimes:
     finished: datetime | None = None  # its trainer container ended
     deleting: datetime | None = None  # deletionTimestamp: it is terminating
     phase: str = "Pending"
-
-
-def _time(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
 
 
 def pod_times(pod: dict[str, Any]) -> PodTimes | None:
@@ -87,14 +84,17 @@ class Timeline:
     rows: list[Row] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    totals: Goodput | None = None  # the goodput split of the same axis
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON, times as ISO 8601."""
+        totals = self.totals.model_dump(mode="json", by_alias=True, exclude_none=True) if self.totals else None
         return {
             "namespace": self.namespace,
             "name": self.name,
             "start": self.start.isoformat(),
             "end": self.end.isoformat(),
+            "totals": totals,
             "rows": [asdict(r) for r in self.rows],
             "spans": [_iso(asdict(s)) for s in self.spans],
             "marks": [
@@ -120,35 +120,59 @@ def build(job: Mapping[str, Any], pods: Iterable[PodTimes], now: datetime) -> Ti
     meta = job.get("metadata") or {}
     status = salvaged_status(job.get("status"))
     history = status.history or History()
-    created = _time(meta.get("creationTimestamp")) or status.start_time or now
-    created = min([created, *(record.start_time for record in history.attempts[:1])])  # clocks disagree a little
-    end = status.completion_time or now
-    timeline = Timeline(str(meta.get("namespace") or ""), str(meta.get("name") or ""), created, max(end, created))
+    created = creation_time(meta)
+    start, end = axis(created, status, now)
+    totals = goodput(status, created, now)
+    timeline = Timeline(str(meta.get("namespace") or ""), str(meta.get("name") or ""), start, end, totals=totals)
     timeline.rows.append(Row(JOB_ROW, "job"))
-    timeline.marks.append(Mark(JOB_ROW, "created", created, "created"))
-    _job_row(timeline, status, history.attempts, end)
-    attempts, rows = history.attempts, attempt_rows(history.attempts)
+    timeline.marks.append(Mark(JOB_ROW, "created", start, "created"))
+    attempts, rows, times = history.attempts, attempt_rows(history.attempts), all_attempt_times(history, start, end)
+    _job_row(timeline, status, history, times)
+    failed_before = history.earlier is not None and history.earlier.suspended_since is None  # as far as we know
     for number, (record, row) in enumerate(zip(attempts, rows, strict=True)):
-        previous = attempts[number - 1] if number > 0 else None
-        following = attempts[number + 1] if number + 1 < len(attempts) else None
-        _attempt_row(timeline, row, record, (previous, following), end)
+        after_failure = attempts[number - 1].outcome == AttemptOutcome.FAILED if number > 0 else failed_before
+        _attempt_row(timeline, row, record, times[number], after_failure)
     _marks(timeline, history, rows)
     for pod in sorted(pods, key=lambda p: (-p.attempt, p.replica)):
         _pod_row(timeline, pod, end)
     return timeline
 
 
-def _job_row(timeline: Timeline, status: TrainingJobStatus, attempts: list[AttemptRecord], end: datetime) -> None:
-    if attempts and attempts[0].start_time > timeline.start:
-        timeline.spans.append(Span(JOB_ROW, "pending", timeline.start, attempts[0].start_time, "waiting to start"))
+def _job_row(timeline: Timeline, status: TrainingJobStatus, history: History, times: list[AttemptTimes]) -> None:
+    attempts = history.attempts
+    _before_attempts(timeline, history.earlier, times[0].start if times else timeline.end)
     for number, record in enumerate(attempts):
         if record.outcome != AttemptOutcome.SUSPENDED or record.end_time is None:
             continue
-        resumed = attempts[number + 1].start_time if number + 1 < len(attempts) else end
-        timeline.spans.append(Span(JOB_ROW, "suspended", record.end_time, resumed, "suspended"))
+        resumed = times[number + 1].start if number + 1 < len(times) else timeline.end
+        if resumed > times[number].end:
+            timeline.spans.append(Span(JOB_ROW, "suspended", times[number].end, resumed, "suspended"))
+    ended = attempts[-1].outcome not in (None, AttemptOutcome.SUSPENDED) if attempts else False
+    if ended and timeline.end > times[-1].end:  # no next attempt yet (or its completion was recorded late)
+        kind = "backoff" if any(had_pods(record) for record in attempts) else "pending"
+        timeline.spans.append(Span(JOB_ROW, kind, times[-1].end, timeline.end, "waiting for the next attempt"))
     if status.phase.is_terminal and status.completion_time is not None:
         kind = "succeeded" if status.phase == Phase.SUCCEEDED else "failed"
         timeline.marks.append(Mark(JOB_ROW, kind, status.completion_time, status.phase.value))
+
+
+def _before_attempts(timeline: Timeline, earlier: EarlierAttempts | None, started: datetime) -> None:
+    """Until the first attempt in the list: waiting to start; or the attempts dropped from it (their totals kept),
+    then what followed the last of them (waiting, or suspended)."""
+    began, waiting, label = timeline.start, "pending", "waiting to start"
+    if earlier is not None:
+        began = min(max(earlier.until, timeline.start), timeline.end)
+        what = f"{earlier.attempts} earlier attempts (only their totals are kept)"
+        if began > timeline.start:
+            timeline.spans.append(Span(JOB_ROW, "earlier", timeline.start, began, what))
+        if earlier.had_pods:
+            waiting, label = "backoff", "waiting for the next attempt"
+    since = earlier.suspended_since if earlier is not None else None
+    paused = min(max(since, began), started) if since is not None else started
+    if paused > began:
+        timeline.spans.append(Span(JOB_ROW, waiting, began, paused, label))
+    if started > paused:
+        timeline.spans.append(Span(JOB_ROW, "suspended", paused, started, "suspended"))
 
 
 def attempt_rows(attempts: list[AttemptRecord]) -> list[str]:
@@ -163,27 +187,24 @@ def attempt_rows(attempts: list[AttemptRecord]) -> list[str]:
     return rows
 
 
-def _attempt_row(
-    timeline: Timeline,
-    row: str,
-    record: AttemptRecord,
-    neighbours: tuple[AttemptRecord | None, AttemptRecord | None],
-    end: datetime,
-) -> None:
-    """Waiting (a backoff after a failure), starting (pods created, not all running), running; how it ended."""
-    previous, following = neighbours
+def _attempt_row(timeline: Timeline, row: str, record: AttemptRecord, times: AttemptTimes, after_failure: bool) -> None:
+    """Waiting (a backoff after a failure), starting (pods created, not all running), running (until its first
+    step), training (until its last step), lost (a failed one's time after its last heartbeat); how it ended."""
     resumed = f", from step {record.resumed_from_step}" if record.resumed_from_step else ""
     again = " (resumed)" if row.count("-") > 1 else ""
     timeline.rows.append(Row(row, f"attempt {record.attempt}{again}{resumed}"))
-    stop = record.end_time or (following.start_time if following else end)
+    stop, trained = times.end, times.trained_until
     ended = f" ({record.outcome.value}{': ' + record.reason if record.reason else ''})" if record.outcome else ""
-    after_failure = previous is not None and previous.outcome == AttemptOutcome.FAILED
+    first = times.first_step or stop
+    ran = min(max(record.running_time, times.pods or times.start), first) if record.running_time else None
     phases = [
-        ("backoff" if after_failure else "pending", record.start_time, record.pods_time or record.running_time or stop),
-        ("starting", record.pods_time, record.running_time or stop),
-        ("running", record.running_time, stop),
+        ("backoff" if after_failure else "pending", times.start, times.pods or ran or first),
+        ("starting", times.pods, ran or first),
+        ("running", ran, first),
+        ("training", times.first_step, trained),
+        ("lost", trained, stop),
     ]
-    spans = [(kind, start, finish) for kind, start, finish in phases if start is not None and finish > start]
+    spans = [(kind, start, finish) for kind, start, finish in phases if start and finish and finish > start]
     for number, (kind, start, finish) in enumerate(spans):
         label = kind + (ended if number == len(spans) - 1 else "")
         timeline.spans.append(Span(row, kind, start, finish, label))

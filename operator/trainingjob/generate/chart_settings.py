@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from trainingjob.settings import OperatorSettings
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "trainingjob-operator"
+CHART = Path(__file__).resolve().parents[3] / "charts" / "trainingjob-operator"
 # Settings the chart sets from other values (or leaves at their default), so not in operator.settings.
 ELSEWHERE = {
     "namespace": "operator.watchNamespace",
@@ -24,6 +24,7 @@ ELSEWHERE = {
     "leader_election": "operator.leaderElection",
     "lease_namespace": "the release's namespace",
     "lease_name": "its default",
+    "key_file": "the chart's own key Secret (templates/operator-key.yaml)",
 }
 BLOCK_START = "  settings:\n"
 BLOCK_END = "  # -- More environment variables for the operator container"

@@ -155,6 +155,13 @@ PRINTER_COLUMNS = [
         description="When the trainer expects to finish, as it estimated at its last report",
         priority=1,
     ),
+    _column(
+        "Goodput",
+        ".status.goodput.ratio",
+        "number",
+        "Share of the job's time, suspended time left out, spent in productive training",
+        priority=1,
+    ),
     _column("Age", ".metadata.creationTimestamp", "date"),
 ]
 

@@ -15,9 +15,11 @@ from typing import Any
 
 from kubernetes import client
 
-from trainingjob.children.access import KEY_BYTES, KEY_FILE
+from trainingjob.children.access import KEY_FILE
+from trainingjob.children.agent import Gang, job_key
 from trainingjob.children.naming import TRACKING_GATE, job_selector, service_name
 from trainingjob.children.progress_report import Report
+from trainingjob.kube.agents import pod_address, read_gang, send_order
 from trainingjob.kube.answers import answer, status_of
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import read_progress
@@ -30,18 +32,27 @@ from trainingjob.plan.waves import Refusal
 log = logging.getLogger(__name__)
 
 
-def with_drawn_key(secret: Manifest) -> Manifest:
-    """The job's key Secret with its key drawn now: 32 random bytes, never logged, never read back."""
-    return {**secret, "data": {KEY_FILE: base64.b64encode(secrets.token_bytes(KEY_BYTES)).decode()}}
+def with_job_key(secret: Manifest, operator: bytes) -> Manifest:
+    """The job's key Secret with its key: derived from the operator's key and the job's UID (its owner), never
+    logged, never read back."""
+    uid = str(secret["metadata"]["ownerReferences"][0]["uid"])
+    return {**secret, "data": {KEY_FILE: base64.b64encode(job_key(operator, uid)).decode()}}
 
 
 class KubernetesCluster:
     """Cluster on the apiserver, through `resources` (which paces writes and passes on what was written)."""
 
     def __init__(
-        self, api: Any, resources: Resources | None = None, *, read_progress: bool = False, window: int = 16
+        self,
+        api: Any,
+        resources: Resources | None = None,
+        *,
+        read_progress: bool = False,
+        window: int = 16,
+        operator_key: bytes | None = None,
     ) -> None:
         self.core, self.networking = client.CoreV1Api(api), client.NetworkingV1Api(api)
+        self.operator_key = operator_key or secrets.token_bytes(32)  # each job's key derives from it
         self.resources = resources or Resources(api, pacer=Pacer(window))
         self.read_progress, self.window = read_progress, window
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="tj-write")
@@ -80,6 +91,12 @@ class KubernetesCluster:
 
     def progress(self, pod: Manifest) -> Report:
         return read_progress(pod, ask=self.read_progress)
+
+    def gang(self, pod: Manifest) -> Gang | None:
+        return read_gang(pod_address(pod))
+
+    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+        return send_order(pod_address(pod), job_key(self.operator_key, job_uid), attempt)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.resources.write_status(PLURAL, namespace, name, resource_version, patch)
@@ -122,7 +139,7 @@ class KubernetesCluster:
         """The job's Service, key Secret (its key drawn here) or NetworkPolicy."""
         paced, kind = self.resources.paced, manifest["kind"]
         if kind == "Secret":
-            body = with_drawn_key(manifest)
+            body = with_job_key(manifest, self.operator_key)
             paced(lambda: self.core.create_namespaced_secret(namespace, body, _request_timeout=TIMEOUT))
         elif kind == "NetworkPolicy":
             create_policy = self.networking.create_namespaced_network_policy

@@ -24,11 +24,14 @@ from typing import Any
 
 from trainingjob.children import contract
 from trainingjob.children.access import KEY_BYTES
+from trainingjob.children.agent import Gang
+from trainingjob.children.naming import ATTEMPT_LABEL
 from trainingjob.children.progress_report import Report, parse_report
 from trainingjob.children.specs import TRAINER_COMMAND
+from trainingjob.kube.agents import read_gang, send_order
 from trainingjob.kube.ports import Created, Gone
 from trainingjob.local.files import ConfigMaps, mount_folders, relocate
-from trainingjob.local.pod import LocalPod, Manifest, now_stamp
+from trainingjob.local.pod import LOOPBACK, LocalPod, Manifest, now_stamp
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
 from trainingjob.reconcile.job import reconcile
@@ -73,6 +76,7 @@ class LocalCluster:
     ports: dict[str, list[int]] = field(default_factory=dict)
     pause_at: dict[str, int] = field(default_factory=dict)  # pod -> the step after which its trainer stops itself
     configmaps: ConfigMaps = field(default_factory=dict)  # the ConfigMaps beside the job's manifest
+    agent_ports: dict[str, int] = field(default_factory=dict)  # pod -> its agent's loopback port
 
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
@@ -113,6 +117,14 @@ class LocalCluster:
         except OSError:
             return None, None
 
+    def gang(self, pod: Manifest) -> Gang | None:
+        port = self.agent_ports.get(pod["metadata"]["name"])
+        return read_gang(LOOPBACK, port) if port is not None else None
+
+    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+        port = self.agent_ports.get(pod["metadata"]["name"])
+        return port is not None and send_order(LOOPBACK, self.key_file.read_bytes(), attempt, port)
+
     def report(self, pod: str) -> Manifest:
         """The raw progress report of a pod (accuracy and the like), or {}."""
         found = self.pods.get(pod)
@@ -144,8 +156,7 @@ class LocalCluster:
             pod = self.pods.get(name)
             if pod is not None and (pod.deleted_at is None or force):
                 pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pod.process.pid, signal.SIGKILL if force else signal.SIGTERM)
+                self._signal(pod, signal.SIGKILL if force else signal.SIGTERM)
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         """Local processes start at once; the gate is only taken off the record."""
@@ -160,20 +171,29 @@ class LocalCluster:
         for event in events:
             self.on_event(event)
 
+    @staticmethod
+    def _signal(pod: LocalPod, signum: int) -> None:
+        """SIGTERM goes to the pod's process group (an agent passes it on); SIGKILL to every process of the pod."""
+        if signum == signal.SIGKILL:
+            pod.signal_all(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pod.process.pid, signum)
+
     def kill(self, pod: str) -> None:
-        """SIGKILL a pod's process, as a crash or the OOM killer would."""
-        with contextlib.suppress(ProcessLookupError, KeyError):
-            os.killpg(self.pods[pod].process.pid, signal.SIGKILL)
+        """SIGKILL the trainer that stopped itself (the pod's agent lives on and restarts it in place), else the
+        pod's processes, as a crash or the OOM killer would."""
+        local = self.pods.get(pod)
+        stopped = local.stopped_process() if local else None
+        if stopped is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGKILL)
+        elif local is not None:
+            self._signal(local, signal.SIGKILL)
 
     def stopped(self, pod: str) -> bool:
-        """Whether a pod's process has stopped itself (SIGSTOP) and waits to be killed."""
+        """Whether a pod's trainer has stopped itself (SIGSTOP) and waits to be killed."""
         local = self.pods.get(pod)
-        if local is None or local.process.poll() is not None:
-            return False
-        with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{local.process.pid}/stat").read_text()
-            return stat.rsplit(")", 1)[1].split()[0] == "T"
-        return False
+        return local is not None and local.process.poll() is None and local.stopped_process() is not None
 
     def stopped_pods(self) -> list[str]:
         """The pods whose process has stopped itself and waits: to be killed (--kill), or continued."""
@@ -181,13 +201,12 @@ class LocalCluster:
 
     def resume(self, pod: str) -> None:
         """Continue (SIGCONT) a pod's process that stopped itself; one stopped with a SIGTERM pending acts on it."""
-        with contextlib.suppress(ProcessLookupError, KeyError):
-            os.killpg(self.pods[pod].process.pid, signal.SIGCONT)
+        if pod in self.pods:
+            self.pods[pod].signal_all(signal.SIGCONT)
 
     def stop_all(self) -> None:
         for pod in self.pods.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pod.process.pid, signal.SIGKILL)
+            self._signal(pod, signal.SIGKILL)
             pod.process.wait()
 
     def _reap(self) -> None:
@@ -196,8 +215,7 @@ class LocalCluster:
             if pod.deleted_at is None:
                 continue
             if pod.process.poll() is None and now - pod.deleted_at > GRACE_SECONDS:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pod.process.pid, signal.SIGKILL)
+                self._signal(pod, signal.SIGKILL)
             if pod.process.poll() is not None:
                 del self.pods[name]
 
@@ -242,6 +260,10 @@ class LocalCluster:
             env[contract.CHECKPOINT_DIR] = str(self.checkpoint_dir)
         if name in self.pause_at:
             env[contract.PAUSE_AT_STEP] = str(self.pause_at[name])
+        if env.get(contract.IN_PLACE) == "1":
+            rank0 = f"{env[contract.JOB_NAME]}-{contract.ROLE_WORKER}-0-{manifest['metadata']['labels'][ATTEMPT_LABEL]}"
+            env[contract.AGENT_PORT] = str(self.agent_ports.setdefault(name, _free_port()))
+            env[contract.AGENT_COORDINATOR] = f"{LOOPBACK}:{self.agent_ports.setdefault(rank0, _free_port())}"
         return env
 
     def _start(self, manifest: Manifest) -> str:
@@ -269,7 +291,8 @@ class LocalCluster:
             )
         pod = copy.deepcopy(manifest)
         pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
-        self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]))
+        ready_port = self.agent_ports.get(name) if env.get(contract.RANK) == "0" else None
+        self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]), ready_port=ready_port)
         return str(pod["metadata"]["uid"])
 
 

@@ -1,12 +1,19 @@
 """A pod of local mode: a process, and the pod manifest the planner sees for it (status read off the process)."""
 
+import contextlib
 import copy
+import os
 import subprocess
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from trainingjob.children.agent import READY_PATH
+from trainingjob.kube.progress import read_bounded
+
+LOOPBACK = "127.0.0.1"
 
 Manifest = dict[str, Any]
 
@@ -26,6 +33,7 @@ class LocalPod:
     progress_path: Path
     deleted_at: float | None = None
     finished_at: str | None = None
+    ready_port: int | None = None  # rank 0's agent: Ready as its readiness probe says, as the kubelet would
 
     def __post_init__(self) -> None:
         threading.Thread(target=self._stamp_exit, name=f"wait {self.name}", daemon=True).start()
@@ -44,7 +52,8 @@ class LocalPod:
         pod = copy.deepcopy(self.manifest)
         code = self.process.poll()
         if code is None:
-            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+            ready = "True" if self._ready() else "False"
+            pod["status"] = {"phase": "Running", "podIP": LOOPBACK, "conditions": [{"type": "Ready", "status": ready}]}
         else:
             exit_code = code if code >= 0 else 128 - code
             reason = "Completed" if code == 0 else "Error"
@@ -55,3 +64,37 @@ class LocalPod:
         if self.deleted_at is not None:
             pod["metadata"]["deletionTimestamp"] = now_stamp()
         return pod
+
+    def _ready(self) -> bool:
+        if self.ready_port is None:
+            return True
+        return read_bounded(LOOPBACK, self.ready_port, READY_PATH, 1024, 1.0) is not None
+
+    def processes(self) -> list[int]:
+        """The pod's process and every process under it (its agent's trainer and spare), parents first."""
+        children: dict[int, list[int]] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    children.setdefault(parent, []).append(int(entry.name))
+        found, queue = [], [self.process.pid]
+        while queue:
+            pid = queue.pop(0)
+            found.append(pid)
+            queue += children.get(pid, [])
+        return found
+
+    def stopped_process(self) -> int | None:
+        """A process of the pod that stopped itself (SIGSTOP: local mode's --kill), if one did."""
+        for pid in self.processes():
+            with contextlib.suppress(OSError, IndexError):
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T":
+                    return pid
+        return None
+
+    def signal_all(self, signal: int) -> None:
+        """Signal the pod's processes, its agent's children too (they run in sessions of their own)."""
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal)

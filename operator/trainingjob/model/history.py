@@ -34,7 +34,7 @@ class AttemptRecord(ApiModel):
     start_time: datetime
     """When the attempt began: the job started, restarted or was resumed (backoff included after it)."""
     pods_time: datetime | None = None
-    """When its pods were first seen (after the backoff)."""
+    """When its first pods were created (after the backoff), or first seen."""
     running_time: datetime | None = None
     """When all its ranks first ran (the job's phase became Running)."""
     end_time: datetime | None = None
@@ -44,7 +44,21 @@ class AttemptRecord(ApiModel):
     reason: Reason | None = None
     """Why it ended: the failure class, or the reason of the Failed condition."""
     resumed_from_step: Count | None = None
-    """The step of the newest checkpoint when it began: where it resumed from."""
+    """Where it resumed from: the step its trainer reported it resumed from, else the newest checkpoint's when it
+    began."""
+    in_place: bool | None = None
+    """True when it began inside the previous attempt's pods (restarted in place, no pod created); unset when it
+    got pods of its own."""
+    first_step_time: datetime | None = None
+    """When its rank 0 finished its first training step, as it reported (on the operator's clock): its training
+    time is counted from here. Unset until then, or when the trainer does not say."""
+    last_step: Count | None = None
+    """status.progress.step at its last report: how far the job had got (the furthest step, so an attempt that
+    resumed behind it reads it until it passes it)."""
+    last_heartbeat_time: datetime | None = None
+    """When its rank 0 last reported: the training of an attempt that failed is counted until here."""
+    checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
+    """Seconds its checkpoint saves held training up, as its rank 0 last reported."""
 
 
 class FailureRecord(ApiModel):
@@ -88,6 +102,41 @@ class EvaluationPoint(ApiModel):
     """The evaluation's metrics, e.g. {"accuracy": 0.97}."""
 
 
+Seconds = Annotated[Float, Field(ge=0)]
+
+
+class EarlierAttempts(ApiModel):
+    """The attempts no longer in the list, kept as the goodput split counted them, so status.goodput stays whole:
+    their seconds by part, and what the split of the attempts after them needs to know."""
+
+    attempts: Count
+    """How many attempts were dropped from the list."""
+    start: datetime
+    """Where the job's time axis began (its creation)."""
+    until: datetime
+    """How far along the axis they account for: the last one's last step, or its end."""
+    queued_seconds: Seconds = 0.0
+    """Their queued seconds (as status.goodput's, before rounding)."""
+    startup_seconds: Seconds = 0.0
+    """Their startup seconds."""
+    productive_seconds: Seconds = 0.0
+    """Their productive seconds."""
+    checkpoint_stall_seconds: Seconds = 0.0
+    """Their checkpoint stall seconds."""
+    recovery_seconds: Seconds = 0.0
+    """Their recovery seconds."""
+    redone_seconds: Seconds = 0.0
+    """Their redone seconds."""
+    suspended_seconds: Seconds = 0.0
+    """Their suspended seconds."""
+    had_pods: bool = False
+    """Whether any of them had pods: a later wait is recovery, not queueing."""
+    high_water_step: Count = 0
+    """The furthest step they reached: a later attempt that resumed behind it redoes steps."""
+    suspended_since: datetime | None = None
+    """When the last of them was suspended, if it was: the time until the next attempt began is suspended."""
+
+
 class History(ApiModel):
     """The job's history. Lists keep their newest entries; curves keep at most MAX_POINTS points at least
     `pointEverySteps` apart, doubling that spacing whenever they fill, so they always span the whole run."""
@@ -106,3 +155,5 @@ class History(ApiModel):
     """Evaluation metrics by step, oldest first."""
     evaluation_every_steps: Annotated[Int, Field(ge=1)] = 1
     """The least number of steps between two evaluations kept."""
+    earlier: EarlierAttempts | None = None
+    """The attempts dropped from `attempts` (past MAX_ATTEMPTS), summed for the goodput split."""

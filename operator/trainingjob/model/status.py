@@ -148,6 +148,44 @@ class Progress(ApiModel):
     """The latest evaluation metrics the trainer reported, by name (at most 16)."""
     metrics_step: Count | None = None
     """The step the metrics were computed at."""
+    resumed_from_step: Count | None = None
+    """The step this attempt's trainer resumed from (its checkpoint's; 0 for a fresh start), as it reported."""
+    first_step_time: datetime | None = None
+    """When rank 0 of this attempt finished its first training step, as it reported; the attempt's training time
+    (status.goodput) is counted from it."""
+    checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
+    """Seconds this attempt's checkpoint saves have held training up so far, as rank 0 reported."""
+
+
+class Goodput(ApiModel):
+    """Where the job's wall time went, in whole seconds that add up to wallSeconds, and how much of it was
+    productive training. The operator refreshes it as it writes the status (at least once a minute while the job
+    runs); `time` says as of when."""
+
+    ratio: Annotated[Float, Field(ge=0, le=1)] | None = None
+    """Goodput: productiveSeconds / (wallSeconds - suspendedSeconds), to 3 decimals. Absent before any time counts,
+    and while no progress report of the job was read (its training time is then unknown)."""
+    wall_seconds: Count = 0
+    """From the job's creation to its completion (or to `time`): the sum of the parts below."""
+    queued_seconds: Count = 0
+    """From the job's creation until its first attempt's pods were created (suspended by a queue such as Kueue
+    included)."""
+    startup_seconds: Count = 0
+    """The first attempt with pods: from its pods until its first training step (scheduling, image pulls,
+    rendezvous, loading)."""
+    productive_seconds: Count = 0
+    """Training, from each attempt's first step to its last, less the checkpoint stall and the redone work."""
+    checkpoint_stall_seconds: Count = 0
+    """Training held up by checkpoint saves, as rank 0 of each attempt reported."""
+    recovery_seconds: Count = 0
+    """From each attempt's last step to the next one's first: the failure noticed, the backoff, pods created or the
+    trainers restarted in place, rendezvous, the checkpoint loaded."""
+    redone_seconds: Count = 0
+    """Training after a resume that redid steps an earlier attempt had made: the steps lost times the step time."""
+    suspended_seconds: Count = 0
+    """From each suspension until the job was resumed (a suspension before the first pods counts as queued)."""
+    time: datetime
+    """When it was computed: a running job's parts grow until it is computed again."""
 
 
 class TrainingResult(ApiModel):
@@ -167,6 +205,8 @@ class TrainingResult(ApiModel):
     """Seconds from startTime to completionTime, time spent suspended left out."""
     checkpoint: CheckpointStatus | None = None
     """The newest complete checkpoint when the job succeeded."""
+    goodput: Goodput | None = None
+    """Where its time went, and its goodput, as it succeeded."""
 
 
 class PodOutcome(StrEnum):
@@ -184,6 +224,16 @@ class TrackedPod(ApiModel):
     """The pod's UID."""
     outcome: PodOutcome | None = None
     """Succeeded, or Failed once its failure was counted; unset while it runs."""
+
+
+class InPlaceRestart(ApiModel):
+    """A restart in place under way: the operator recorded it and tells rank 0's agent to run the attempt until
+    every pod's agent runs it, or re-creates the pods if they do not within the operator's inPlaceTimeoutSeconds."""
+
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt the gang restarts as."""
+    time: datetime
+    """When the restart was recorded; the agents are told once the backoff after it is over."""
 
 
 class TrainingJobStatus(ApiModel):
@@ -204,8 +254,16 @@ class TrainingJobStatus(ApiModel):
     attempt: Count = 0
     """The current attempt: 0 before the first pods, 1 for the first attempt, N+1 after N whole-job
     restarts."""
+    pods_attempt: Annotated[Int, Field(ge=1)] | None = None
+    """The attempt the current pods were created for, when later attempts restarted inside them (in place); unset
+    while the pods are the current attempt's own. Pod names and the trainingjob.io/attempt label carry it."""
+    in_place_restart: InPlaceRestart | None = None
+    """The restart in place under way, until every pod's agent runs the new attempt."""
     restarts: RestartCounts = Field(default_factory=RestartCounts)
     """Restarts so far, per failure class."""
+    in_place_restarts: Count = 0
+    """How many of the restarts went in place: every rank's trainer started again inside the pods it ran in, no
+    pod deleted or created (the others re-created the gang's pods)."""
     last_failure: LastFailure | None = None
     """The last failed pod: which one, its exit code, reason and last log lines."""
     last_checkpoint: CheckpointStatus | None = None
@@ -214,6 +272,9 @@ class TrainingJobStatus(ApiModel):
     """The trainer's last progress report."""
     result: TrainingResult | None = None
     """What the job ended with: set when it succeeds."""
+    goodput: Goodput | None = None
+    """Where the job's time went (queued, startup, productive, checkpoint stall, recovery, redone, suspended) and its
+    goodput: the share of its time, suspended time left out, spent in productive training."""
     start_time: datetime | None = None
     """When the job's first attempt began (its pods were first created)."""
     default_image: Annotated[Str, Field(max_length=512)] | None = None
@@ -230,3 +291,8 @@ class TrainingJobStatus(ApiModel):
         default_factory=list, json_schema_extra=list_map("uid")
     )
     """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""
+
+    @property
+    def current_pods_attempt(self) -> int:
+        """The attempt whose pods the job runs in: the current attempt, or the one whose pods it restarted in."""
+        return self.pods_attempt or self.attempt

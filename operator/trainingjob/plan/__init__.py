@@ -12,18 +12,22 @@ stops the rest:
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
-    failure       failed, deleted or vanished pods: restart the gang, replace a PS worker, or fail
+    failure       failed, deleted or vanished pods, a trainer failed in a healthy pod: restart the gang (in its pods
+                  when they are all up), replace a PS worker, or fail
+    in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
     stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
     startup       a pod not running startupDeadlineSeconds after it was due
     creation      create missing pods after earlier attempts are gone and the backoff is over
     phase         Running, or why not yet
 
-The replica counts are recomputed last, whatever decided, and status.history notes what changed (history.py).
+The replica counts are recomputed last, whatever decided, status.history notes what changed (history.py), and
+status.goodput is brought up to date from it when due (goodput.py).
 """
 
 from collections.abc import Callable
 from datetime import datetime
 
+from trainingjob.children.goodput import creation_time
 from trainingjob.children.observe import Observed
 from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
@@ -32,7 +36,9 @@ from trainingjob.plan import (
     deadlines,
     failure,
     finished,
+    goodput,
     history,
+    in_place,
     phase,
     progress,
     success,
@@ -52,6 +58,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("start", creation.start),
     ("success", success.decide),
     ("failure", failure.decide),
+    ("in_place", in_place.decide),
     ("stalled", progress.stalled),
     ("startup", deadlines.startup),
     ("creation", creation.decide),
@@ -74,7 +81,9 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
         status = decision.status
         if decision.final:
             break
-    status = history.record(job.status or TrainingJobStatus(), phase.counts(ctx, status), now)
+    before, created = job.status or TrainingJobStatus(), creation_time(job.metadata)
+    status = history.record(before, phase.counts(ctx, status), now, created)
+    status = goodput.refreshed(before, status, created, now)
     return _fold(ctx, status, [d for _, d in taken], [n for n, d in taken if _acts(d)])
 
 
@@ -86,6 +95,7 @@ def _acts(decision: Decision) -> bool:
         or decision.ungate
         or decision.events
         or decision.delete_job
+        or decision.order_attempt
     )
 
 
@@ -93,7 +103,9 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
     creates = [r for d in decisions for r in d.create]
     image = status.default_image or ctx.settings.default_trainer_image
-    manifests = [pod_manifest(ctx.job, ctx.uid, r, status.attempt, image) for r in dict.fromkeys(creates)]
+    in_place = ctx.settings.in_place_restart
+    attempt = status.current_pods_attempt
+    manifests = [pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place) for r in dict.fromkeys(creates)]
     if manifests:
         settings = ctx.settings
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
@@ -112,5 +124,6 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         events=tuple(e for d in decisions for e in d.events),
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),
+        order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
         decisions=tuple(names),
     )

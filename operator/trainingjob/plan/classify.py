@@ -9,6 +9,7 @@ from trainingjob.model import FailureClass, LastFailure, RestartCounts, RestartP
 
 # Most telling first: a configuration error explains the rest; a preemption explains peers that then crashed.
 _PRECEDENCE = (FailureClass.PERMANENT, FailureClass.DISRUPTION, FailureClass.OOM, FailureClass.RETRYABLE)
+TRAINER_FAILED = "TrainerFailed"  # the trainer failed in a healthy pod (its agent said so: plan/in_place.py)
 _COUNTER = {
     FailureClass.RETRYABLE: "retryable",
     FailureClass.OOM: "oom",
@@ -83,7 +84,7 @@ def decide(failure: FailureClass, restarts: RestartCounts, policy: RunPolicy, wh
 
 def describe(pod: PodState) -> str:
     """A sentence fragment naming the pod and how it ended."""
-    parts = [f"pod {pod.name}"]
+    parts = [f"the trainer in pod {pod.name}" if pod.reason == TRAINER_FAILED else f"pod {pod.name}"]
     if pod.exit_code is not None:
         parts.append(f"exited with code {pod.exit_code}")
     elif pod.disrupted or pod.deleting:
@@ -95,12 +96,13 @@ def describe(pod: PodState) -> str:
     return " ".join(parts)
 
 
-def last_failure(pod: PodState, failure: FailureClass, now: datetime) -> LastFailure:
-    """The evidence kept in status: every field replaced, so nothing of an earlier failure lingers."""
+def last_failure(pod: PodState, failure: FailureClass, now: datetime, attempt: int) -> LastFailure:
+    """The evidence kept in status: every field replaced, so nothing of an earlier failure lingers. `attempt` is the
+    job's (a pod restarted in place runs a later attempt than the one it was created for)."""
     return LastFailure(
         pod=pod.name,
         pod_uid=pod.uid or None,
-        attempt=max(pod.attempt, 1),
+        attempt=max(attempt, 1),
         failure_class=failure,
         exit_code=pod.exit_code,
         reason=pod.reason or ("Disrupted" if failure == FailureClass.DISRUPTION else "Error"),

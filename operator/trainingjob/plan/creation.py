@@ -39,10 +39,10 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if created is not None and created.status == ConditionStatus.FALSE and created.reason == INVALID:
         message = f"The apiserver refuses the job's pods as invalid: {created.message}"
         return finished.finish(ctx, status, Phase.FAILED, INVALID, message)
-    counted_uids = tracking.counted_uids(status)
-    awaited = [p for p in ctx.observed.pods if p.deleting and (p.attempt != status.attempt or p.uid in counted_uids)]
-    stale = ctx.stale(status.attempt)
-    counted = [p for p in ctx.pods_of(status.attempt) if p.uid in counted_uids]
+    counted_uids, pods_attempt = tracking.counted_uids(status), status.current_pods_attempt
+    awaited = [p for p in ctx.observed.pods if p.deleting and (p.attempt != pods_attempt or p.uid in counted_uids)]
+    stale = ctx.stale(pods_attempt)
+    counted = [p for p in ctx.pods_of(pods_attempt) if p.uid in counted_uids]
     delete = tuple(p.name for p in [*stale, *counted] if not p.deleting)  # again, if a crash cut the first off
     events = tuple(Event("Warning", "ForceDeleted", _forced(p)) for p in awaited if p.name in _stuck(ctx, awaited))
     base = Decision(

@@ -25,13 +25,18 @@ def for_people(progress: Progress) -> Progress:
 
 def on_our_clock(progress: Progress, now: datetime) -> Progress:
     """A report whose heartbeat is ahead of `now` (a trainer's clock ahead of ours) as made now: its estimated
-    completion moves back as far."""
+    completion and its first step's time move back as far (the first step never later than now)."""
     heartbeat, estimate = progress.last_heartbeat_time, progress.estimated_completion_time
-    if heartbeat is None or heartbeat <= now:
-        return progress
-    ahead = heartbeat - now
+    first = progress.first_step_time
+    ahead = heartbeat - now if heartbeat is not None and heartbeat > now else None
+    if ahead is None:
+        return progress if first is None or first <= now else progress.model_copy(update={"first_step_time": now})
     return progress.model_copy(
-        update={"last_heartbeat_time": now, "estimated_completion_time": estimate - ahead if estimate else None}
+        update={
+            "last_heartbeat_time": now,
+            "estimated_completion_time": estimate - ahead if estimate else None,
+            "first_step_time": min(first - ahead, now) if first else None,
+        }
     )
 
 

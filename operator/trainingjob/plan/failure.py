@@ -1,5 +1,7 @@
-"""Failures of the current attempt: pods that failed, were deleted by someone else, or vanished. DDP (or a
-parameter server failing): the attempt ends and the whole gang restarts after a backoff. ParameterServer
+"""Failures of the current attempt: pods that failed, were deleted by someone else, or vanished, and (rank 0's agent
+says so) a trainer that failed inside a healthy pod. DDP (or a
+parameter server failing): the attempt ends and the whole gang restarts after a backoff (in its pods when they are
+all up: a stall, plan/in_place.py). ParameterServer
 mode: each failed worker is replaced alone. Every failure is counted exactly once, by pod UID."""
 
 from dataclasses import replace
@@ -8,7 +10,7 @@ from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify, finished, tracking
+from trainingjob.plan import classify, finished, in_place, tracking
 from trainingjob.plan.transitions import backoff_seconds, moved
 from trainingjob.plan.types import Context, Decision, Event
 
@@ -19,17 +21,17 @@ DELETED = "the pod was deleted by someone other than the operator before it fini
 def failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
     """The attempt's uncounted failures, oldest first: failed, deleted by others, or vanished."""
     found, counted = [], tracking.counted_uids(status)
-    for pod in ctx.pods_of(status.attempt):
+    for pod in ctx.pods_of(status.current_pods_attempt):
         if pod.phase == PodPhase.SUCCEEDED or pod.uid in counted:
             continue
         if pod.has_failed:
             found.append(pod)
         elif pod.deleting:  # the operator deletes only counted pods of the current attempt
             found.append(replace(pod, disrupted=True, reason=pod.reason or "Deleted", message=DELETED))
-    slots = {r.pod_name(ctx.name, status.attempt): r for r in ctx.slots}
+    slots = {r.pod_name(ctx.name, status.current_pods_attempt): r for r in ctx.slots}
     for gone in tracking.vanished(ctx, status):
         replica = slots.get(gone.name)
-        found.append(_vanished(gone.name, gone.uid, replica or Replica("worker", 0), status.attempt))
+        found.append(_vanished(gone.name, gone.uid, replica or Replica("worker", 0), status.current_pods_attempt))
     return found
 
 
@@ -40,27 +42,34 @@ def _vanished(name: str, uid: str, replica: Replica, attempt: int) -> PodState:
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     found = failures(ctx, status)
     if not found:
-        return None
+        trainer = in_place.failed_trainer(ctx, status)
+        return _end_attempt(ctx, status, [trainer]) if trainer is not None else None
     if ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
         return _replace_workers(ctx, status, found)
-    return _end_attempt(ctx, status, found)
+    return in_place.pods_failed_meanwhile(ctx, status, found) or _end_attempt(ctx, status, found)
 
 
 def _end_attempt(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
     policy = ctx.job.spec.run_policy
     failure, culprit = classify.root_cause(found, policy)
     verdict = classify.decide(failure, status.restarts, policy, classify.describe(culprit))
-    status = status.model_copy(update={"last_failure": classify.last_failure(culprit, failure, ctx.now)})
+    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt)
+    status = status.model_copy(update={"last_failure": evidence})
     if not verdict.restart:
         return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
     return restart(ctx, status, failure, verdict)
 
 
 def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verdict: classify.Verdict) -> Decision:
-    """End the current attempt: all its pods go, and the next attempt starts after the backoff."""
+    """End the current attempt: in its pods when the gang can restart in place (plan/in_place.py), else all its pods
+    go and the next attempt gets pods of its own after the backoff."""
+    if in_place.possible(ctx, status):
+        return in_place.restart(ctx, status, failure, verdict)
     attempt = status.attempt + 1
+    counted = classify.counted(status.restarts, failure)
     status = status.model_copy(
-        update={"restarts": classify.counted(status.restarts, failure), "attempt": attempt, "tracked_pods": []}
+        update={"restarts": counted, "attempt": attempt, "tracked_pods": [], "pods_attempt": None}
+        | {"in_place_restart": None}
     )
     message = f"{verdict.message} Restarting as attempt {attempt} from the newest checkpoint."
     status, events = moved(ctx, status, Phase.RESTARTING, verdict.reason, message)
@@ -77,14 +86,15 @@ def _replace_workers(ctx: Context, status: TrainingJobStatus, found: list[PodSta
         failure = classify.classify(pod, policy)
         verdict = classify.decide(failure, restarts, policy, classify.describe(pod))
         if not verdict.restart:
-            status = status.model_copy(update={"last_failure": classify.last_failure(pod, failure, ctx.now)})
+            evidence = classify.last_failure(pod, failure, ctx.now, status.attempt)
+            status = status.model_copy(update={"last_failure": evidence})
             return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
         restarts = classify.counted(restarts, failure)
         events.append(
             Event("Warning", verdict.reason, f"{verdict.message} Replacing worker {pod.replica.index} alone.")
         )
     last = ordered[-1]
-    evidence = classify.last_failure(last, classify.classify(last, policy), ctx.now)
+    evidence = classify.last_failure(last, classify.classify(last, policy), ctx.now, status.attempt)
     status = status.model_copy(update={"restarts": restarts, "last_failure": evidence})
     gone = [t for t in tracking.vanished(ctx, status) if t.uid in {p.uid for p in ordered}]
     present = [p for p in ordered if p.uid not in {t.uid for t in gone}]

@@ -1,11 +1,13 @@
 """status.history follows the status: record(before, after, now) notes what changed between a reconcile's first
-and last status: an attempt that began, got its pods, ran or ended; a pod failure; a checkpoint; a point of the
-loss curve or an evaluation. Nothing new, nothing written: the history is unchanged when the status is."""
+and last status: an attempt that began, got its pods, ran or ended (what its rank 0 reported of it); a pod failure;
+a checkpoint; a point of the loss curve or an evaluation. Nothing new, nothing written: the history is unchanged
+when the status is. Attempts past MAX_ATTEMPTS leave the list for `earlier`, the goodput split's sum of them."""
 
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
 
+from trainingjob.children.goodput import earlier_attempts
 from trainingjob.model import (
     AttemptOutcome,
     AttemptRecord,
@@ -15,6 +17,7 @@ from trainingjob.model import (
     History,
     MetricPoint,
     Phase,
+    Progress,
     TrainingJobStatus,
 )
 from trainingjob.model.history import MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EVALUATIONS, MAX_FAILURES, MAX_POINTS
@@ -23,10 +26,13 @@ from trainingjob.plan.transitions import condition_of
 P = TypeVar("P", MetricPoint, EvaluationPoint)
 
 
-def record(before: TrainingJobStatus, after: TrainingJobStatus, now: datetime) -> TrainingJobStatus:
-    """`after` with its history brought up to date; `after` itself when nothing happened worth keeping."""
+def record(
+    before: TrainingJobStatus, after: TrainingJobStatus, now: datetime, created: datetime | None = None
+) -> TrainingJobStatus:
+    """`after` with its history brought up to date; `after` itself when nothing happened worth keeping. `created`:
+    the job's creation, where the goodput split of attempts dropped from the list begins."""
     old = before.history or History()
-    history = _attempts(old, before, after, now)
+    history = _kept(_attempts(old, before, after, now), created, now)
     history = _failures(history, before, after)
     history = _checkpoints(history, after)
     history = _curves(history, after, now)
@@ -49,15 +55,53 @@ def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobSta
     if after.attempt > 0 and not stopped and (not attempts or attempts[-1].end_time is not None):
         resumed = after.last_checkpoint.step if after.last_checkpoint is not None else None
         start = max(now, _latest(attempts[-1])) if attempts else now
-        attempts.append(AttemptRecord(attempt=after.attempt, start_time=start, resumed_from_step=resumed))
+        in_place = True if after.pods_attempt is not None else None
+        record = AttemptRecord(attempt=after.attempt, start_time=start, resumed_from_step=resumed, in_place=in_place)
+        attempts.append(record)
     if attempts and attempts[-1].end_time is None:
         current = attempts[-1]
         if current.pods_time is None and after.tracked_pods:
             current = current.model_copy(update={"pods_time": max(now, _latest(current))})
         if current.running_time is None and after.phase == Phase.RUNNING:
             current = current.model_copy(update={"running_time": max(now, _latest(current))})
+        if current.in_place and after.pods_attempt is None:  # it fell back to pods of its own
+            current = current.model_copy(update={"in_place": False})
         attempts[-1] = current
-    return history.model_copy(update={"attempts": attempts[-MAX_ATTEMPTS:]})
+    return history.model_copy(update={"attempts": _reported(attempts, after.progress, now)})
+
+
+def _kept(history: History, created: datetime | None, now: datetime) -> History:
+    """The newest MAX_ATTEMPTS attempts; those dropped are summed into `earlier` for the goodput split."""
+    dropped = len(history.attempts) - MAX_ATTEMPTS
+    if dropped <= 0:
+        return history
+    earlier = earlier_attempts(history, dropped, created, now)
+    return history.model_copy(update={"attempts": history.attempts[dropped:], "earlier": earlier})
+
+
+def _reported(attempts: list[AttemptRecord], progress: Progress | None, now: datetime) -> list[AttemptRecord]:
+    """The newest record of the attempt that made rank 0's last report (its last words arrive as it ends) with what
+    the report says of it: where it resumed from, its first step's time (kept once known, within the attempt), how
+    far the job has got, its heartbeat and its checkpoint stall (none of them going back)."""
+    number = progress.attempt if progress is not None else None
+    index = next((i for i in reversed(range(len(attempts))) if attempts[i].attempt == number), None)
+    if progress is None or index is None:
+        return attempts
+    record = attempts[index]
+    update: dict[str, object] = {"last_step": max(progress.step, record.last_step or 0)}
+    if progress.resumed_from_step is not None:  # the trainer knows better than the newest checkpoint we saw
+        update["resumed_from_step"] = progress.resumed_from_step
+    if record.first_step_time is None and progress.first_step_time is not None:
+        latest = max(min(now, record.end_time or now), record.start_time)
+        update["first_step_time"] = min(max(progress.first_step_time, record.start_time), latest)
+    heartbeat = progress.last_heartbeat_time
+    if heartbeat is not None and (record.last_heartbeat_time is None or heartbeat > record.last_heartbeat_time):
+        update["last_heartbeat_time"] = heartbeat
+    stall = progress.checkpoint_stall_seconds
+    if stall is not None and stall > (record.checkpoint_stall_seconds or 0.0):
+        update["checkpoint_stall_seconds"] = stall
+    changed = record.model_copy(update=update)
+    return attempts if changed == record else [*attempts[:index], changed, *attempts[index + 1 :]]
 
 
 def _latest(record: AttemptRecord) -> datetime:

@@ -11,6 +11,5 @@ MOST = 3
 def wanted(status: TrainingJobStatus | None, observed: Observed) -> list[str]:
     status = status or TrainingJobStatus()
     counted = tracking.counted_uids(status)
-    return [p.name for p in observed.of_attempt(status.attempt) if p.phase == PodPhase.FAILED and p.uid not in counted][
-        :MOST
-    ]
+    failed = [p for p in observed.of_attempt(status.current_pods_attempt) if p.phase == PodPhase.FAILED]
+    return [p.name for p in failed if p.uid not in counted][:MOST]

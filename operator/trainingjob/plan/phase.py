@@ -39,8 +39,8 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
 
 def counts(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     """Pod counts of the current attempt per role, as they are now (zero when there are none)."""
-    pods = [p for p in ctx.pods_of(status.attempt) if not p.deleting]
-    worker_slots = {r.pod_name(ctx.name, status.attempt) for r in ctx.slots if r.role != ROLE_PS}
+    pods = [p for p in ctx.pods_of(status.current_pods_attempt) if not p.deleting]
+    worker_slots = {r.pod_name(ctx.name, status.current_pods_attempt) for r in ctx.slots if r.role != ROLE_PS}
     gone_done = (tracking.succeeded_names(status) & worker_slots) - {p.name for p in pods}
     workers = _counts([p for p in pods if p.replica.role != ROLE_PS], len(gone_done))
     update: dict[str, object] = {"workers": workers}

@@ -16,7 +16,7 @@ from trainingjob.plan.types import Context, Decision
 
 def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     """The status with the newest report and checkpoint; a new attempt's first reports may lag behind (they
-    bring their heartbeat and estimate, not their step)."""
+    bring their heartbeat, estimate, resume point, first step's time and checkpoint stall, not their step)."""
     reported, last = ctx.observed.progress, status.progress
     update: dict[str, object] = {}
     if reported is not None:
@@ -27,6 +27,9 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
                     "last_heartbeat_time": reported.last_heartbeat_time,
                     "attempt": reported.attempt,
                     "estimated_completion_time": reported.estimated_completion_time,
+                    "resumed_from_step": reported.resumed_from_step,
+                    "first_step_time": reported.first_step_time,
+                    "checkpoint_stall_seconds": reported.checkpoint_stall_seconds,
                 }
             )
         update["progress"] = estimate.for_people(reported)
@@ -68,7 +71,7 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     policy = ctx.job.spec.run_policy
     verdict = classify.decide(FailureClass.STALLED, status.restarts, policy, what[0].upper() + what[1:])
     culprit = _rank0(ctx, status)
-    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now)
+    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now, status.attempt)
     status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": "Stalled"})})
     if not verdict.restart:
         return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
@@ -77,6 +80,6 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def _rank0(ctx: Context, status: TrainingJobStatus) -> PodState:
     replica = Replica(ROLE_WORKER, 0)
-    name = replica.pod_name(ctx.name, status.attempt)
-    found = next((p for p in ctx.pods_of(status.attempt) if p.name == name), None)
-    return found or PodState(name, "", replica, status.attempt, PodPhase.RUNNING)
+    name = replica.pod_name(ctx.name, status.current_pods_attempt)
+    found = next((p for p in ctx.pods_of(status.current_pods_attempt) if p.name == name), None)
+    return found or PodState(name, "", replica, status.current_pods_attempt, PodPhase.RUNNING)

@@ -34,11 +34,11 @@ class Slot:
 
 
 def slots(ctx: Context, status: TrainingJobStatus) -> list[Slot]:
-    pods = {p.name: p for p in ctx.pods_of(status.attempt)}
+    pods = {p.name: p for p in ctx.pods_of(status.current_pods_attempt)}
     succeeded = tracking.succeeded_names(status)
     result = []
     for replica in ctx.slots:
-        name = replica.pod_name(ctx.name, status.attempt)
+        name = replica.pod_name(ctx.name, status.current_pods_attempt)
         pod = pods.get(name)
         done = name in succeeded or (pod is not None and pod.phase == PodPhase.SUCCEEDED)
         result.append(Slot(replica, name, pod, done))

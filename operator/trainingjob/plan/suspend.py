@@ -26,14 +26,14 @@ def _suspended(ctx: Context, status: TrainingJobStatus) -> Decision:
 
 
 def _resumed(ctx: Context, status: TrainingJobStatus) -> Decision:
-    had_pods = bool(status.tracked_pods or ctx.pods_of(status.attempt))
+    had_pods = bool(status.tracked_pods or ctx.pods_of(status.current_pods_attempt))
     attempt = status.attempt + 1 if had_pods and status.attempt > 0 else status.attempt
     update: dict[str, object] = {
         "attempt": attempt,
         "suspended_seconds": status.suspended_seconds + _paused(ctx, status),
     }
     if attempt != status.attempt:
-        update["tracked_pods"] = []
+        update |= {"tracked_pods": [], "pods_attempt": None, "in_place_restart": None}
     status = status.model_copy(update=update)
     status = with_condition(
         ctx, status, ConditionType.SUSPENDED, False, reason="JobResumed", message="The job was resumed."

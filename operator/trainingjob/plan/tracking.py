@@ -13,13 +13,13 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
     """Record the attempt's pods, and release from the tracking gate those the written status will name."""
     status = observed(ctx, status)
     tracked = {t.uid for t in status.tracked_pods}
-    held = [p for p in ctx.pods_of(status.attempt) if p.gated and not p.deleting and p.uid in tracked]
+    held = [p for p in ctx.pods_of(status.current_pods_attempt) if p.gated and not p.deleting and p.uid in tracked]
     return Decision(status, ungate=tuple(p.name for p in held))
 
 
 def observed(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     """Add the current attempt's pods seen now; note which succeeded; forget counted pods that are gone."""
-    pods = {p.uid: p for p in ctx.pods_of(status.attempt) if p.uid}
+    pods = {p.uid: p for p in ctx.pods_of(status.current_pods_attempt) if p.uid}
     kept = [t for t in status.tracked_pods if t.uid in pods or t.outcome != PodOutcome.FAILED]
     known = {t.uid for t in kept}
     added = [TrackedPod(name=p.name, uid=p.uid) for p in pods.values() if p.uid not in known]
@@ -38,7 +38,7 @@ def _with_outcome(tracked: TrackedPod, pod: PodState | None) -> TrackedPod:
 
 def vanished(ctx: Context, status: TrainingJobStatus) -> list[TrackedPod]:
     """Tracked pods still running as far as the record knows, that are no longer there."""
-    present = {p.uid for p in ctx.pods_of(status.attempt)}
+    present = {p.uid for p in ctx.pods_of(status.current_pods_attempt)}
     return [t for t in status.tracked_pods if t.outcome is None and t.uid not in present]
 
 

@@ -39,6 +39,8 @@ class Settings:
     network_policy: bool = _default("network_policy")
     operator_namespace: str = ""  # where the operator runs, when in a pod: its progress reads are admitted
     default_trainer_image: str = _default("default_trainer_image")
+    in_place_restart: bool = _default("in_place_restart")
+    in_place_timeout_seconds: float = _default("in_place_timeout_seconds")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Decision:
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False
+    order_attempt: int | None = None  # tell rank 0's agent to run this attempt in the gang's pods (in place)
     final: bool = False
 
 
@@ -101,4 +104,5 @@ class Plan:
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False
+    order_attempt: int | None = None  # after the status is written: rank 0's agent runs this attempt (in place)
     decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs

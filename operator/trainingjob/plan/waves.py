@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from trainingjob.model import ConditionType, TrainingJobStatus
-from trainingjob.plan import tracking
+from trainingjob.plan import history, tracking
 from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.creation import INVALID
 from trainingjob.plan.slots import REFUSED
@@ -57,9 +57,9 @@ def after_wave(
     now: datetime,
     generation: int | None,
 ) -> AfterWave:
-    """What one wave did, recorded: the pods it created (name -> UID) tracked, its refusals in the Created
-    condition."""
-    after = refused(tracking.created(status, created), refusals, now, generation)
+    """What one wave did, recorded: the pods it created (name -> UID) tracked (the history notes the attempt's pods
+    as created now), its refusals in the Created condition."""
+    after = history.record(status, refused(tracking.created(status, created), refusals, now, generation), now)
     if not refusals or _created_says(status) == _created_says(after):
         return AfterWave(after)
     first = refusals[0]

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
-from trainingjob.children.observe import Observed, observe, with_log_tails
+from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan
@@ -48,25 +48,35 @@ def merge_patch(old: Any, new: Any) -> Any:
     return patch
 
 
+def rank0_pod(job: TrainingJob, observed: Observed, pods: list[Manifest]) -> Manifest | None:
+    """Rank 0's pod of the pods the job runs in, when it is the job's own."""
+    status = job.status or TrainingJobStatus()
+    rank0 = Replica(ROLE_WORKER, 0).pod_name(str(job.metadata.name), status.current_pods_attempt)
+    if rank0 not in {p.name for p in observed.of_attempt(status.current_pods_attempt)}:
+        return None
+    return next((p for p in pods if p["metadata"].get("name") == rank0), None)
+
+
 def _observe(
     cluster: Cluster, job: TrainingJob, pods: list[Manifest], service: Manifest | None, lines: int
 ) -> Observed:
-    """Read the job's children once: the pods and Service, then the logs of the failures to record and rank 0's
-    progress, which the first reading names."""
-    namespace, name, uid = str(job.metadata.namespace), str(job.metadata.name), str(getattr(job.metadata, "uid", ""))
+    """Read the job's children once: the pods and Service, then the logs of the failures to record, rank 0's
+    progress and (when its pod is not ready, or a restart in place is under way) its agent's account of the gang."""
+    namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
     observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
     wanted = logs.wanted(job.status, observed) if lines else []
     observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
-    attempt = job.status.attempt if job.status else 0
-    rank0 = Replica(ROLE_WORKER, 0).pod_name(name, attempt)
-    ours = {p.name for p in observed.of_attempt(attempt)}
-    manifest = next((p for p in pods if p["metadata"].get("name") == rank0), None)
-    if manifest is None or rank0 not in ours:
+    manifest = rank0_pod(job, observed, pods)
+    if manifest is None:
         return observed
+    status = job.status or TrainingJobStatus()
     progress, checkpoint = cluster.progress(manifest)
     if progress is not None and progress.attempt is None:
-        progress = progress.model_copy(update={"attempt": attempt})
-    return replace(observed, progress=progress, checkpoint=checkpoint)
+        progress = progress.model_copy(update={"attempt": status.attempt})
+    rank0 = next(p for p in observed.pods if p.name == manifest["metadata"]["name"])
+    ask = rank0.in_place and rank0.phase == PodPhase.RUNNING and (not rank0.ready or status.in_place_restart)
+    gang = cluster.gang(manifest) if ask else None
+    return replace(observed, progress=progress, checkpoint=checkpoint, gang=gang)
 
 
 def reconcile(
@@ -78,16 +88,18 @@ def reconcile(
         return Outcome()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
     job: TrainingJob | None = None
+    rank0: Manifest | None = None
     try:
         job = TrainingJob.from_manifest(manifest)
     except ValidationError as error:
         observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
         result = plan_invalid(manifest, error, observed, now)
     else:
-        result = plan(job, _observe(cluster, job, pods, service, log_tail_lines), now, settings)
+        observed = _observe(cluster, job, pods, service, log_tail_lines)
+        result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
     before = salvaged_status(manifest.get("status"))
     try:
-        after = _act(cluster, manifest, result, now)
+        after = _act(cluster, manifest, result, now, rank0)
     except Gone:
         return Outcome(before)
     return Outcome(before, after, result.requeue_after, job)
@@ -114,8 +126,11 @@ class _Written:
         return str(self.manifest["metadata"]["name"])
 
 
-def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> TrainingJobStatus:
-    """Write the status first (the commit point), announce, delete, release, create wave by wave."""
+def _act(
+    cluster: Cluster, manifest: Manifest, result: Plan, now: datetime, rank0: Manifest | None
+) -> TrainingJobStatus:
+    """Write the status first (the commit point), announce, tell rank 0's agent, delete, release, create wave by
+    wave."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
     patch = merge_patch(manifest.get("status") or {}, _dump(result.status))
@@ -124,6 +139,9 @@ def _act(cluster: Cluster, manifest: Manifest, result: Plan, now: datetime) -> T
     _log(namespace, name, result)
     if result.events:
         cluster.emit(manifest, result.events)
+    if result.order_attempt is not None and rank0 is not None:
+        told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt)
+        log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
     if result.delete:
         cluster.delete_pods(namespace, result.delete)
     if result.force_delete:

@@ -11,6 +11,7 @@ pods from the apiserver instead.
 
 from collections.abc import Callable, Sequence
 
+from trainingjob.children.agent import Gang
 from trainingjob.children.naming import service_name
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Created, Manifest, SweepCluster
@@ -54,6 +55,12 @@ class CachedCluster:
 
     def progress(self, pod: Manifest) -> Report:
         return self.direct.progress(pod)
+
+    def gang(self, pod: Manifest) -> Gang | None:
+        return self.direct.gang(pod)
+
+    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+        return self.direct.order(pod, job_uid, attempt)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.direct.write_status(namespace, name, resource_version, patch)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
+from trainingjob.kube.agents import operator_key
 from trainingjob.kube.answers import is_transient
 from trainingjob.kube.client import Connection, own_namespace
 from trainingjob.kube.job_cluster import KubernetesCluster
@@ -44,6 +45,8 @@ def plan_settings(options: OperatorSettings) -> Settings:
         network_policy=options.network_policy,
         operator_namespace=own_namespace(),
         default_trainer_image=options.default_trainer_image,
+        in_place_restart=options.in_place_restart,
+        in_place_timeout_seconds=options.in_place_timeout_seconds,
     )
 
 
@@ -65,7 +68,11 @@ class Controller:
         metrics.write_limit.set_function(lambda: pacer.limit)
         resources = Resources(connection.api, pacer=pacer, on_written=self.stores.saw)
         jobs = KubernetesCluster(
-            connection.api, resources, read_progress=options.read_progress, window=options.max_writes_in_flight
+            connection.api,
+            resources,
+            read_progress=options.read_progress,
+            window=options.max_writes_in_flight,
+            operator_key=operator_key(options.key_file),
         )
         self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores)

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from trainingjob.children.goodput import PARTS, creation_time
 from trainingjob.model import Phase, TrainingJob, TrainingJobStatus
 from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus
 from trainingjob.runtime.queue import Key
@@ -84,6 +85,15 @@ class Metrics:
         )
         self.job_attempt_time_to_running = self._gauge(
             "attempt_time_to_running_seconds", "From the current attempt's start until all its ranks ran."
+        )
+        self.job_goodput = self._gauge(
+            "goodput_ratio", "status.goodput.ratio: productive training over the job's time, suspended time left out."
+        )
+        self.job_time = self._gauge(
+            "time_seconds",
+            "status.goodput: the job's wall time by part (queued, startup, productive, checkpoint_stall, recovery, "
+            "redone, suspended); the parts add up to it.",
+            "part",
         )
         for phase in Phase:
             self.jobs.labels(phase.value).set(0)
@@ -159,7 +169,7 @@ class Metrics:
             values[(self.job_restarts, (*key, name))] = count
         if job is not None:
             values[(self.job_backoff_limit, key)] = job.spec.run_policy.backoff_limit
-        job_seconds, attempt_seconds = _times_to_running(status, _created(job))
+        job_seconds, attempt_seconds = _times_to_running(status, creation_time(job.metadata) if job else None)
         optional: dict[Gauge, float | None] = {
             self.job_time_to_running: job_seconds,
             self.job_attempt_time_to_running: attempt_seconds,
@@ -172,6 +182,10 @@ class Metrics:
             optional[self.job_samples_per_second] = progress.samples_per_second
             if progress.attempt == status.attempt and progress.last_heartbeat_time is not None:
                 optional[self.job_heartbeat] = progress.last_heartbeat_time.timestamp()
+        if status.goodput is not None:
+            optional[self.job_goodput] = status.goodput.ratio
+            for part in PARTS:
+                values[(self.job_time, (*key, part))] = getattr(status.goodput, f"{part}_seconds")
         values.update({(gauge, key): value for gauge, value in optional.items() if value is not None})
         return values
 
@@ -184,17 +198,6 @@ def set_series(known: dict[Key, set[Series]], key: Key, values: dict[Series, flo
         gauge.labels(*labels).set(value)
     if values:
         known[key] = set(values)
-
-
-def _created(job: TrainingJob | None) -> datetime | None:
-    """metadata.creationTimestamp (kept as an extra field of the model's ObjectMeta), when it parses."""
-    stamp = getattr(job.metadata, "creationTimestamp", None) if job is not None else None
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
 
 
 def _times_to_running(status: TrainingJobStatus, created: datetime | None) -> tuple[float | None, float | None]:

@@ -2,6 +2,7 @@
 // the pods and the checkpoints.
 
 import { age, clock, h, num, parseTime, phaseBadge, progressBar, until } from "./dom.js";
+import { goodputView } from "./goodput.js";
 
 const FINISHED = new Set(["Succeeded", "Failed"]);
 
@@ -28,7 +29,7 @@ function replicas(spec) {
   return `${spec.mode || "DDP"}, ${workers} worker${workers === 1 ? "" : "s"}${ps}`;
 }
 
-/** Phase, attempt, restarts, progress, loss, throughput, times, checkpoint, result. */
+/** Phase, attempt, restarts, progress, loss, throughput, goodput, times, checkpoint, result. */
 export function facts(job) {
   const status = job.status || {};
   const progress = status.progress || {};
@@ -47,6 +48,7 @@ export function facts(job) {
     fact("Loss", "job-loss", num(progress.loss)),
     fact("Samples/s", "job-throughput", num(progress.samplesPerSecond)),
     fact("Heartbeat", "job-heartbeat", progress.lastHeartbeatTime ? `${age(progress.lastHeartbeatTime)} ago` : ""),
+    fact("Goodput", "job-goodput-fact", goodputView(status.goodput, "job-goodput")),
     fact("Shape", "job-shape", replicas(job.spec || {})),
     fact("Created", "job-created", clock((job.metadata || {}).creationTimestamp)),
     fact("Started", "job-started", clock(status.startTime)),

@@ -3,6 +3,7 @@
 
 import { download, jobPath } from "./api.js";
 import { h, message, parseTime, s, seconds } from "./dom.js";
+import { goodputText } from "./goodput.js";
 
 const LABEL_W = 190;
 const RIGHT = 16;
@@ -103,7 +104,8 @@ export function timelineContent(data, namespace, name, width) {
     }
   });
   const failures = (data.marks || []).filter((mark) => mark.kind === "failure").length;
+  const totals = goodputText(data.totals);
   return [h("div", { class: "timeline-wrap" }, drawTimeline(data, width)), legend(data),
     h("p", { class: "timeline-foot" }, h("span", { id: "timeline-failures", text: `${failures} failure(s)` }), " · ",
-      button, status)];
+      totals ? [h("span", { id: "timeline-totals", text: `goodput ${totals}` }), " · "] : null, button, status)];
 }

@@ -1,0 +1,84 @@
+"""Talking to rank 0's agent (children/agent.py): its account of the gang, read like its progress (bounded in
+bytes and in time: a pod is untrusted), and the signed order to run an attempt. Also the operator's key, from
+which every job's key is derived."""
+
+import http.client
+import logging
+import secrets
+import time
+from pathlib import Path
+
+from trainingjob.children.agent import (
+    AGENT_PORT,
+    GANG_PATH,
+    MAX_GANG_BYTES,
+    ORDER_PATH,
+    SIGNATURE_HEADER,
+    Gang,
+    order_body,
+    parse_gang,
+    signature,
+)
+from trainingjob.kube.ports import Manifest
+from trainingjob.kube.progress import PROGRESS_SECONDS, read_bounded
+
+log = logging.getLogger(__name__)
+MIN_KEY_BYTES = 16
+ORDER_SECONDS = 2.0
+
+
+class OperatorKeyError(ValueError):
+    """The operator's key file is missing, unreadable or too short."""
+
+
+def operator_key(path: str) -> bytes:
+    """The key in `path`; a fresh random one when `path` is empty (then only jobs started by this process can be
+    told to restart in place)."""
+    if not path:
+        log.warning("no keyFile: drawing an operator key; jobs started before a restart re-create pods to restart")
+        return secrets.token_bytes(32)
+    try:
+        key = Path(path).read_bytes().strip()
+    except OSError as error:
+        raise OperatorKeyError(f"keyFile {path}: {error.strerror}") from None
+    if len(key) < MIN_KEY_BYTES:
+        raise OperatorKeyError(f"keyFile {path}: {len(key)} bytes, at least {MIN_KEY_BYTES} needed")
+    return key
+
+
+def pod_address(pod: Manifest) -> str | None:
+    """The pod's IP, where its agent listens on AGENT_PORT."""
+    address = (pod.get("status") or {}).get("podIP")
+    return address if isinstance(address, str) and address else None
+
+
+def read_gang(address: str | None, port: int = AGENT_PORT) -> Gang | None:
+    """Rank 0's agent's account of the gang, if it answers in time with something well-formed."""
+    if address is None:
+        return None
+    body = read_bounded(address, port, GANG_PATH, MAX_GANG_BYTES, PROGRESS_SECONDS)
+    return parse_gang(body) if body is not None else None
+
+
+def send_order(address: str | None, key: bytes, attempt: int, port: int = AGENT_PORT) -> bool:
+    """POST the signed order to run `attempt` to rank 0's agent; True when it answered 200 in time."""
+    if address is None:
+        return False
+    body = order_body(attempt)
+    headers = {
+        "Content-Type": "application/json",
+        SIGNATURE_HEADER: signature(key, "POST", ORDER_PATH, body),
+    }
+    deadline = time.monotonic() + ORDER_SECONDS
+    connection = http.client.HTTPConnection(address, port, timeout=ORDER_SECONDS)
+    try:
+        connection.request("POST", ORDER_PATH, body=body, headers=headers)
+        if connection.sock is not None:
+            connection.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+        response = connection.getresponse()
+        response.read(1024)
+        return response.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
