@@ -17,6 +17,7 @@ from testbed.helm import Helm
 from testbed.node import NodeTier
 from testbed.processes import poll_until
 from trainingjob.children.agent import AGENT_PORT
+from trainingjob.local.pod import process_tree
 
 SYSTEM_NAMESPACE = "trainingjob-system"
 RELEASE = "trainingjob"  # as the README installs it: `helm status trainingjob -n trainingjob-system` works
@@ -154,27 +155,11 @@ def signal_trainer(tier: NodeTier, pod: Any, signum: signal.Signals) -> int:
         child = json.loads(answer.read())["child"]
     if not isinstance(child, int):
         raise AssertionError(f"{pod.metadata.name}'s agent runs no trainer: {child}")
-    for host_pid in _descendants(agent):
+    for host_pid in process_tree(agent)[1:]:
         if _namespace_pid(host_pid) == child:
             os.kill(host_pid, signum)
             return host_pid
     raise AssertionError(f"no process of {pod.metadata.name} (agent {agent}) has pid {child} in its namespace")
-
-
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, queue = [], list(children.get(pid, []))
-    while queue:
-        found.append(queue.pop(0))
-        queue += children.get(found[-1], [])
-    return found
 
 
 def _namespace_pid(host_pid: int) -> int | None:

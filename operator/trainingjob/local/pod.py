@@ -15,6 +15,22 @@ from trainingjob.kube.progress import read_bounded
 
 LOOPBACK = "127.0.0.1"
 
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process under it, parents first (from /proc: a process gone meanwhile is left out)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        found.append(queue.pop(0))
+        queue += children.get(found[-1], [])
+    return found
+
+
 Manifest = dict[str, Any]
 
 
@@ -72,18 +88,7 @@ class LocalPod:
 
     def processes(self) -> list[int]:
         """The pod's process and every process under it (its agent's trainer and spare), parents first."""
-        children: dict[int, list[int]] = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                    children.setdefault(parent, []).append(int(entry.name))
-        found, queue = [], [self.process.pid]
-        while queue:
-            pid = queue.pop(0)
-            found.append(pid)
-            queue += children.get(pid, [])
-        return found
+        return process_tree(self.process.pid)
 
     def stopped_process(self) -> int | None:
         """A process of the pod that stopped itself (SIGSTOP: local mode's --kill), if one did."""
