@@ -2,6 +2,8 @@
 programs whose exit codes follow the attempt, so restarts, permanent failures and parameter-server
 replacements are exercised in a few seconds."""
 
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,31 @@ def test_a_progress_report_left_by_an_earlier_run_in_the_work_folder_is_not_read
     status, _ = run_local(manifest, tmp_path, on_status=lambda s: steps.append(s.progress.step if s.progress else 0))
     assert status is not None and status.phase == Phase.SUCCEEDED
     assert 999 not in steps and not stale.exists()
+
+
+def test_a_ctrl_c_while_a_pod_starts_still_stops_that_pods_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands just after a pod's process was forked: the run stops, and that process with it (it is on the
+    record before the interrupt is raised), as with every other pod."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def popen_then_interrupt(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        signal.raise_signal(signal.SIGINT)
+        return started[-1]
+
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", popen_then_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell's SIGINT is ignored
+    try:
+        manifest = job_manifest("local", workers=python("import time; time.sleep(600)"), trainer=None)
+        with pytest.raises(KeyboardInterrupt):
+            run_local(manifest, tmp_path, on_event=lambda e: None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        left = [process.pid for process in started if process.poll() is None]
+        for process in started:
+            process.kill()
+            process.wait()
+    assert len(started) == 1 and not left, f"the pod's process {left} outlived the run"

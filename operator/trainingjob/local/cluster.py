@@ -31,7 +31,7 @@ from trainingjob.children.specs import TRAINER_COMMAND
 from trainingjob.kube.agents import read_gang, send_order
 from trainingjob.kube.ports import Created, Gone
 from trainingjob.local.files import ConfigMaps, mount_folders, relocate
-from trainingjob.local.pod import LOOPBACK, LocalPod, Manifest, now_stamp
+from trainingjob.local.pod import LOOPBACK, LocalPod, Manifest, interrupt_deferred, now_stamp
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event, Settings
 from trainingjob.reconcile.job import reconcile
@@ -279,7 +279,10 @@ class LocalCluster:
         path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH", "")]))
         log_path = self.workdir / "logs" / f"{name}.log"
         Path(env[contract.PROGRESS_FILE]).unlink(missing_ok=True)  # an earlier run's, in the same work folder
-        with log_path.open("ab") as log:
+        pod = copy.deepcopy(manifest)
+        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
+        ready_port = self.agent_ports.get(name) if env.get(contract.RANK) == "0" else None
+        with log_path.open("ab") as log, interrupt_deferred():
             process = subprocess.Popen(
                 command,
                 env={**os.environ, "PYTHONPATH": path, **env},
@@ -289,10 +292,7 @@ class LocalCluster:
                 cwd=relocate(container["workingDir"], folders) if container.get("workingDir") else None,
                 start_new_session=True,
             )
-        pod = copy.deepcopy(manifest)
-        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
-        ready_port = self.agent_ports.get(name) if env.get(contract.RANK) == "0" else None
-        self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]), ready_port=ready_port)
+            self.pods[name] = LocalPod(pod, process, log_path, Path(env[contract.PROGRESS_FILE]), ready_port=ready_port)
         return str(pod["metadata"]["uid"])
 
 

@@ -3,8 +3,10 @@
 import contextlib
 import copy
 import os
+import signal
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +34,24 @@ def process_tree(root: int) -> list[int]:
 
 
 Manifest = dict[str, Any]
+
+
+@contextlib.contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it: a pod's process started in the block is on the
+    record before the interrupt stops the run (and the run's end stops every recorded pod). Off the main thread,
+    where Python delivers no signal, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        signal.raise_signal(signal.SIGINT)  # as it would have been, now the block is done
 
 
 def now_stamp() -> str:
