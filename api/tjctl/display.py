@@ -94,6 +94,12 @@ def goodput_of(job: Manifest) -> str:
     return goodput((job.get("status") or {}).get("goodput"))
 
 
+def pacing_of(job: Manifest) -> str:
+    """How often the job checkpoints and why (status.progress.checkpointPacing's reason), or ''."""
+    pacing = ((job.get("status") or {}).get("progress") or {}).get("checkpointPacing")
+    return str(pacing.get("reason") or "") if isinstance(pacing, dict) else ""
+
+
 def age(created: Any, now: datetime) -> str:
     """How old something created at `created` (RFC 3339 text) is, as kubectl says it: 45s, 4m10s, 25m, 5h3m, 2d,
     3d4h, 400d, 2y3d; '<unknown>' without a time."""

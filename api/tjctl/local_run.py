@@ -68,7 +68,8 @@ def run(
 def _outcome(
     manifest: dict[str, Any], status: TrainingJobStatus, cluster: LocalCluster, chaos: Chaos | None, console: Console
 ) -> None:
-    """The result, where the last attempt resumed from, where the time went, and the last failure of a failed job."""
+    """The result, where the last attempt resumed from, where the time went, how often it checkpointed and why, and
+    the last failure of a failed job."""
     report = cluster.report(f"{manifest['metadata']['name']}-worker-0-{status.current_pods_attempt}")
     if status.result:
         console.print(f"result: {display.result(status.result)}", highlight=False)
@@ -81,6 +82,9 @@ def _outcome(
     time = display.goodput(status.goodput.model_dump(by_alias=True)) if status.goodput else ""
     if time:
         console.print(f"goodput: {time}", highlight=False)
+    pacing = status.progress.checkpoint_pacing if status.progress else None
+    if pacing is not None:
+        console.print(f"checkpoints: {pacing.reason}", highlight=False)
     if status.last_failure and status.phase.value == "Failed":
         console.print(f"[red]last failure[/]: {status.last_failure.pod} {status.last_failure.reason}")
         if status.last_failure.log_tail:

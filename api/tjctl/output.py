@@ -109,6 +109,9 @@ def show_jobs(
         time = display.goodput_of(manifests[0]) if one and manifests else ""
         if time:
             ui.out.print(f"goodput: {time}", markup=False)
+        pacing = display.pacing_of(manifests[0]) if one and manifests else ""
+        if pacing:
+            ui.out.print(f"checkpoints: {pacing}", markup=False)
 
 
 def show_document(ui: Ui, document: Any, output: str) -> None:

@@ -1,8 +1,8 @@
 """Operator settings, from TJ_OPERATOR_* environment variables; built once at startup and passed down."""
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_TRAINER_IMAGE = "ghcr.io/trainingjob/trainer:0.1.0"
@@ -61,9 +61,27 @@ class OperatorSettings(BaseSettings):
     in_place_timeout_seconds: float = Field(default=60.0, gt=0)
     """An in-place restart that has not brought every pod's trainer back this long after its backoff ended falls
     back to re-creating the pods (the restart is not counted twice)."""
+    checkpoint_prior_mtbf_seconds: float = Field(default=21600.0, gt=0)
+    """checkpoint.everySteps Auto: the mean time between failures assumed of a job that has not run yet. Each
+    hour a job runs and each restart it has move the estimate toward what it shows: (this + running seconds) /
+    (restarts + 1)."""
+    checkpoint_min_seconds: float = Field(default=5.0, gt=0)
+    """checkpoint.everySteps Auto: the shortest interval between checkpoints (also the first one's, before a save
+    was measured)."""
+    checkpoint_max_seconds: float = Field(default=3600.0, gt=0)
+    """checkpoint.everySteps Auto: the longest interval between checkpoints."""
     key_file: str = ""
     """A file holding the operator's key (at least 16 bytes): each job's key is derived from it and the job's UID,
     so the operator signs its orders to a job's agents without reading a Secret. Empty: a key drawn at start (a
     restarted operator then cannot sign for older jobs, whose in-place restarts fall back to new pods)."""
     log_format: Literal["text", "json"] = "text"
     """text: one line per decision for people; json: one object per line with job, attempt and decision."""
+
+    @model_validator(mode="after")
+    def _bounds_in_order(self) -> Self:
+        if self.checkpoint_min_seconds > self.checkpoint_max_seconds:
+            raise ValueError(
+                f"checkpoint_min_seconds ({self.checkpoint_min_seconds}) must not exceed checkpoint_max_seconds"
+                f" ({self.checkpoint_max_seconds})"
+            )
+        return self

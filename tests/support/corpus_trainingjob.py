@@ -132,6 +132,7 @@ def pod_fields_job(**workers: Any) -> Manifest:
 VALID = [
     Case("minimal-ddp", job(workers={})),
     Case("ddp-with-checkpoint", job(checkpoint=checkpoint(everySeconds=600, keep=5))),
+    Case("checkpoint-paced-to-failures", job(checkpoint=checkpoint(everySteps="Auto"))),
     Case("parameter-server", ps_job()),
     Case("ps-staleness", ps_job(trainer={"epochs": 2, "stalenessBound": 0})),
     Case("user-command", command_job(args=["--lr", "0.1"], workingDir="/workspace")),
@@ -329,6 +330,13 @@ INVALID = [
         "checkpoint-without-interval",
         job(checkpoint=without(checkpoint(), "everySteps")),
         "spec.checkpoint.everySteps",
+    ),
+    Case("checkpoint-auto-lower-case", job(checkpoint=checkpoint(everySteps="auto")), "spec.checkpoint.everySteps"),
+    Case("checkpoint-every-zero-steps", job(checkpoint=checkpoint(everySteps=0)), "spec.checkpoint.everySteps"),
+    Case(
+        "checkpoint-auto-and-seconds",
+        job(checkpoint=checkpoint(everySteps="Auto", everySeconds=600)),
+        "spec.checkpoint.everySeconds",
     ),
     Case("checkpoint-relative-path", job(checkpoint=checkpoint(path="ckpt")), "spec.checkpoint.path"),
     Case(

@@ -48,6 +48,7 @@ class FakeCluster:
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
+    order_pacing: dict[int, str | None] = field(default_factory=dict)  # attempt -> its order's TJ_CHECKPOINT_PACING
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None
     operations_left: int | None = None  # crash when this many operations have run
     status_writes: int = 0  # status writes the apiserver took, and create calls (waves) it answered, so far
@@ -101,11 +102,12 @@ class FakeCluster:
     def gang(self, pod: Manifest) -> Gang | None:
         return self.gangs.get(pod["metadata"]["name"])
 
-    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+    def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         """Rank 0's agent takes the order: a later attempt starts (its pods' agents report in as they run it)."""
         self._operation()
         name = pod["metadata"]["name"]
         self.orders.append((name, attempt))
+        self.order_pacing[attempt] = pacing
         known = self.gangs.get(name)
         if known is None:
             return False

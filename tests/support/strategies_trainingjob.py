@@ -188,7 +188,7 @@ def trainingjobs(draw: st.DrawFn) -> Manifest:
         spec["checkpoint"] = {
             "path": draw(path),
             "volume": draw(st.sampled_from([{"emptyDir": {}}, {"persistentVolumeClaim": {"claimName": "ckpt"}}])),
-            "everySteps": draw(st.integers(1, 100)),
+            "everySteps": draw(st.integers(1, 100) | st.just("Auto")),
         }
     if draw(st.booleans()):
         spec["scheduling"] = draw(

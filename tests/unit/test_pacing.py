@@ -1,174 +1,169 @@
-"""Write pacing: the shared limit halves on 429 (once per burst), grows back as writes succeed, never lets more
-writes fly than it allows, retries a throttled write as asked and gives up at its deadline; and a big call's
-writes leave room in the shared pool for a small call's."""
+"""checkpoint.everySteps Auto, the operator's half: what each attempt's trainer is told (the job's restarts and
+running time, the prior, the bounds) in new pods and in orders to restart in place, and how rank 0's report of the
+interval it chose reaches the status, with its reason, as untrusted input."""
 
-import threading
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+import json
+from datetime import timedelta
+from typing import Any
 
 import pytest
+from tests.support.builders import SETTINGS, T0, job_manifest, make_job
+from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.kube.writes import Pacer, Throttled, windowed
-from trainingjob.plan.waves import waves
+from trainingjob.children import contract
+from trainingjob.children.agent import Gang, GangState, RankFailure
+from trainingjob.children.naming import Replica
+from trainingjob.children.pacing import pacing_status, pacing_variable, reason, span
+from trainingjob.children.progress_report import progress_from_report
+from trainingjob.children.specs import pod_manifest
+from trainingjob.model import TrainingJobStatus
+from trainingjob.model.status import CheckpointPacing
+from trainingjob.reconcile.job import reconcile
 
 pytestmark = pytest.mark.fast
 
-TIMEOUT = 10.0
-R = TypeVar("R")
+AUTO = {"volume": {"emptyDir": {}}, "everySteps": "Auto"}
+FIXED = {"volume": {"emptyDir": {}}, "everySteps": 100}
+BOUNDS = (5.0, 3600.0)
 
 
-def test_a_burst_of_429s_halves_the_limit_once_and_successes_grow_it_back() -> None:
-    pacer = Pacer(16)
-    answers: Iterator[Throttled | str] = iter([Throttled(0.001), Throttled(0.001), "ok"])
-
-    def write() -> str:
-        answer = next(answers)
-        if isinstance(answer, Throttled):
-            raise answer
-        return answer
-
-    assert pacer.call(write) == "ok"
-    assert pacer.throttled == 2 and pacer.limit == pytest.approx(4 + 1 / 4)  # halved twice: each retry was sent anew
-    for _ in range(200):
-        pacer.call(lambda: None)
-    assert pacer.limit == 16
+def status(**fields: Any) -> TrainingJobStatus:
+    return TrainingJobStatus.model_validate(fields)
 
 
-def test_answers_to_writes_sent_before_a_decrease_do_not_halve_again() -> None:
-    """Eight writes in flight all get 429: the limit halves once, not eight times."""
-    pacer, release, entered = Pacer(8), threading.Event(), threading.Barrier(9)
-
-    def write() -> None:
-        entered.wait(TIMEOUT)
-        release.wait(TIMEOUT)
-        raise Throttled(0.001)
-
-    errors: list[BaseException] = []
-
-    def one() -> None:
-        try:
-            pacer.call(write, deadline=0)
-        except Throttled as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=one) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    entered.wait(TIMEOUT)  # all eight are in flight
-    release.set()
-    for thread in threads:
-        thread.join(TIMEOUT)
-    assert len(errors) == 8 and pacer.throttled == 8 and pacer.limit == 4
-
-
-def test_never_more_writes_in_flight_than_the_limit() -> None:
-    pacer, lock, peak, current = Pacer(3), threading.Lock(), [0], [0]
-
-    def write() -> None:
-        with lock:
-            current[0] += 1
-            peak[0] = max(peak[0], current[0])
-        time.sleep(0.001)  # a write's round trip, so that twelve threads would overlap without the limit
-        with lock:
-            current[0] -= 1
-
-    with ThreadPoolExecutor(12) as pool:
-        list(pool.map(lambda _: pacer.call(write), range(300)))
-    assert 1 <= peak[0] <= 3 and pacer.in_flight == 0
-
-
-def test_a_write_throttled_past_its_deadline_raises() -> None:
-    pacer = Pacer(4)
-
-    def write() -> None:
-        raise Throttled(5.0)
-
-    with pytest.raises(Throttled):
-        pacer.call(write, deadline=1.0)
-    assert pacer.throttled == 1
-
-
-class SignallingPool(ThreadPoolExecutor):
-    """A pool that records what was submitted to it, in order, and sets `sent` once `last` (an item) was."""
-
-    def __init__(self, workers: int, last: str, sent: threading.Event) -> None:
-        super().__init__(workers)
-        self.last, self.sent = last, sent
-        self.submitted: list[Any] = []
-        self.lock = threading.Lock()
-
-    def submit(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        with self.lock:
-            future = super().submit(fn, *args, **kwargs)
-            self.submitted.append(args[0] if args else None)
-        if args == (self.last,):
-            self.sent.set()
-        return future
-
-
-def test_a_small_calls_writes_are_not_queued_behind_a_big_calls() -> None:
-    """A 1,000-item call and, just after, a 4-item call on one pool of 4 threads: the small call's items go to the
-    pool's queue right behind the big call's first window, not after its 1,000 (the pool runs its queue in order).
-    The big call's first window holds the pool's threads until the small call has sent its items, so what is queued
-    ahead of them depends on the windows, not on how the machine schedules the threads; the order the items then
-    finish in does (a thread can be descheduled between taking an item and recording it), so it is not asserted."""
-    order: list[str] = []
-    lock, small_sent, holding = threading.Lock(), threading.Event(), threading.Semaphore(0)
-
-    def work(item: str) -> str:
-        if not small_sent.is_set():  # the big call's first window
-            holding.release()
-            small_sent.wait(TIMEOUT)
-        with lock:
-            order.append(item)
-        time.sleep(0.001)  # a write's round trip
-        return item
-
-    with SignallingPool(4, "small-3", small_sent) as pool:
-        big = threading.Thread(target=windowed, args=(pool, work, [f"big-{i}" for i in range(1000)], 4))
-        big.start()
-        assert all(holding.acquire(timeout=TIMEOUT) for _ in range(4)), "the big call's first window never ran"
-        small = windowed(pool, work, [f"small-{i}" for i in range(4)], 4)
-        big.join(TIMEOUT)
-    assert small == [f"small-{i}" for i in range(4)]
-    # Ahead of the small call's four: the big call's window that was running, none of its next.
-    expected = [*(f"big-{i}" for i in range(4)), *(f"small-{i}" for i in range(4))]
-    assert pool.submitted[:8] == expected, pool.submitted[:12]
-    assert len(order) == 1004 and sorted(order) == sorted(pool.submitted)
-
-
-def test_windowed_keeps_order_and_raises_the_first_error_after_the_sent_ones_finish() -> None:
-    finished: list[int] = []
-
-    def work(item: int) -> int:
-        if item == 3:
-            raise ValueError("refused")
-        finished.append(item)
-        return item * 10
-
-    with ThreadPoolExecutor(2) as pool:
-        assert windowed(pool, lambda i: i * 10, range(7), 3) == [0, 10, 20, 30, 40, 50, 60]
-        with pytest.raises(ValueError, match="refused"):
-            windowed(pool, work, range(20), 2)
-    assert len(finished) < 20  # nothing more was sent once one had failed
+def goodput(wall: int, queued: int = 0, suspended: int = 0) -> dict[str, Any]:
+    return {"wallSeconds": wall, "queuedSeconds": queued, "suspendedSeconds": suspended, "time": T0.isoformat()}
 
 
 @pytest.mark.parametrize(
-    ("count", "first", "sizes"),
+    ("checkpoint", "record", "expected"),
     [
-        pytest.param(0, 16, [], id="nothing"),
-        pytest.param(8, 16, [8], id="a small job in one wave"),
-        pytest.param(31, 16, [31], id="less than two first waves: one"),
-        pytest.param(32, 16, [16, 16], id="two first waves"),
-        pytest.param(100, 16, [16, 32, 52], id="the last takes the rest"),
-        pytest.param(1024, 16, [16, 32, 64, 128, 256, 528], id="a 1,024-rank gang"),
-        pytest.param(5, 1, [1, 2, 2], id="first of one: the last wave is cut short"),
-        pytest.param(3, 0, [1, 2], id="a first of zero is one"),
+        pytest.param(None, {}, None, id="no-checkpoint-volume"),
+        pytest.param(AUTO, {}, {"auto": True, "failures": 0, "runningSeconds": 0.0}, id="young-job"),
+        pytest.param(
+            AUTO,
+            {"restarts": {"retryable": 2, "oom": 1, "disruption": 3, "stalled": 1}, "goodput": goodput(900, 100, 200)},
+            {"auto": True, "failures": 7, "runningSeconds": 600.0},
+            id="every-kind-of-restart-and-running-time-only",
+        ),
+        pytest.param(FIXED, {"restarts": {"retryable": 1}}, {"auto": False, "failures": 1}, id="fixed-interval"),
     ],
 )
-def test_waves_double_and_keep_the_order(count: int, first: int, sizes: list[int]) -> None:
-    result = waves(list(range(count)), first)
-    assert [len(w) for w in result] == sizes
-    assert [item for wave in result for item in wave] == list(range(count))
+def test_the_trainer_is_told_the_jobs_record(checkpoint: Any, record: Any, expected: Any) -> None:
+    job = make_job(checkpoint=checkpoint) if checkpoint else make_job()
+    text = pacing_variable(job.spec.checkpoint, status(**record), 21600.0, BOUNDS)
+    if expected is None:
+        assert text is None
+        return
+    told = json.loads(text or "")
+    assert told | expected == told, "the record as told"
+    assert (told["priorSeconds"], told["minSeconds"], told["maxSeconds"]) == (21600.0, *BOUNDS)
+
+
+def test_auto_pods_carry_the_pacing_and_no_fixed_interval() -> None:
+    job = make_job(checkpoint=AUTO)
+    pod = pod_manifest(job, "uid", Replica("worker", 0), 1, pacing='{"auto":true}')
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env[contract.CHECKPOINT_PACING] == '{"auto":true}'
+    assert contract.CHECKPOINT_EVERY_STEPS not in env and contract.CHECKPOINT_EVERY_SECONDS not in env
+
+
+def _restarted_in_place(cluster: FakeCluster) -> str:
+    """Start a two-rank Auto job, fail rank 1's trainer, let the backoff pass: the order goes out."""
+    now = T0
+    cluster.submit(job_manifest(namespace="ns", checkpoint=AUTO))
+    reconcile(cluster, "ns", "job", now=now, settings=SETTINGS)
+    for key in list(cluster.pods):
+        cluster.run(*key)
+    reconcile(cluster, "ns", "job", now=now, settings=SETTINGS)
+    rank0 = "job-worker-0-1"
+    cluster.gangs[rank0] = Gang(1, GangState.FAILED, 2, 1, (RankFailure(1, 137, now.timestamp()),))
+    cluster.pods[("ns", rank0)]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]  # as its probe says
+    for seconds in (1, 1 + SETTINGS.backoff_base_seconds + 0.1):
+        reconcile(cluster, "ns", "job", now=now + timedelta(seconds=seconds), settings=SETTINGS)
+    return rank0
+
+
+def test_pods_and_an_order_in_place_tell_the_trainer_the_restarts_so_far() -> None:
+    cluster = FakeCluster(clock=lambda: T0)
+    rank0 = _restarted_in_place(cluster)
+    env = {e["name"]: e.get("value") for e in cluster.pods[("ns", rank0)]["spec"]["containers"][0]["env"]}
+    assert json.loads(env[contract.CHECKPOINT_PACING])["failures"] == 0, "the first attempt's pods: no failure yet"
+    assert cluster.orders == [(rank0, 2)]
+    told = json.loads(cluster.order_pacing[2] or "")
+    assert (told["auto"], told["failures"]) == (True, 1), "attempt 2 knows of the failure before it"
+
+
+def test_rank_0s_report_reaches_the_status_with_its_reason() -> None:
+    report = {"step": 40, "checkpointPacing": {
+        "auto": True, "intervalSeconds": 120.0, "optimalSeconds": 120.0, "saveSeconds": 0.5, "mtbfSeconds": 14400.0,
+        "bound": None,
+    }}  # fmt: skip
+    progress, _ = progress_from_report(report)
+    pacing = progress.checkpoint_pacing if progress else None
+    assert pacing is not None and (pacing.auto, pacing.interval_seconds, pacing.mtbf_seconds) == (True, 120.0, 14400.0)
+    assert pacing.reason == "Auto: every 120 s, Young/Daly: sqrt(2 x 0.5 s per save x 4.0 h between failures) = 120 s"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param("fast", id="not-an-object"),
+        pytest.param({"intervalSeconds": 5}, id="without-auto"),
+        pytest.param({"auto": "yes"}, id="auto-not-a-boolean"),
+    ],
+)
+def test_a_malformed_pacing_report_is_left_out(raw: Any) -> None:
+    progress, _ = progress_from_report({"step": 3, "checkpointPacing": raw})
+    assert progress is not None and progress.step == 3 and progress.checkpoint_pacing is None
+
+
+def test_hostile_numbers_in_a_pacing_report_are_dropped_one_by_one() -> None:
+    pacing = pacing_status({
+        "auto": True, "intervalSeconds": -1, "optimalSeconds": float("nan"), "saveSeconds": True,
+        "mtbfSeconds": 1e300, "bound": "sideways",
+    })  # fmt: skip
+    assert pacing is not None
+    assert (pacing.interval_seconds, pacing.optimal_seconds, pacing.save_seconds, pacing.mtbf_seconds) == (None,) * 4
+    assert pacing.bound is None and pacing.reason.startswith("Auto: the first checkpoint measures")
+
+
+@pytest.mark.parametrize(
+    ("pacing", "expected"),
+    [
+        pytest.param(
+            {"auto": True, "interval_seconds": 5.0},
+            "Auto: the first checkpoint after 5.0 s measures what a save stalls training",
+            id="auto-before-a-save",
+        ),
+        pytest.param(
+            {"auto": True, "interval_seconds": 5.0, "optimal_seconds": 5.0, "save_seconds": 0.01, "mtbf_seconds": 60,
+             "bound": "min"},
+            "Auto: every 5.0 s, the operator's minimum; Young/Daly gives"
+            " sqrt(2 x 0.01 s per save x 60 s between failures) = 1.1 s",
+            id="held-at-the-minimum",
+        ),
+        pytest.param(
+            {"auto": False, "optimal_seconds": 600.0, "save_seconds": 2.0, "mtbf_seconds": 90000},
+            "fixed interval; Auto would checkpoint every 10.0 min: sqrt(2 x 2.0 s per save x 25.0 h between failures)"
+            " = 10.0 min",
+            id="fixed-shows-autos-choice",
+        ),
+        pytest.param(
+            {"auto": False},
+            "fixed interval; what Auto would choose shows after the first save",
+            id="fixed-before-a-save",
+        ),
+    ],
+)  # fmt: skip
+def test_the_reason_says_the_interval_and_why(pacing: dict[str, Any], expected: str) -> None:
+    assert reason(CheckpointPacing(**pacing)) == expected
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.042, "0.042 s"), (3.25, "3.2 s"), (42.4, "42 s"), (1800, "30.0 min"), (22000, "6.1 h")],
+    ids=["subsecond", "seconds", "tens-of-seconds", "minutes", "hours"],
+)
+def test_spans_read_as_people_write_them(seconds: float, text: str) -> None:
+    assert span(seconds) == text

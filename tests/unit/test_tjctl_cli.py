@@ -150,6 +150,15 @@ def test_get_shows_where_the_jobs_time_went_under_its_row() -> None:
     assert "goodput:" not in _shown([job, job], "table")  # a list has no lines under it
 
 
+def test_get_says_how_often_the_job_checkpoints_and_why_under_its_row() -> None:
+    pacing = {"auto": True, "intervalSeconds": 120.0, "reason": "Auto: every 120 s, Young/Daly: ..."}
+    job = TrainingJob.from_manifest(
+        {**_job().to_manifest(), "status": {"phase": "Running", "progress": {"step": 5, "checkpointPacing": pacing}}}
+    )
+    assert _shown([job], "table", one=True).splitlines()[-1] == "checkpoints: Auto: every 120 s, Young/Daly: ..."
+    assert "checkpoints:" not in _shown([job, job], "table")
+
+
 FAILED_JOB = TrainingJob.from_manifest(
     {**job_manifest("f"), "status": {"phase": "Failed", "lastFailure": {
         "pod": "f-worker-1-1", "attempt": 1, "failureClass": "OOMKilled", "reason": "OOMKilled",

@@ -139,6 +139,7 @@ def signature(key: bytes, method: str, path: str, body: bytes) -> str:
     return hmac.new(key, f"{method}\n{path}\n".encode() + body, hashlib.sha256).hexdigest()
 
 
-def order_body(attempt: int) -> bytes:
-    """Run `attempt`: rank 0's agent starts it in every pod. Monotonic, so a replay changes nothing."""
-    return json.dumps({"attempt": attempt}).encode()
+def order_body(attempt: int, pacing: str | None = None) -> bytes:
+    """Run `attempt`: rank 0's agent starts it in every pod, its own trainer with TJ_CHECKPOINT_PACING `pacing`
+    (children/pacing.py) when given. Monotonic, so a replay changes nothing."""
+    return json.dumps({"attempt": attempt} | ({"checkpointPacing": pacing} if pacing else {})).encode()

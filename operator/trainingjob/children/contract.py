@@ -31,6 +31,7 @@ PS_ADDRS = "TJ_PS_ADDRS"  # comma-separated host:port of every parameter server,
 NPROC_PER_POD = "TJ_NPROC_PER_POD"
 CHECKPOINT_DIR = "TJ_CHECKPOINT_DIR"
 CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
+CHECKPOINT_PACING = "TJ_CHECKPOINT_PACING"  # checkpoint.everySteps Auto's inputs (children/pacing.py)
 CHECKPOINT_EVERY_SECONDS = "TJ_CHECKPOINT_EVERY_SECONDS"
 CHECKPOINT_KEEP = "TJ_CHECKPOINT_KEEP"
 TRAINER_CONFIG = "TJ_TRAINER_CONFIG"  # JSON of spec.trainer (camelCase keys), for the built-in trainer

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import bounded
+from trainingjob.children.pacing import pacing_status
 from trainingjob.model import CheckpointStatus, Progress
 from trainingjob.model.status import MAX_METRICS, METRIC_NAME
 
@@ -73,6 +74,7 @@ def progress_from_report(report: Any) -> Report:
             resumed_from_step=_count(report.get("resumedFromStep")),
             first_step_time=_time(report.get("firstStepTime")),
             checkpoint_stall_seconds=_seconds(report.get("checkpointStallSeconds")),
+            checkpoint_pacing=pacing_status(report.get("checkpointPacing")),
         )
     except ValidationError:
         return None, None

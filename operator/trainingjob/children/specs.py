@@ -143,7 +143,7 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     if spec.checkpoint is not None:
         env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
         env[contract.CHECKPOINT_KEEP] = str(spec.checkpoint.keep)
-        if spec.checkpoint.every_steps is not None:
+        if spec.checkpoint.every_steps is not None and not spec.checkpoint.auto:
             env[contract.CHECKPOINT_EVERY_STEPS] = str(spec.checkpoint.every_steps)
         if spec.checkpoint.every_seconds is not None:
             env[contract.CHECKPOINT_EVERY_SECONDS] = str(spec.checkpoint.every_seconds)
@@ -154,9 +154,11 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
 
 
 def _container(
-    job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec, image: str, *, in_place: bool
+    job: TrainingJob, replica: Replica, attempt: int, role: RoleSpec, image: str, *, in_place: bool, pacing: str | None
 ) -> dict[str, Any]:
     ours = environment(job, replica, attempt) | (agent.environment(job) if in_place else {})
+    if pacing is not None:
+        ours[contract.CHECKPOINT_PACING] = pacing
     user_env = [_dump(e) for e in role.env or []]
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
@@ -231,11 +233,12 @@ def pod_manifest(
     default_image: str = DEFAULT_TRAINER_IMAGE,
     *,
     in_place: bool = True,
+    pacing: str | None = None,
 ) -> dict[str, Any]:
     """The pod of one replica in one attempt; a role without an image runs `default_image`. The operator restarts
     pods itself, so restartPolicy is Never; the pod waits at the tracking gate until the operator has recorded
     it. With `in_place` (and a job that has agents, children/agent.py) its launcher restarts its trainer in place
-    when told."""
+    when told. `pacing` is the trainer's TJ_CHECKPOINT_PACING (children/pacing.py)."""
     name, in_place = str(job.metadata.name), in_place and agent.has_agent(job)
     metadata = _pod_metadata(job, replica, attempt)
     if in_place:
@@ -248,7 +251,7 @@ def pod_manifest(
             **metadata,
             "ownerReferences": [owner_reference(job, uid)],
         },
-        "spec": _pod_spec(job, uid, replica, attempt, default_image, in_place=in_place),
+        "spec": _pod_spec(job, uid, replica, attempt, default_image, in_place=in_place, pacing=pacing),
     }
 
 
@@ -270,7 +273,7 @@ def _pod_metadata(job: TrainingJob, replica: Replica, attempt: int) -> dict[str,
 
 
 def _pod_spec(
-    job: TrainingJob, uid: str, replica: Replica, attempt: int, image: str, *, in_place: bool
+    job: TrainingJob, uid: str, replica: Replica, attempt: int, image: str, *, in_place: bool, pacing: str | None
 ) -> dict[str, Any]:
     name, scheduling = str(job.metadata.name), job.spec.scheduling
     role = role_spec(job, replica.role)
@@ -281,7 +284,7 @@ def _pod_spec(
         "subdomain": service_name(name),
         "securityContext": role.security_context.pod_context(),
         "terminationGracePeriodSeconds": role.termination_grace_period_seconds,
-        "containers": [_container(job, replica, attempt, role, image, in_place=in_place)],
+        "containers": [_container(job, replica, attempt, role, image, in_place=in_place, pacing=pacing)],
     }
     optional = {
         "initContainers": [_extra_container(c, role, sidecar=True) for c in role.sidecars or []]

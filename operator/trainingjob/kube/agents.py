@@ -60,11 +60,13 @@ def read_gang(address: str | None, port: int = AGENT_PORT) -> Gang | None:
     return parse_gang(body) if body is not None else None
 
 
-def send_order(address: str | None, key: bytes, attempt: int, port: int = AGENT_PORT) -> bool:
+def send_order(
+    address: str | None, key: bytes, attempt: int, port: int = AGENT_PORT, *, pacing: str | None = None
+) -> bool:
     """POST the signed order to run `attempt` to rank 0's agent; True when it answered 200 in time."""
     if address is None:
         return False
-    body = order_body(attempt)
+    body = order_body(attempt, pacing)
     headers = {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: signature(key, "POST", ORDER_PATH, body),

@@ -95,8 +95,8 @@ class KubernetesCluster:
     def gang(self, pod: Manifest) -> Gang | None:
         return read_gang(pod_address(pod))
 
-    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
-        return send_order(pod_address(pod), job_key(self.operator_key, job_uid), attempt)
+    def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
+        return send_order(pod_address(pod), job_key(self.operator_key, job_uid), attempt, pacing=pacing)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.resources.write_status(PLURAL, namespace, name, resource_version, patch)

@@ -121,9 +121,9 @@ class LocalCluster:
         port = self.agent_ports.get(pod["metadata"]["name"])
         return read_gang(LOOPBACK, port) if port is not None else None
 
-    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
+    def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         port = self.agent_ports.get(pod["metadata"]["name"])
-        return port is not None and send_order(LOOPBACK, self.key_file.read_bytes(), attempt, port)
+        return port is not None and send_order(LOOPBACK, self.key_file.read_bytes(), attempt, port, pacing=pacing)
 
     def report(self, pod: str) -> Manifest:
         """The raw progress report of a pod (accuracy and the like), or {}."""

@@ -3,7 +3,7 @@
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StrictInt, StrictStr, WithJsonSchema
 
 from trainingjob.children.contract import ExitCode
 from trainingjob.model.base import (
@@ -32,6 +32,31 @@ DEFAULT_PERMANENT_EXIT_CODES = (int(ExitCode.PERMANENT),)
 Seconds = Annotated[Int, Field(ge=1, le=31_536_000)]  # at most a year
 DEFAULT_STARTUP_DEADLINE_SECONDS = 1800
 ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
+AUTO = "Auto"
+MAX_EVERY_STEPS = 1_000_000_000
+
+
+def _check_every_steps(value: int | str) -> int | str:
+    if isinstance(value, str) and value != AUTO:
+        raise ValueError(f"must be a number of steps or {AUTO!r}, got {value!r}")
+    if isinstance(value, int) and not 1 <= value <= MAX_EVERY_STEPS:
+        raise ValueError(f"must be from 1 to {MAX_EVERY_STEPS}, got {value}")
+    return value
+
+
+StepsOrAuto = Annotated[
+    StrictInt | StrictStr,
+    AfterValidator(_check_every_steps),
+    WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "minimum": 1,
+            "maximum": MAX_EVERY_STEPS,
+            "pattern": f"^{AUTO}$",
+        }
+    ),
+]
 
 
 class RestartPolicy(StrEnum):
@@ -82,8 +107,11 @@ class CheckpointSpec(ApiModel):
     in a folder of its own there, <path>/<job name>/<job uid> (TJ_CHECKPOINT_DIR), so jobs sharing a volume,
     or a job deleted and created again under the same name, never resume from or prune each other's
     checkpoints."""
-    every_steps: Annotated[Int, Field(ge=1, le=1_000_000_000)] | None = None
-    """Checkpoint every this many steps. With everySeconds too, whichever comes first."""
+    every_steps: StepsOrAuto | None = None
+    """Checkpoint every this many steps. With everySeconds too, whichever comes first. Auto: the trainer paces
+    checkpoints to the job's failure rate, every sqrt(2 x the seconds a save stalls training x the mean time
+    between failures) (Young/Daly), within the operator's bounds; status.progress.checkpointPacing says the
+    interval in force and why."""
     every_seconds: Seconds | None = None
     """Checkpoint when this many seconds have passed since the last one. With everySteps too, whichever comes
     first."""
@@ -99,6 +127,13 @@ class CheckpointSpec(ApiModel):
             holds=lambda c: c.every_steps is not None or c.every_seconds is not None,
         ),
         Rule(
+            field="everySeconds",
+            cel=f"!has(self.everySeconds) || !has(self.everySteps) || string(self.everySteps) != '{AUTO}'",
+            message=f"leave everySeconds out with everySteps {AUTO}: {AUTO} sets the interval itself",
+            reason=Reason.FORBIDDEN,
+            holds=lambda c: c.every_seconds is None or not c.auto,
+        ),
+        Rule(
             field="path",
             cel=" && ".join(outside_cel("self.path", r) for r in _OPERATOR_PATHS),
             message=f"{' and '.join(_OPERATOR_PATHS)} are where the operator mounts the job's key and the pod's"
@@ -107,6 +142,11 @@ class CheckpointSpec(ApiModel):
             holds=lambda c: all(outside(c.path, r) for r in _OPERATOR_PATHS),
         ),
     )
+
+    @property
+    def auto(self) -> bool:
+        """Whether the interval follows the failure rate (everySteps: Auto)."""
+        return self.every_steps == AUTO
 
 
 ExitCodeValue = Annotated[Int, Field(ge=1, le=255)]

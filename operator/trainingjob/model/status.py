@@ -3,11 +3,11 @@ result."""
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_by
+from trainingjob.model.base import ApiModel, Bool, Float, Int, Str, list_map, unique_by
 from trainingjob.model.history import History
 from trainingjob.model.values import (
     MAX_METRICS,
@@ -123,6 +123,31 @@ class LastFailure(ApiModel):
     """When the failure was observed."""
 
 
+PacingSeconds = Annotated[Float, Field(ge=0)]
+
+
+class CheckpointPacing(ApiModel):
+    """How often this attempt checkpoints, and why, from rank 0's report. With checkpoint.everySteps Auto the
+    interval follows Young/Daly, sqrt(2 x saveSeconds x mtbfSeconds), within the operator's bounds; with a fixed
+    interval, optimalSeconds says what Auto would choose."""
+
+    auto: Bool
+    """Whether the interval follows the failure rate (everySteps: Auto)."""
+    interval_seconds: PacingSeconds | None = None
+    """The interval in force; absent when a fixed everySteps alone sets it."""
+    optimal_seconds: PacingSeconds | None = None
+    """Young/Daly's interval within the operator's bounds; absent until a save was measured."""
+    save_seconds: PacingSeconds | None = None
+    """What one checkpoint save held training up, on average so far this attempt."""
+    mtbf_seconds: PacingSeconds | None = None
+    """The job's mean time between failures as the trainer estimates it now: (the operator's prior + the job's
+    running seconds) / (its restarts + 1)."""
+    bound: Literal["min", "max"] | None = None
+    """The operator's bound (checkpointMinSeconds or checkpointMaxSeconds) that holds the interval, if any."""
+    reason: Annotated[Str, Field(max_length=512)] = ""
+    """The interval and why, as a sentence for people."""
+
+
 class Progress(ApiModel):
     """The trainer's last progress report (from rank 0)."""
 
@@ -155,6 +180,8 @@ class Progress(ApiModel):
     (status.goodput) is counted from it."""
     checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
     """Seconds this attempt's checkpoint saves have held training up so far, as rank 0 reported."""
+    checkpoint_pacing: CheckpointPacing | None = None
+    """How often this attempt checkpoints and why (jobs with a checkpoint volume)."""
 
 
 class Goodput(ApiModel):

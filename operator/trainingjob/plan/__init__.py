@@ -29,6 +29,7 @@ from datetime import datetime
 
 from trainingjob.children.goodput import creation_time
 from trainingjob.children.observe import Observed
+from trainingjob.children.pacing import pacing_variable
 from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.plan import (
@@ -104,10 +105,14 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     creates = [r for d in decisions for r in d.create]
     image = status.default_image or ctx.settings.default_trainer_image
     in_place = ctx.settings.in_place_restart
-    attempt = status.current_pods_attempt
-    manifests = [pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place) for r in dict.fromkeys(creates)]
+    attempt, settings = status.current_pods_attempt, ctx.settings
+    bounds = (settings.checkpoint_min_seconds, settings.checkpoint_max_seconds)
+    pacing = pacing_variable(ctx.job.spec.checkpoint, status, settings.checkpoint_prior_mtbf_seconds, bounds)
+    manifests = [
+        pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place, pacing=pacing)
+        for r in dict.fromkeys(creates)
+    ]
     if manifests:
-        settings = ctx.settings
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
     if any(d.create_service for d in decisions) and not status.phase.is_terminal:
         manifests.insert(0, service_manifest(ctx.job, ctx.uid))
@@ -125,5 +130,6 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),
         order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
+        pacing=pacing,
         decisions=tuple(names),
     )

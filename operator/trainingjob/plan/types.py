@@ -41,6 +41,9 @@ class Settings:
     default_trainer_image: str = _default("default_trainer_image")
     in_place_restart: bool = _default("in_place_restart")
     in_place_timeout_seconds: float = _default("in_place_timeout_seconds")
+    checkpoint_prior_mtbf_seconds: float = _default("checkpoint_prior_mtbf_seconds")
+    checkpoint_min_seconds: float = _default("checkpoint_min_seconds")
+    checkpoint_max_seconds: float = _default("checkpoint_max_seconds")
 
 
 @dataclass(frozen=True)
@@ -105,4 +108,5 @@ class Plan:
     requeue_after: float | None = None
     delete_job: bool = False
     order_attempt: int | None = None  # after the status is written: rank 0's agent runs this attempt (in place)
+    pacing: str | None = None  # the trainer's TJ_CHECKPOINT_PACING: in the new pods, and in an order to run in place
     decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs

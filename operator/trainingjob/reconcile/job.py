@@ -140,7 +140,7 @@ def _act(
     if result.events:
         cluster.emit(manifest, result.events)
     if result.order_attempt is not None and rank0 is not None:
-        told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt)
+        told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
     if result.delete:
         cluster.delete_pods(namespace, result.delete)

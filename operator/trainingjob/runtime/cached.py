@@ -59,8 +59,8 @@ class CachedCluster:
     def gang(self, pod: Manifest) -> Gang | None:
         return self.direct.gang(pod)
 
-    def order(self, pod: Manifest, job_uid: str, attempt: int) -> bool:
-        return self.direct.order(pod, job_uid, attempt)
+    def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
+        return self.direct.order(pod, job_uid, attempt, pacing)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.direct.write_status(namespace, name, resource_version, patch)

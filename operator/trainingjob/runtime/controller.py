@@ -47,6 +47,9 @@ def plan_settings(options: OperatorSettings) -> Settings:
         default_trainer_image=options.default_trainer_image,
         in_place_restart=options.in_place_restart,
         in_place_timeout_seconds=options.in_place_timeout_seconds,
+        checkpoint_prior_mtbf_seconds=options.checkpoint_prior_mtbf_seconds,
+        checkpoint_min_seconds=options.checkpoint_min_seconds,
+        checkpoint_max_seconds=options.checkpoint_max_seconds,
     )
 
 
