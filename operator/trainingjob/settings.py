@@ -62,9 +62,9 @@ class OperatorSettings(BaseSettings):
     """An in-place restart that has not brought every pod's trainer back this long after its backoff ended falls
     back to re-creating the pods (the restart is not counted twice)."""
     checkpoint_prior_mtbf_seconds: float = Field(default=21600.0, gt=0)
-    """checkpoint.everySteps Auto: the mean time between failures assumed of a job that has not run yet. Each
-    hour a job runs and each restart it has move the estimate toward what it shows: (this + running seconds) /
-    (restarts + 1)."""
+    """checkpoint.everySteps Auto: the mean time between failures assumed of a job before its first restart (plus
+    the time it has run without one); from its first restart on, its own record counts: running seconds /
+    restarts."""
     checkpoint_min_seconds: float = Field(default=5.0, gt=0)
     """checkpoint.everySteps Auto: the shortest interval between checkpoints (also the first one's, before a save
     was measured)."""

@@ -161,6 +161,7 @@ def write_checkpoint(root: Path, step: int, state: dict[str, Any], attempt: int 
     temp = root / f"{TEMP_PREFIX}{STEP_PREFIX}{step}-{uuid.uuid4().hex[:8]}"
     try:
         _write_complete_folder(temp, step, buffer.getvalue())
+        faults.maybe_delay_save()
         faults.maybe_crash_before_rename(step)
         if is_fenced_off(root, attempt, step):
             shutil.rmtree(temp, ignore_errors=True)

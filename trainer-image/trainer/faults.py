@@ -13,6 +13,7 @@ KILL_AT_STEP = "TJ_TEST_KILL_AT_STEP"
 KILL_RANK = "TJ_TEST_KILL_RANK"
 CRASH_BEFORE_RENAME_STEP = "TJ_TEST_CRASH_BEFORE_RENAME_STEP"
 STEP_DELAY_SECONDS = "TJ_TEST_STEP_DELAY_SECONDS"
+SAVE_DELAY_SECONDS = "TJ_TEST_SAVE_DELAY_SECONDS"
 HOLD_AFTER_EVALUATION = "TJ_TEST_HOLD_AFTER_EVALUATION"
 
 
@@ -51,5 +52,12 @@ def maybe_crash_before_rename(step: int) -> None:
 def maybe_delay_step() -> None:
     """Make every training step this much slower, like a big model would."""
     delay = os.environ.get(STEP_DELAY_SECONDS)
+    if delay:
+        time.sleep(float(delay))
+
+
+def maybe_delay_save() -> None:
+    """Make every checkpoint write this much slower, like a big model on slow storage would."""
+    delay = os.environ.get(SAVE_DELAY_SECONDS)
     if delay:
         time.sleep(float(delay))

@@ -140,8 +140,8 @@ class CheckpointPacing(ApiModel):
     save_seconds: PacingSeconds | None = None
     """What one checkpoint save held training up, on average so far this attempt."""
     mtbf_seconds: PacingSeconds | None = None
-    """The job's mean time between failures as the trainer estimates it now: (the operator's prior + the job's
-    running seconds) / (its restarts + 1)."""
+    """The job's mean time between failures as the trainer estimates it now: its running seconds / its restarts,
+    or, before its first restart, the operator's prior + its running seconds."""
     bound: Literal["min", "max"] | None = None
     """The operator's bound (checkpointMinSeconds or checkpointMaxSeconds) that holds the interval, if any."""
     reason: Annotated[Str, Field(max_length=512)] = ""
