@@ -12,7 +12,9 @@ is ready, and keeps one spare warm while the attempt runs (trainer.agent_procs).
 - the gang failed elsewhere: the healthy child is in a broken collective; its group is killed and the agent waits
   for an order the same way (exiting 75, RETRYABLE, if none comes).
 - an order for a newer attempt (after a failure, or to restart a stalled gang): the old child's group is killed and
-  reaped (its ports free, nothing stale left), then the new attempt starts.
+  reaped (its ports free, nothing stale left), then the new attempt starts. The order may carry the job's failure
+  history for `everySteps: Auto` (checkpointPacing): rank 0's new child gets it as TJ_CHECKPOINT_PACING, in place of
+  the pod's (only rank 0 decides time-based saves: the other pods need nothing).
 - SIGTERM or SIGINT: SIGTERM to the child (it checkpoints and forwards it to its local ranks), SIGKILL to its group
   after 30 s, exit with its code. The agent's children never outlive it.
 
@@ -194,9 +196,13 @@ class Agent:
             end_group(self.child)
             self.child = None
         self.attempt = attempt
+        overrides: dict[str, str] = {}
         if self.gang is not None:
             self.gang.begin(attempt)
-        self.child = self.spares.launch(attempt)
+            pacing = self.gang.pacing_for(attempt)
+            if pacing is not None:
+                overrides[c.CHECKPOINT_PACING] = pacing  # the order's failure history, newer than the pod's
+        self.child = self.spares.launch(attempt, overrides)
         threading.Thread(target=self._wake_at_exit, args=(self.child,), name="agent-child", daemon=True).start()
         self.waiting_until = None
         self.report("started")

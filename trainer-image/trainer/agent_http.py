@@ -5,8 +5,10 @@ its trainer child and warm spare). Rank 0's agent, the coordinator, also serves 
 
 - GET /gang: {"attempt", "state", "since", "pods", "running", "failures": [{"rank", "exitCode", "time"}], "ordered"};
   GET /ready answers 503 {"ready": false} while the current attempt has failed and no newer one was ordered.
-- POST /attempt {"attempt": M}, signed: the operator's order. 200 with the /gang body once the gang is on M
-  (or at once, unchanged, when M is not newer); 202 with it if the coordinator has not begun M within 10 s.
+- POST /attempt {"attempt": M, "checkpointPacing": "<TJ_CHECKPOINT_PACING's JSON text>"}, signed: the operator's
+  order (checkpointPacing optional: older operators leave it out; attempt M's trainer gets it as its
+  TJ_CHECKPOINT_PACING). 200 with the /gang body once the gang is on M (or at once, unchanged, when M is not newer);
+  202 with it if the coordinator has not begun M within 10 s; 400 naming the field for a malformed one.
 - POST /report {"rank", "attempt", "event": "started" | "failed" | "succeeded", "exitCode"}, signed: another
   agent's news. 200 {"accepted": true | false} (false: not about the current attempt).
 - GET /next?after=N[&failed=1]: a long poll (20 s at most) answering {"attempt", "state"} once the gang is past
@@ -32,6 +34,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from trainer.agent_auth import SIGNATURE_HEADER, sign, verify
 from trainer.agent_state import EVENTS, GangState
+from trainer.checkpoint_pacing import MAX_BYTES, parse_pacing
+from trainer.failures import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,21 @@ def _integer(data: dict[str, Any], name: str, minimum: int, default: int | None 
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value < 1 << 31:
         raise BadRequestError(400, f"{name!r} must be an integer >= {minimum}")
     return value
+
+
+def _pacing(data: dict[str, Any]) -> str | None:
+    """An order's checkpointPacing: None when absent, else TJ_CHECKPOINT_PACING's text, checked as the trainer
+    will read it (a malformed one would fail the next attempt: it is refused here instead, changing nothing)."""
+    text = data.get("checkpointPacing")
+    if text is None:
+        return None
+    if not isinstance(text, str) or len(text.encode()) > MAX_BYTES:
+        raise BadRequestError(400, f"'checkpointPacing' must be a JSON text of at most {MAX_BYTES} bytes")
+    try:
+        parse_pacing(text)
+    except ConfigError as error:
+        raise BadRequestError(400, f"'checkpointPacing': field '{error.field}': {error.problem}") from None
+    return text
 
 
 def _discard_pending(sock: socket) -> None:
@@ -138,8 +157,8 @@ class _Handler(BaseHTTPRequestHandler):
         gang = self._gang()
         data = self._signed_json()
         if path == "/attempt":
-            attempt = _integer(data, "attempt", 1)
-            if gang.order(attempt):
+            attempt, pacing = _integer(data, "attempt", 1), _pacing(data)
+            if gang.order(attempt, pacing):
                 log.info("ordered: attempt %d (signed order from %s)", attempt, self.client_address[0])
                 self.server.endpoints.wake()
                 begun = gang.wait_begun(attempt, self.server.endpoints.order_wait_seconds)

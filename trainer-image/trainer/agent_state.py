@@ -53,6 +53,7 @@ class GangState:
         self._clock = clock
         self._changed = threading.Condition()
         self._gang = _Gang(attempt=attempt, pods=pods, since=clock(), ordered=attempt)
+        self._pacing: tuple[int, str] | None = None  # the newest order's TJ_CHECKPOINT_PACING, with its attempt
         self._closed = False
 
     def snapshot(self) -> dict[str, Any]:
@@ -92,14 +93,21 @@ class GangState:
             gang = self._gang
             return not (gang.state == FAILED and gang.ordered <= gang.attempt)
 
-    def order(self, attempt: int) -> bool:
-        """POST /attempt: record an order for `attempt`; True if it is newer than every attempt seen so far."""
+    def order(self, attempt: int, pacing: str | None = None) -> bool:
+        """POST /attempt: record an order for `attempt` (and the TJ_CHECKPOINT_PACING its trainer gets, already
+        validated); True if it is newer than every attempt seen so far (an older one changes nothing)."""
         with self._changed:
             if attempt <= self._gang.ordered:
                 return False
             self._gang.ordered = attempt
+            self._pacing = (attempt, pacing) if pacing is not None else None
             self._changed.notify_all()
             return True
+
+    def pacing_for(self, attempt: int) -> str | None:
+        """The TJ_CHECKPOINT_PACING the order for `attempt` carried (None: keep the pod's own)."""
+        with self._changed:
+            return self._pacing[1] if self._pacing is not None and self._pacing[0] == attempt else None
 
     def begin(self, attempt: int) -> None:
         """The coordinator switches to `attempt` (its own old child is gone): a fresh, starting gang."""

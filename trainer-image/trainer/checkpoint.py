@@ -4,13 +4,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainer import checkpoint_store as store
+from trainer.checkpoint_pacing import CheckpointPacer
 from trainer.env import CheckpointPolicy
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class Checkpointer:
         self.last: SavedCheckpoint | None = None
         self.stall_seconds = 0.0  # time training was blocked by checkpoints, the wait for the last write included
         self.saves = 0
+        pacing = policy.pacing if self.enabled else None
+        self.pacer = CheckpointPacer(pacing, self._last_save_at) if pacing is not None else None
 
     @property
     def enabled(self) -> bool:
@@ -68,16 +71,29 @@ class Checkpointer:
         every = self.policy.every_steps
         return self.enabled and every is not None and step > 0 and step % every == 0
 
+    @property
+    def interval_seconds(self) -> float | None:
+        """The seconds between time-based saves in force: Auto's paced interval, else the fixed everySeconds
+        (None: no time-based saves)."""
+        if self.pacer is not None and self.pacer.inputs.auto:
+            return self.pacer.auto_seconds()
+        return self.policy.every_seconds
+
     def is_time_due(self) -> bool:
         """The seconds-interval rule: DDP ranks must agree on it through rank 0."""
-        every = self.policy.every_seconds
+        every = self.interval_seconds
         return self.enabled and every is not None and self._clock() - self._last_save_at >= every
 
+    def pacing_report(self) -> dict[str, Any] | None:
+        """The progress report's "checkpointPacing" (None without TJ_CHECKPOINT_PACING)."""
+        return self.pacer.report(self.interval_seconds) if self.pacer is not None else None
+
     def save(self, step: int, state: dict[str, Any]) -> None:
-        """Save `state` as step-N; in the background if asynchronous (only one write in flight)."""
+        """Save `state` as step-N; in the background if asynchronous (only one write in flight). The stall is
+        measured on the checkpointer's clock, the one its intervals run on; Auto's next interval follows it."""
         if self.policy.directory is None:
             return
-        started = time.perf_counter()
+        started = self._clock()
         self._join()
         copy = snapshot(state) if self.asynchronous else state
         if self.asynchronous:
@@ -87,8 +103,10 @@ class Checkpointer:
             self._write(step, copy)
             self._raise_pending()
         self._last_save_at = self._clock()
-        self.stall_seconds += time.perf_counter() - started
+        self.stall_seconds += self._last_save_at - started
         self.saves += 1
+        if self.pacer is not None:
+            self.pacer.measured(self._last_save_at, self.stall_seconds, self.saves)
 
     def raise_fence(self) -> None:
         """Rank 0 of an attempt after the first, before it trains: from now on older attempts cannot write here."""
@@ -115,9 +133,9 @@ class Checkpointer:
     def wait(self) -> None:
         """Block until the write in flight is on disk (time training waits: counted as stall); re-raises its
         failure."""
-        started = time.perf_counter()
+        started = self._clock()
         self._join()
-        self.stall_seconds += time.perf_counter() - started
+        self.stall_seconds += self._clock() - started
 
     def _join(self) -> None:
         if self._thread is not None:
@@ -143,4 +161,4 @@ def checkpoint_root(policy: CheckpointPolicy, subfolder: str) -> CheckpointPolic
     """The same policy with its directory narrowed to a subfolder (one per parameter-server shard)."""
     if policy.directory is None:
         return policy
-    return CheckpointPolicy(Path(policy.directory) / subfolder, policy.every_steps, policy.every_seconds, policy.keep)
+    return replace(policy, directory=Path(policy.directory) / subfolder)

@@ -20,7 +20,7 @@ from trainer.failures import ConfigError, RetryableError
 from trainer.pacing import WARMUP_STEPS, AgreementSchedule, StepTimer
 from trainer.recipe import Recipe
 from trainer.rendezvous import wait_for_port
-from trainer.reporting import RunReport
+from trainer.reporting import RunReport, checkpoint_pacing
 from trainer.signals import StopFlag
 from trainer.steps import accumulate_gradients, evaluate_share, means
 from trainer.training import (
@@ -209,7 +209,7 @@ class DdpTrainer:
         if self.env.rank == 0:
             self.checkpointer.raise_fence()
         started_at = self.resume()
-        self.report.start(started_at, self.total)
+        self.report.start(started_at, self.total, **checkpoint_pacing(self.checkpointer))
         ddp = DistributedDataParallel(
             self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
         )

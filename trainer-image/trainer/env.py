@@ -1,21 +1,27 @@
 """The operator's environment contract, read once into a typed TrainerEnv."""
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trainer import contract as c
+from trainer.checkpoint_pacing import PacingInputs, parse_pacing
 from trainer.failures import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class CheckpointPolicy:
-    """Where checkpoints go, how often they are taken and how many are kept."""
+    """Where checkpoints go, how often they are taken and how many are kept; `pacing` (TJ_CHECKPOINT_PACING) with
+    `auto` paces time-based saves to the failure rate, without it only measures what Auto would pick."""
 
     directory: Path | None = None
     every_steps: int | None = None
     every_seconds: float | None = None
     keep: int = 3
+    pacing: PacingInputs | None = None
 
 
 @dataclass(frozen=True)
@@ -95,12 +101,20 @@ def parse_address(text: str, field: str) -> tuple[str, int]:
 
 def _checkpoint_policy(env: Mapping[str, str]) -> CheckpointPolicy:
     directory = env.get(c.CHECKPOINT_DIR, "").strip()
-    every_steps = _int(env, (c.CHECKPOINT_EVERY_STEPS,), 0)
+    every_steps = _int(env, (c.CHECKPOINT_EVERY_STEPS,), 0) or None
+    every_seconds = _optional_number(env, c.CHECKPOINT_EVERY_SECONDS)
+    raw_pacing = env.get(c.CHECKPOINT_PACING, "").strip()
+    pacing = parse_pacing(raw_pacing) if raw_pacing else None
+    if pacing is not None and pacing.auto and (every_steps or every_seconds):
+        # The operator sends no fixed interval with Auto; if one comes anyway, two schedules would both save.
+        log.warning("%s asks for Auto: the fixed checkpoint interval is ignored", c.CHECKPOINT_PACING)
+        every_steps, every_seconds = None, None
     return CheckpointPolicy(
         directory=Path(directory) if directory else None,
-        every_steps=every_steps or None,
-        every_seconds=_optional_number(env, c.CHECKPOINT_EVERY_SECONDS),
+        every_steps=every_steps,
+        every_seconds=every_seconds,
         keep=_int(env, (c.CHECKPOINT_KEEP,), 3, minimum=1),
+        pacing=pacing,
     )
 
 

@@ -9,6 +9,14 @@ state = checkpointer.load_latest()  # None on a fresh start
 if checkpointer.is_step_due(step): helpers.save(checkpointer, env, step, {...})
 if stop.is_set(): helpers.save(...); sys.exit(helpers.ExitCode.PREEMPTED)
 
+With `checkpoint.everySteps: Auto` (or everySeconds) the interval is in seconds, so ranks could disagree about when
+it is up: rank 0's checkpointer decides, and every rank follows it, every few steps, e.g.
+    due = torch.tensor([float(env.rank == 0 and checkpointer.is_time_due())], device=device)
+    torch.distributed.broadcast(due, src=0)
+    if due.item(): helpers.save(checkpointer, env, step, {...})
+Auto's interval (TJ_CHECKPOINT_PACING) starts short, to measure what a save costs, then follows the Young/Daly rule
+sqrt(2 x save stall x mean time between failures) after every save; checkpointer.pacing_report() says what it picked.
+
 env.attempt is TJ_ATTEMPT, the job's attempt this process belongs to. Under the in-place agent (TJ_IN_PLACE=1) a
 restart inside the same pod is a new attempt with a new TJ_ATTEMPT: init_distributed joins only that attempt's
 ranks, and once rank 0's checkpointer exists, an older attempt's process can no longer write checkpoints.

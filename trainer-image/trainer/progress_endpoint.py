@@ -61,6 +61,7 @@ _FINAL_FIELDS = (
     "resumedFromStep",
     "firstStepTime",
     "checkpointStallSeconds",
+    "checkpointPacing",
 )
 _CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime")
 
@@ -150,10 +151,11 @@ class ProgressReporter:
             self._state.update(fields)
         self.flush()
 
-    def checkpointed(self, step: int, path: str, at: float, stalled: float | None = None) -> None:
-        """Record the last checkpoint, and the seconds this attempt's saves have held training up so far."""
+    def checkpointed(self, step: int, path: str, at: float, stalled: float | None = None, **fields: Any) -> None:
+        """Record the last checkpoint, and the seconds this attempt's saves have held training up so far (and
+        `fields` that changed with the save, in the same write)."""
         stall = {"checkpointStallSeconds": round(stalled, 3)} if stalled is not None else {}
-        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at, **stall)
+        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at, **stall, **fields)
 
     def flush(self) -> None:
         """Write the progress file now (if one was configured)."""

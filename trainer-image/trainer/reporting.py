@@ -12,6 +12,12 @@ from trainer.progress_endpoint import ProgressReporter
 log = logging.getLogger(__name__)
 
 
+def checkpoint_pacing(checkpointer: Checkpointer) -> dict[str, Any]:
+    """{"checkpointPacing": ...} for the progress report, or nothing without TJ_CHECKPOINT_PACING."""
+    pacing = checkpointer.pacing_report()
+    return {"checkpointPacing": pacing} if pacing is not None else {}
+
+
 def describe(metrics: dict[str, float]) -> str:
     """'accuracy 0.9721, loss 0.1042' (the log line tests and people read)."""
     return ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()) or "no metrics"
@@ -60,10 +66,16 @@ class RunReport:
 
     def checkpointed(self, checkpointer: Checkpointer) -> None:
         """The last complete checkpoint, if any, and how long the saves have stalled training (checkpointStallSeconds:
-        the operator counts it out of this attempt's productive time)."""
-        if self.progress is not None and checkpointer.last is not None:
+        the operator counts it out of this attempt's productive time); with TJ_CHECKPOINT_PACING, the interval the
+        saves so far made Auto pick (checkpointPacing)."""
+        if self.progress is None:
+            return
+        pacing = checkpoint_pacing(checkpointer)
+        if checkpointer.last is not None:
             last = checkpointer.last
-            self.progress.checkpointed(last.step, last.path, last.time, checkpointer.stall_seconds)
+            self.progress.checkpointed(last.step, last.path, last.time, checkpointer.stall_seconds, **pacing)
+        elif pacing:
+            self.progress.update(**pacing)
 
     def update(self, **fields: Any) -> None:
         """Extra fields (the final summary)."""
