@@ -48,9 +48,10 @@ def test_young_daly_interval_and_its_bound(save: float, mtbf: float, expected: I
     ("failures", "running", "elapsed", "expected"),
     [
         pytest.param(0, 0.0, 0.0, 21600.0, id="a-young-job-has-the-prior"),
-        pytest.param(3, 5400.0, 0.0, 6750.0, id="failures-divide-the-time"),
-        pytest.param(3, 5400.0, 400.0, 6850.0, id="it-grows-while-the-attempt-runs"),
-        pytest.param(1, 0.0, -5.0, 10800.0, id="a-clock-before-the-start-counts-as-zero"),
+        pytest.param(0, 600.0, 100.0, 22300.0, id="before-its-first-failure-the-prior-and-the-time-it-ran"),
+        pytest.param(3, 5400.0, 0.0, 1800.0, id="then-its-own-record-the-prior-left-out"),
+        pytest.param(3, 5400.0, 600.0, 2000.0, id="it-grows-while-the-attempt-runs"),
+        pytest.param(2, 60.0, -5.0, 30.0, id="a-clock-before-the-start-counts-as-zero"),
     ],
 )
 def test_mtbf_is_live(failures: int, running: float, elapsed: float, expected: float) -> None:
@@ -171,7 +172,7 @@ def test_without_auto_the_fixed_interval_stays_and_auto_is_only_measured(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, every_seconds: float | None, interval: float | None
 ) -> None:
     clock = SlowSaves(monkeypatch, save_seconds=0.5)
-    pacing = inputs(auto=False, failures=1, runningSeconds=0.0, priorSeconds=2.0, minSeconds=5.0)
+    pacing = inputs(auto=False, failures=10, runningSeconds=0.0, priorSeconds=2.0, minSeconds=5.0)
     checkpointer = Checkpointer(CheckpointPolicy(tmp_path, 10, every_seconds, 2, pacing), clock=clock)
     assert checkpointer.interval_seconds == interval
     assert not due_after(checkpointer, clock, 30.0)  # Auto's minSeconds is not in force

@@ -5,9 +5,12 @@ object: {"auto", "failures", "runningSeconds", "priorSeconds", "minSeconds", "ma
 the time saves stall training; too rarely, the work lost to each failure. Young/Daly balance the two: the interval
 that loses least is about sqrt(2 x seconds a save stalls x mean time between failures).
 
-The mean time between failures starts from a prior (a young job has seen too few failures to tell) and grows while
-the attempt keeps running: MTBF(t) = (priorSeconds + runningSeconds + t) / (failures + 1). The stall per save is
-measured, so the first save comes early (at minSeconds) to measure it.
+The mean time between failures is the job's own record once it has failed: MTBF(t) = (runningSeconds + t) /
+failures, t the seconds this attempt has run (so it grows while the attempt keeps running). Before its first failure
+a job has no record: it is assumed to fail no more often than the prior, plus the time it has run without failing,
+MTBF(t) = priorSeconds + runningSeconds + t. (A prior that counted as one failure among the job's own would hold a
+job failing every minute to hours-long intervals for hundreds of failures.) The stall per save is measured, so the
+first save comes early (at minSeconds) to measure it.
 
 Pure (no torch): the in-place agent validates the operator's orders with `parse_pacing` too.
 """
@@ -37,9 +40,10 @@ class PacingInputs:
     max_seconds: float
 
     def mtbf(self, elapsed: float) -> float:
-        """The mean time between failures `elapsed` seconds into this attempt: every second run without failing
-        counts, so the estimate grows while the attempt lasts."""
-        return (self.prior_seconds + self.running_seconds + max(0.0, elapsed)) / (self.failures + 1)
+        """The mean time between failures `elapsed` seconds into this attempt: the job's running time over its
+        failures, or before its first the prior plus the time it has run (it grows while the attempt lasts)."""
+        running = self.running_seconds + max(0.0, elapsed)
+        return running / self.failures if self.failures else self.prior_seconds + running
 
 
 @dataclass(frozen=True)
