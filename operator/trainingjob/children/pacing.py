@@ -5,7 +5,8 @@ attempt's trainer the job's record in one variable, TJ_CHECKPOINT_PACING (a JSON
 seconds so far, the prior mean time between failures of a job that has not run yet, and the interval's bounds. The
 trainer estimates the mean time between failures as it goes: running seconds / restarts, the job's own record, or
 before its first restart prior + running seconds (it has run that long without failing). It checkpoints every
-sqrt(2 x save stall x MTBF) seconds (Young/Daly), held within the bounds. Rank 0 reports what it chose (checkpointPacing), which `pacing_status` turns into status.progress.checkpointPacing with its reason.
+sqrt(2 x save stall x MTBF) seconds (Young/Daly), held within the bounds. Rank 0 reports what it chose
+(checkpointPacing), which `pacing_status` turns into status.progress.checkpointPacing with its reason.
 
 Every job with a checkpoint volume gets the variable: a fixed interval stays in force, and its status shows what
 Auto would choose beside it.
