@@ -71,9 +71,10 @@ class OperatorSettings(BaseSettings):
     checkpoint_max_seconds: float = Field(default=3600.0, gt=0)
     """checkpoint.everySteps Auto: the longest interval between checkpoints."""
     key_file: str = ""
-    """A file holding the operator's key (at least 16 bytes): each job's key is derived from it and the job's UID,
-    so the operator signs its orders to a job's agents without reading a Secret. Empty: a key drawn at start (a
-    restarted operator then cannot sign for older jobs, whose in-place restarts fall back to new pods)."""
+    """A file holding the operator's key (at least 16 bytes, surrounding whitespace such as a trailing newline left
+    out): each job's key is derived from it and the job's UID, so the operator signs its orders to a job's agents
+    without reading a Secret. Empty: a key drawn at start (a restarted operator then cannot sign for older jobs,
+    whose in-place restarts fall back to new pods)."""
     log_format: Literal["text", "json"] = "text"
     """text: one line per decision for people; json: one object per line with job, attempt and decision."""
 

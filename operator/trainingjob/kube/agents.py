@@ -79,8 +79,13 @@ def send_order(
             connection.sock.settimeout(max(deadline - time.monotonic(), 0.01))
         response = connection.getresponse()
         response.read(1024)
+        if response.status != 200:
+            log.warning(
+                "rank 0's agent at %s refused the order to run attempt %d: HTTP %d", address, attempt, response.status
+            )
         return response.status == 200
-    except (OSError, http.client.HTTPException):
+    except (OSError, http.client.HTTPException) as error:
+        log.warning("rank 0's agent at %s did not take the order to run attempt %d: %r", address, attempt, error)
         return False
     finally:
         connection.close()
