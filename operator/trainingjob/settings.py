@@ -18,7 +18,8 @@ class OperatorSettings(BaseSettings):
     metrics_port: int = Field(default=8080, ge=0, le=65535)
     """Port of the Prometheus /metrics endpoint; 0 turns it off."""
     backoff_base_seconds: float = Field(default=10.0, gt=0)
-    """Delay before the second attempt; it doubles with every restart."""
+    """Delay before a restart; it doubles with each failure in a row that saved no newer checkpoint (a crash loop),
+    and starts from this again after an attempt that did."""
     backoff_max_seconds: float = Field(default=300.0, gt=0)
     """The longest delay between attempts."""
     resync_seconds: float = Field(default=60.0, gt=0)

@@ -11,8 +11,9 @@ from trainingjob.children.observe import PodState
 from trainingjob.children.specs import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
 from trainingjob.plan import finished, tracking
+from trainingjob.plan.backoff import backoff_seconds
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
-from trainingjob.plan.transitions import after, backoff_seconds, condition_of, seconds_until, with_condition
+from trainingjob.plan.transitions import after, condition_of, seconds_until, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
 INVALID = "PodInvalid"

@@ -11,7 +11,8 @@ from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
 from trainingjob.plan import classify, finished, in_place, tracking
-from trainingjob.plan.transitions import backoff_seconds, moved
+from trainingjob.plan.backoff import backoff_seconds
+from trainingjob.plan.transitions import moved
 from trainingjob.plan.types import Context, Decision, Event
 
 VANISHED = "the pod is gone before it finished (evicted, preempted, its node lost, or deleted by someone)"

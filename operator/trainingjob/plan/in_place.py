@@ -15,9 +15,10 @@ from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, InPlaceRestart, Mode, Phase, TrainingJobStatus
 from trainingjob.plan import classify, finished
+from trainingjob.plan.backoff import backoff_seconds
 from trainingjob.plan.classify import TRAINER_FAILED
 from trainingjob.plan.slots import slots
-from trainingjob.plan.transitions import after, backoff_seconds, moved, seconds_until
+from trainingjob.plan.transitions import after, moved, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
 
 ORDER_POLL_SECONDS = 1.0

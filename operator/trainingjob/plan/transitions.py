@@ -1,5 +1,5 @@
 """Pure status transitions every policy shares: set a condition, move to a phase (with the conditions that
-mirror it and the Event that announces it), and the restart backoff."""
+mirror it and the Event that announces it), and time arithmetic."""
 
 from datetime import datetime, timedelta
 
@@ -63,14 +63,6 @@ def moved(
     if phase.is_terminal and status.completion_time is None:
         update["completion_time"] = ctx.now
     return status.model_copy(update=update), events
-
-
-def backoff_seconds(ctx: Context, status: TrainingJobStatus) -> float:
-    """The delay after the last failure: base, doubled with every restart counted so far, at most max."""
-    restarts = status.restarts
-    total = restarts.retryable + restarts.oom + restarts.stalled + restarts.disruption
-    delay = ctx.settings.backoff_base_seconds * 2 ** min(max(total - 1, 0), 32)
-    return float(min(delay, ctx.settings.backoff_max_seconds))
 
 
 def seconds_until(ctx: Context, moment: datetime, at_most: float) -> float:
