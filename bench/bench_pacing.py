@@ -5,8 +5,9 @@ same 2-rank digits DDP gang of in-place agents on loopback (every step slowed to
 slowed by --save-seconds, as a big model on slow storage would be). This script plays the operator: it SIGKILLs rank
 1's trainer after gaps drawn from one seeded exponential schedule of mean --mtbf seconds of training (the same gaps
 for every run), waits for the gang to fail and orders the next attempt in place, telling it the job's restarts and
-running seconds as the operator does (TJ_CHECKPOINT_PACING, with the operator's default prior and bounds). A run ends
-when the job has trained all its steps.
+running seconds as the operator does (TJ_CHECKPOINT_PACING, with the operator's default bounds and prior, or the
+prior --prior gives: an operator that knows its cluster's failure rate sets checkpointPriorMtbfSeconds so). A run
+ends when the job has trained all its steps.
 
 Goodput, measured from outside: the time a run without failures or checkpoints takes from its first step to its
 last (the baseline, measured in the same invocation), over the time each run takes from its first step to its
@@ -38,11 +39,14 @@ TIMEOUT = 120.0
 NO_PERIODIC = {"TJ_CHECKPOINT_EVERY_STEPS": "1000000000"}  # the baseline: only the final checkpoint
 
 
+PRIOR = [DEFAULTS.checkpoint_prior_mtbf_seconds]  # --prior
+
+
 def pacing(auto: bool, failures: int, running: float) -> str:
-    """TJ_CHECKPOINT_PACING as the operator writes it, with its default prior and bounds."""
+    """TJ_CHECKPOINT_PACING as the operator writes it, with the prior (--prior, else the operator's) and its bounds."""
     return json.dumps({
         "auto": auto, "failures": failures, "runningSeconds": running,
-        "priorSeconds": DEFAULTS.checkpoint_prior_mtbf_seconds,
+        "priorSeconds": PRIOR[0],
         "minSeconds": DEFAULTS.checkpoint_min_seconds, "maxSeconds": DEFAULTS.checkpoint_max_seconds,
     })  # fmt: skip
 
@@ -118,7 +122,9 @@ def main() -> None:
     parser.add_argument("--save-seconds", type=float, default=0.5, help="what each checkpoint write takes")
     parser.add_argument("--fixed", default="2,6,20", help="the fixed intervals (everySeconds) to compare")
     parser.add_argument("--seed", type=int, default=29)
+    parser.add_argument("--prior", type=float, default=PRIOR[0], help="the prior MTBF (the operator's setting)")
     args = parser.parse_args()
+    PRIOR[0] = args.prior
     rng = random.Random(args.seed)
     gaps = [rng.expovariate(1 / args.mtbf) for _ in range(200)]
     slow_saves = {"TJ_TEST_SAVE_DELAY_SECONDS": str(args.save_seconds)}

@@ -1,0 +1,117 @@
+"""Benchmark: goodput in time, with rank 1's trainer killed every minute of training, in local mode.
+
+Run: python bench/bench_goodput.py [--minutes 10] [--kill-every 60]. The operator's planner and reconcile run the
+digits DDP example (2 ranks, checkpoints every 100 steps) as `tjctl run` does: real trainer processes under
+in-place agents, the operator's restarts in place after local mode's backoff (1 s). A first run without failures
+measures the trainer's steady rate (steps per second); the measured run has enough steps for --minutes of training
+at that rate, and rank 1's trainer is SIGKILLed each --kill-every seconds after its attempt's first step.
+
+Goodput from outside: the time the job's steps take at the clean rate, over the measured run's wall time (from the
+job's creation to its end). Printed beside the goodput the job's status reports (status.goodput.ratio) and its split.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
+
+from trainer.agent_http import request_json  # noqa: E402
+from trainingjob.local.cluster import run_local  # noqa: E402
+from trainingjob.model import TrainingJobStatus  # noqa: E402
+
+EXAMPLE = REPO / "examples" / "digits-ddp.yaml"
+
+
+def job(steps: int) -> dict[str, Any]:
+    manifest = yaml.safe_load(EXAMPLE.read_text())
+    manifest["spec"]["trainer"]["steps"] = steps
+    manifest["spec"]["runPolicy"]["backoffLimit"] = 1000
+    return dict(manifest)
+
+
+def rank1_trainer(workdir: Path) -> int | None:
+    """Rank 1's trainer: the child its agent (the process of the work folder with RANK=1 and TJ_IN_PLACE=1) runs."""
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            env = dict(item.split("=", 1) for item in environ.read_text().split("\0") if "=" in item)
+        except OSError:
+            continue
+        if str(workdir) in env.get("TJ_PROGRESS_FILE", "") and env.get("RANK") == "1" and env.get("TJ_IN_PLACE"):
+            answer = request_json(("127.0.0.1", int(env["TJ_AGENT_PORT"])), "GET", "/status")[1] or {}
+            return int(answer["child"]) if answer.get("child") else None
+    return None
+
+
+class Killer:
+    """Kills rank 1's trainer `every` seconds after each attempt's first step, as the status reports it."""
+
+    def __init__(self, workdir: Path, every: float) -> None:
+        self.workdir, self.every = workdir, every
+        self.first_step: tuple[int, float] | None = None  # (attempt, when this process saw its first step)
+        self.kills, self.killed = 0, 0  # how many, and the last attempt killed
+        self.done = threading.Event()
+
+    def on_status(self, status: TrainingJobStatus) -> None:
+        progress, attempt = status.progress, status.attempt
+        began = progress is not None and progress.first_step_time is not None and progress.attempt == attempt
+        if began and attempt > self.killed and (self.first_step is None or self.first_step[0] != attempt):
+            self.first_step = (attempt, time.monotonic())
+
+    def run(self) -> None:
+        while not self.done.wait(0.05):  # the failure schedule's resolution
+            seen = self.first_step
+            if seen is None or time.monotonic() - seen[1] < self.every:
+                continue
+            pid = rank1_trainer(self.workdir)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                self.kills, self.killed = self.kills + 1, seen[0]
+                self.first_step = None  # the next attempt's first step starts the next minute
+
+
+def clean_rate(workdir: Path, steps: int) -> float:
+    status, cluster = run_local(job(steps), workdir, on_event=lambda event: None)
+    assert status is not None and status.phase.value == "Succeeded", status
+    report = cluster.report(f"digits-ddp-worker-0-{status.current_pods_attempt}")
+    return float(report["medianStepsPerSecond"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--kill-every", type=float, default=60.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        rate = clean_rate(Path(root) / "clean", 3000)
+        steps = int(rate * args.minutes * 60)
+        print(f"clean run: {rate:.1f} steps/s; measured run: {steps} steps ({args.minutes:g} min at that rate)")
+        workdir = Path(root) / "measured"
+        killer = Killer(workdir, args.kill_every)
+        thread = threading.Thread(target=killer.run, daemon=True)
+        thread.start()
+        started = time.monotonic()
+        status, _ = run_local(job(steps), workdir, on_status=killer.on_status, on_event=lambda event: None)
+        wall = time.monotonic() - started
+        killer.done.set()
+    assert status is not None and status.phase.value == "Succeeded" and status.goodput is not None, status
+    outside = steps / rate / wall
+    split = status.goodput
+    print(f"{killer.kills} kills, {status.in_place_restarts} restarts in place, wall {wall:.0f} s")
+    print(f"goodput measured from outside {outside:.3f} (goal >= 0.95), as the status says {split.ratio}")
+    print(f"status minus outside: {100 * ((split.ratio or 0) - outside):+.1f} points (goal within 2)")
+    parts = ("productive", "startup", "checkpoint_stall", "recovery", "redone", "queued")
+    print("status split: " + ", ".join(f"{part} {getattr(split, part + '_seconds')} s" for part in parts))
+
+
+if __name__ == "__main__":
+    main()
