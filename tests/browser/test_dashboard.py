@@ -92,12 +92,15 @@ def test_a_job_page_follows_progress_and_shows_a_restart_on_the_timeline(
         now = time.time()
         report.update(step=60, loss=1.25, heartbeat=now, samplesPerSecond=120.0, etaSeconds=300,
                       metrics={"accuracy": 0.75}, metricsStep=60, lastCheckpointStep=50,
-                      lastCheckpointPath="/checkpoints/step-50", lastCheckpointTime=now)  # fmt: skip
+                      lastCheckpointPath="/checkpoints/step-50", lastCheckpointTime=now,
+                      checkpointPacing={"auto": True, "intervalSeconds": 42.0, "optimalSeconds": 42.0,
+                                        "saveSeconds": 0.15, "mtbfSeconds": 5880.0})  # fmt: skip
         ui.wait_text("#job-step", lambda text: text == "60 / 100", "the progress moving to step 60", timeout=60)
         ui.wait_text("#job-loss", lambda text: text == "1.25", "the new loss")
         ui.wait(lambda _: len(_points(ui, "#chart-loss polyline")) >= 2, "a loss curve of two points or more")
         ui.wait(lambda _: ui.all("#chart-metric-0 polyline"), "the accuracy curve")
         ui.wait_text("#job-checkpoints", lambda text: "/checkpoints/step-50" in text, "the checkpoint listed")
+        ui.wait_text("#job-pacing", lambda text: text.startswith("Auto: every 42 s"), "how often it checkpoints, why")
         ui.wait(lambda _: ui.all("#timeline-svg circle.mark-checkpoint"), "the checkpoint on the timeline")
         ui.wait_text("#job-goodput", lambda text: "productive" in text, "where its time went, training included")
         ui.wait(lambda _: ui.all("#job-goodput .gp-productive"), "the productive part of the goodput bar")

@@ -29,7 +29,7 @@ function replicas(spec) {
   return `${spec.mode || "DDP"}, ${workers} worker${workers === 1 ? "" : "s"}${ps}`;
 }
 
-/** Phase, attempt, restarts, progress, loss, throughput, goodput, times, checkpoint, result. */
+/** Phase, attempt, restarts, progress, loss, throughput, goodput, times, checkpoint and its pacing, result. */
 export function facts(job) {
   const status = job.status || {};
   const progress = status.progress || {};
@@ -55,6 +55,7 @@ export function facts(job) {
     fact("Completed", "job-completed", clock(status.completionTime)),
     fact("Checkpoint", "job-checkpoint", status.lastCheckpoint
       ? `step ${status.lastCheckpoint.step ?? "?"} ${status.lastCheckpoint.path || ""}` : ""),
+    fact("Checkpoint pacing", "job-pacing", (progress.checkpointPacing || {}).reason || ""),
     result ? fact("Result", "job-result", `step ${result.step ?? "?"}, loss ${num(result.loss)}${result.metrics
       ? `, ${Object.entries(result.metrics).map(([k, v]) => `${k} ${num(v)}`).join(", ")}` : ""}`) : null);
 }
