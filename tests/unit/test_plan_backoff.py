@@ -77,7 +77,7 @@ def test_failures_in_a_row(job: TrainingJobStatus, expected: int) -> None:
 
 
 def test_the_delay_doubles_in_the_loop_up_to_the_maximum() -> None:
-    ctx = Context(make_job(), Observed([]), T0, SETTINGS)
+    ctx = Context(make_job(), Observed(()), T0, SETTINGS)
     loop = [attempt(1, None), *(attempt(n, 100) for n in range(2, 8)), attempt(8, 100, None)]
     delays = [backoff_seconds(ctx, status(loop[:n], n, 100)) for n in range(1, 9)]
     assert delays == [10, 20, 40, 80, 160, 300, 300, 300]
