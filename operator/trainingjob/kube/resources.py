@@ -73,11 +73,14 @@ class Resources:
         return items
 
     def write_status(self, plural: str, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
-        """A merge patch of the status subresource, guarded by the version it was planned from; the new version."""
+        """A merge patch of the status subresource, guarded by the version it was planned from; the new version.
+        Paced like every other write: a 429 is waited out, not a failed reconcile."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
         try:
-            written = self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, plural, name, body, _request_timeout=TIMEOUT
+            written = self.paced(
+                lambda: self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, plural, name, body, _request_timeout=TIMEOUT
+                )
             )
         except client.ApiException as error:
             status = status_of(error)
