@@ -87,7 +87,13 @@ def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Pat
 
 def test_workers_exit_retryable_when_their_parameter_server_dies(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.05)
-    servers, workers = start_ps_job(pods, logs, tmp_path, shards=1, workers=2, config=config, wait="3")
+    # The workers wait 3 s for a lost server: the server listens before they start (on a loaded machine its start
+    # takes longer than that, and workers started beside it gave up before it was up).
+    env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="3")
+    servers = [start_role(pods, logs, env, "ps", 0)]
+    host, port = env["TJ_PS_ADDRS"].split(":")
+    wait_for_port(host, int(port), 90, "parameter server")
+    workers = [start_role(pods, logs, env, "worker", index) for index in range(2)]
     wait_for(lambda: (read_json(tmp_path / "progress.json") or {}).get("step", 0) >= 10, 90, "training to start")
     servers[0].process.send_signal(signal.SIGKILL)
     codes = [pod.wait(30) for pod in workers]
