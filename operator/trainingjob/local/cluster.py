@@ -39,7 +39,7 @@ from trainingjob.reconcile.job import reconcile
 BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchrun)
 
 # A checkout's trainer package; installed from the wheel, `trainer` sits beside `trainingjob` and needs no path.
-TRAINER_PATH = Path(__file__).resolve().parents[2] / "trainer-image"
+TRAINER_PATH = Path(__file__).resolve().parents[3] / "trainer-image"
 GRACE_SECONDS = 30.0
 
 
