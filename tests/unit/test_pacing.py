@@ -13,8 +13,8 @@ from tests.support.fake_cluster import FakeCluster
 from trainingjob.children import contract
 from trainingjob.children.agent import Gang, GangState, RankFailure
 from trainingjob.children.naming import Replica
-from trainingjob.children.pacing import pacing_status, pacing_variable, reason, span
-from trainingjob.children.progress_report import progress_from_report
+from trainingjob.children.pacing import pacing_variable, reason, span
+from trainingjob.children.progress_report import pacing_status, progress_from_report
 from trainingjob.children.specs import pod_manifest
 from trainingjob.model import TrainingJobStatus
 from trainingjob.model.status import CheckpointPacing

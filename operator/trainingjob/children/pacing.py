@@ -6,7 +6,7 @@ seconds so far, the prior mean time between failures of a job that has not run y
 trainer estimates the mean time between failures as it goes: running seconds / restarts, the job's own record, or
 before its first restart prior + running seconds (it has run that long without failing). It checkpoints every
 sqrt(2 x save stall x MTBF) seconds (Young/Daly), held within the bounds. Rank 0 reports what it chose
-(checkpointPacing), which `pacing_status` turns into status.progress.checkpointPacing with its reason.
+(checkpointPacing), which the progress report's reader turns into status.progress.checkpointPacing with `reason`.
 
 Every job with a checkpoint volume gets the variable: a fixed interval stays in force, and its status shows what
 Auto would choose beside it.
@@ -14,19 +14,10 @@ Auto would choose beside it.
 
 import json
 import math
-from typing import Any
 
 from trainingjob.model import TrainingJobStatus
 from trainingjob.model.policy import CheckpointSpec
 from trainingjob.model.status import CheckpointPacing
-
-MAX_SECONDS = 10 * 365 * 86400.0  # a duration longer than any run
-
-
-def restarts(status: TrainingJobStatus) -> int:
-    """The job's restarts of every kind: each one cost it the work since its last checkpoint."""
-    counts = status.restarts
-    return counts.retryable + counts.oom + counts.disruption + counts.stalled
 
 
 def running_seconds(status: TrainingJobStatus) -> float:
@@ -45,36 +36,13 @@ def pacing_variable(
         return None
     record = {
         "auto": checkpoint.auto,
-        "failures": restarts(status),
+        "failures": status.restarts.total,
         "runningSeconds": running_seconds(status),
         "priorSeconds": prior,
         "minSeconds": bounds[0],
         "maxSeconds": bounds[1],
     }
     return json.dumps(record, sort_keys=True, separators=(",", ":"))
-
-
-def _seconds(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return round(number, 3) if math.isfinite(number) and 0 <= number <= MAX_SECONDS else None
-
-
-def pacing_status(report: Any) -> CheckpointPacing | None:
-    """The trainer's checkpointPacing (untrusted: anything malformed is left out) as the status shows it."""
-    if not isinstance(report, dict) or not isinstance(report.get("auto"), bool):
-        return None
-    bound = report.get("bound") if report.get("bound") in ("min", "max") else None
-    pacing = CheckpointPacing(
-        auto=report["auto"],
-        interval_seconds=_seconds(report.get("intervalSeconds")),
-        optimal_seconds=_seconds(report.get("optimalSeconds")),
-        save_seconds=_seconds(report.get("saveSeconds")),
-        mtbf_seconds=_seconds(report.get("mtbfSeconds")),
-        bound=bound,
-    )
-    return pacing.model_copy(update={"reason": reason(pacing)})
 
 
 def span(seconds: float) -> str:

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import bounded
-from trainingjob.children.pacing import pacing_status
+from trainingjob.children.pacing import reason
 from trainingjob.model import CheckpointStatus, Progress
-from trainingjob.model.status import MAX_METRICS, METRIC_NAME
+from trainingjob.model.status import MAX_METRICS, METRIC_NAME, CheckpointPacing
 
 MAX_REPORT_BYTES = 64 * 1024
 MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway
@@ -79,6 +79,22 @@ def progress_from_report(report: Any) -> Report:
     except ValidationError:
         return None, None
     return progress, _checkpoint(report)
+
+
+def pacing_status(report: Any) -> CheckpointPacing | None:
+    """The trainer's checkpointPacing (untrusted: anything malformed is left out) as the status shows it."""
+    if not isinstance(report, dict) or not isinstance(report.get("auto"), bool):
+        return None
+    bound = report.get("bound") if report.get("bound") in ("min", "max") else None
+    pacing = CheckpointPacing(
+        auto=report["auto"],
+        interval_seconds=_seconds(report.get("intervalSeconds")),
+        optimal_seconds=_seconds(report.get("optimalSeconds")),
+        save_seconds=_seconds(report.get("saveSeconds")),
+        mtbf_seconds=_seconds(report.get("mtbfSeconds")),
+        bound=bound,
+    )
+    return pacing.model_copy(update={"reason": reason(pacing)})
 
 
 def _estimate(heartbeat: datetime | None, left: Any) -> datetime | None:

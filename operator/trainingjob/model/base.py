@@ -124,16 +124,17 @@ Bool = StrictBool
 Str = StrictStr
 ShortStr = Annotated[StrictStr, Field(max_length=253)]
 LongStr = Annotated[StrictStr, Field(max_length=4096)]
+
+
+def int_or_string(**constraints: Any) -> WithJsonSchema:
+    """The CRD schema of an int-or-string field; `constraints` (minimum, pattern...) each bind the kind they fit."""
+    return WithJsonSchema(
+        {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}], **constraints}
+    )
+
+
 Quantity = Annotated[
     StrictInt | StrictStr,
     AfterValidator(_check_quantity),
-    WithJsonSchema(
-        {
-            "x-kubernetes-int-or-string": True,
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "pattern": QUANTITY,
-            "maxLength": QUANTITY_MAX_LENGTH,
-            "minimum": 0,
-        }
-    ),
+    int_or_string(pattern=QUANTITY, maxLength=QUANTITY_MAX_LENGTH, minimum=0),
 ]

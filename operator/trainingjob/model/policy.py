@@ -3,7 +3,7 @@
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, StrictInt, StrictStr, WithJsonSchema
+from pydantic import AfterValidator, Field, StrictInt, StrictStr
 
 from trainingjob.children.contract import ExitCode
 from trainingjob.model.base import (
@@ -14,6 +14,7 @@ from trainingjob.model.base import (
     Bool,
     Int,
     Str,
+    int_or_string,
     unique_values,
 )
 from trainingjob.model.rules import Immutable, Reason, Rule
@@ -47,15 +48,7 @@ def _check_every_steps(value: int | str) -> int | str:
 StepsOrAuto = Annotated[
     StrictInt | StrictStr,
     AfterValidator(_check_every_steps),
-    WithJsonSchema(
-        {
-            "x-kubernetes-int-or-string": True,
-            "anyOf": [{"type": "integer"}, {"type": "string"}],
-            "minimum": 1,
-            "maximum": MAX_EVERY_STEPS,
-            "pattern": f"^{AUTO}$",
-        }
-    ),
+    int_or_string(minimum=1, maximum=MAX_EVERY_STEPS, pattern=f"^{AUTO}$"),
 ]
 
 

@@ -98,6 +98,11 @@ class RestartCounts(ApiModel):
     stalled: Count = 0
     """Restarts after no progress for progressDeadlineSeconds."""
 
+    @property
+    def total(self) -> int:
+        """Restarts of every kind."""
+        return self.retryable + self.oom + self.disruption + self.stalled
+
 
 class LastFailure(ApiModel):
     """Evidence of the last failed pod, kept after the pod is gone."""

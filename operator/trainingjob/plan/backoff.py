@@ -28,8 +28,7 @@ def failures_in_a_row(status: TrainingJobStatus) -> int:
         (i for i in range(len(records) - 1, -1, -1) if failure and records[i].attempt == failure.attempt), None
     )
     if index is None:
-        counts = status.restarts
-        return counts.retryable + counts.oom + counts.stalled + counts.disruption
+        return status.restarts.total
     newest = status.last_checkpoint.step if status.last_checkpoint is not None else 0
     streak = 0
     for i in range(index, -1, -1):
