@@ -87,10 +87,11 @@ def test_a_bound_of_zero_refuses_every_stale_gradient(pods: list[Pod], logs: Pat
 
 def test_workers_exit_retryable_when_their_parameter_server_dies(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.05)
-    # The workers wait 3 s for a lost server: the server listens before they start (on a loaded machine its start
-    # takes longer than that, and workers started beside it gave up before it was up).
+    # The workers wait 3 s for a lost server, and start once it listens (a start takes longer than 3 s on a loaded
+    # machine). The server waits 90 s for its first worker: it gives up after its wait of silence, and the workers'
+    # own start (importing torch) can take longer than 3 s too.
     env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="3")
-    servers = [start_role(pods, logs, env, "ps", 0)]
+    servers = [start_role(pods, logs, {**env, "TJ_MASTER_WAIT_SECONDS": "90"}, "ps", 0)]
     host, port = env["TJ_PS_ADDRS"].split(":")
     wait_for_port(host, int(port), 90, "parameter server")
     workers = [start_role(pods, logs, env, "worker", index) for index in range(2)]
