@@ -9,8 +9,8 @@ does; images built by scripts/build-images.sh). Prints:
   it resumed from, less the configured backoff, against a fresh start of the same job (create to first step);
 - restart paths (4 ranks): the same measure when rank 1's trainer process is killed in its healthy pod (the gang
   restarts in place) against rank 1's whole container killed (the pods are re-created), side by side;
-- goodput: digits DDP with rank 1 killed every N steps: useful steps / steps computed, and its wall time against
-  the same job with no failure.
+- goodput: digits DDP with rank 1 killed every N steps: the goodput in time its status reports (productive over
+  wall), its wall time against the same job with no failure, and the steps it computed for the steps it needed.
 """
 
 import argparse
@@ -111,8 +111,8 @@ def restart_paths(tier: node.NodeTier, h: Harness, workers: int = 4) -> None:
     )
 
 
-def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_every: int) -> tuple[float, int]:
-    """Wall seconds and steps computed by rank 0 over every attempt."""
+def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_every: int) -> tuple[float, int, float]:
+    """Wall seconds, steps computed by rank 0 over every attempt, and the goodput the job's status reports."""
     started = time.monotonic()
     start_job(tier, h, name, steps, 50)
     computed, attempt = 0, 1
@@ -127,7 +127,7 @@ def run_to_end(tier: node.NodeTier, h: Harness, name: str, steps: int, kill_ever
         attempt += 1
     final = h.wait_phase(name, "Succeeded", timeout=900)["status"]
     computed += steps - _resumed_step(h, name, final["attempt"])
-    return time.monotonic() - started, computed
+    return time.monotonic() - started, computed, float(final["goodput"]["ratio"])
 
 
 def _resumed_step(h: Harness, name: str, attempt: int) -> int:
@@ -139,12 +139,12 @@ def _resumed_step(h: Harness, name: str, attempt: int) -> int:
 
 
 def goodput(tier: node.NodeTier, h: Harness, steps: int = 1500, kill_every: int = 400) -> None:
-    clean_s, clean_steps = run_to_end(tier, h, "clean", steps, 0)
-    faulty_s, faulty_steps = run_to_end(tier, h, "faulty", steps, kill_every)
+    clean_s, _, clean_goodput = run_to_end(tier, h, "clean", steps, 0)
+    faulty_s, faulty_steps, faulty_goodput = run_to_end(tier, h, "faulty", steps, kill_every)
     print(
-        f"goodput with rank 1 killed every {kill_every} steps: {steps / faulty_steps:.2f} "
-        f"({steps} useful of {faulty_steps} computed; without failures {steps / clean_steps:.2f}); "
-        f"wall time {faulty_s:.0f} s vs {clean_s:.0f} s, ratio {faulty_s / clean_s:.2f}"
+        f"goodput with rank 1's pod killed every {kill_every} steps: {faulty_goodput:.3f} in time, as the status "
+        f"says (without failures {clean_goodput:.3f}); wall time {faulty_s:.0f} s vs {clean_s:.0f} s, ratio "
+        f"{faulty_s / clean_s:.2f}; {faulty_steps} steps computed for {steps}"
     )
 
 

@@ -97,10 +97,15 @@ def _follow(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) ->
 
 
 def _done(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) -> Decision:
+    """Running again, announced by one Event that says how long it took (the phase policy that runs next sees the
+    job Running already: no second Event for the same moment)."""
     seconds = max((ctx.now - pending.time).total_seconds(), 0.0)
     message = f"Every pod runs attempt {status.attempt}, restarted in place {seconds:.1f} s after it was recorded."
-    event = Event("Normal", "RestartedInPlace", message)
-    return Decision(status.model_copy(update={"in_place_restart": None}), events=(event,))
+    status = status.model_copy(update={"in_place_restart": None})
+    if all(s.is_up for s in slots(ctx, status)):
+        status, events = moved(ctx, status, Phase.RUNNING, "RestartedInPlace", message)
+        return Decision(status, events=events)
+    return Decision(status, events=(Event("Normal", "RestartedInPlace", message),))
 
 
 def pods_failed_meanwhile(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision | None:
