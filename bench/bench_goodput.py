@@ -94,7 +94,7 @@ def clean_step_seconds(workdir: Path, steps: int) -> float:
     train = [(line["step"], line["time"]) for line in lines if line["kind"] == "train"]
     (first, began), (last, ended) = train[0], train[-1]
     assert last == steps and len(train) > 1, f"train lines from step {first} to {last} of {steps}"
-    return float(ended - began) / (last - first)
+    return float(ended - began) / float(last - first)
 
 
 def main() -> None:
