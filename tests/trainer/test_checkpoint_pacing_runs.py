@@ -1,5 +1,6 @@
-"""checkpoint.everySteps: Auto in real trainers: two DDP ranks save together at the paced interval and report it;
-rank 0's in-place agent hands an order's TJ_CHECKPOINT_PACING to the next attempt and refuses a malformed one."""
+"""checkpoint.everySteps: Auto in real trainers: two DDP ranks save together at the paced interval and report it; a
+parameter server paces its shard's saves the same way; rank 0's in-place agent hands an order's TJ_CHECKPOINT_PACING
+to the next attempt and refuses a malformed one."""
 
 import itertools
 import json
@@ -14,9 +15,11 @@ from testbed.trainer_procs import (
     config_json,
     ddp_env,
     progress_of,
+    ps_env,
     read_json,
     start_agent_gang,
     start_pod,
+    start_role,
     wait_for,
 )
 
@@ -38,10 +41,14 @@ def pacing(**fields: Any) -> str:
 
 
 def saves(checkpoints: Path) -> list[tuple[int, float]]:
-    """(step, the time its write completed) of every checkpoint kept, by step."""
+    """(step, the time its write completed) of every checkpoint kept, by step (one being replaced by a save of the
+    same step while a trainer runs is left out: it is back at the next look)."""
     found = []
     for folder in checkpoints.glob("step-*"):
-        marker = json.loads((folder / "COMPLETE").read_text())
+        try:
+            marker = json.loads((folder / "COMPLETE").read_text())
+        except FileNotFoundError:
+            continue
         found.append((int(folder.name.removeprefix("step-")), float(marker["time"])))
     return sorted(found)
 
@@ -78,6 +85,26 @@ def test_ddp_ranks_save_together_at_the_paced_interval_and_report_it(
     assert report["saveSeconds"] == pytest.approx(save_seconds, abs=0.002)
     assert 1e9 <= report["mtbfSeconds"] <= 1e9 + RUN_TIMEOUT
     assert young_daly(save_seconds, report["mtbfSeconds"], MIN_SECONDS, MAX_SECONDS) == Interval(MAX_SECONDS, "max")
+
+
+def at_least(count: int, kept: list[tuple[int, float]]) -> list[tuple[int, float]] | None:
+    """`kept` once it holds `count` saves (for wait_for)."""
+    return kept if len(kept) >= count else None
+
+
+def test_a_parameter_server_saves_its_shard_at_the_paced_interval(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    """Its own interval: only the servers save in parameter-server mode, each on its own clock (no collective)."""
+    endless = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.05)
+    env = ps_env(tmp_path, shards=1, workers=1, config=endless, wait="60")
+    env |= {"TJ_CHECKPOINT_EVERY_STEPS": "", "TJ_CHECKPOINT_KEEP": "1000", "TJ_CHECKPOINT_PACING": pacing()}
+    server = start_role(pods, logs, env, "ps", 0)
+    start_role(pods, logs, {**env, "TJ_TEST_STEP_DELAY_SECONDS": SLOW_STEPS}, "worker", 0)
+    shard = tmp_path / "checkpoints" / "ps-0"
+    kept = wait_for(lambda: at_least(4, saves(shard)), 90, "four paced saves")
+    assert server.process.poll() is None, server.text()
+    gaps = [later - earlier for (_, earlier), (_, later) in itertools.pairwise(kept)]
+    # Young/Daly's interval exceeds maxSeconds by far (a huge MTBF): every gap is max's, never a fixed default.
+    assert min(gaps) >= MAX_SECONDS - 0.005, gaps  # four saves within the wait: paced, not a default interval
 
 
 def trained(progress_file: Path, attempt: int) -> dict[str, Any] | None:
