@@ -93,7 +93,8 @@ def at_least(count: int, kept: list[tuple[int, float]]) -> list[tuple[int, float
 
 
 def test_a_parameter_server_saves_its_shard_at_the_paced_interval(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
-    """Its own interval: only the servers save in parameter-server mode, each on its own clock (no collective)."""
+    """Its own interval: only the servers save in parameter-server mode, each on its own clock (no collective);
+    worker 0 reports shard 0's pacing."""
     endless = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.05)
     env = ps_env(tmp_path, shards=1, workers=1, config=endless, wait="60")
     env |= {"TJ_CHECKPOINT_EVERY_STEPS": "", "TJ_CHECKPOINT_KEEP": "1000", "TJ_CHECKPOINT_PACING": pacing()}
@@ -105,6 +106,10 @@ def test_a_parameter_server_saves_its_shard_at_the_paced_interval(pods: list[Pod
     gaps = [later - earlier for (_, earlier), (_, later) in itertools.pairwise(kept)]
     # Young/Daly's interval exceeds maxSeconds by far (a huge MTBF): every gap is max's, never a fixed default.
     assert min(gaps) >= MAX_SECONDS - 0.005, gaps  # four saves within the wait: paced, not a default interval
+    # Worker 0 reports for the job what the server told it: the interval in force and the stall it measured.
+    report = wait_for(lambda: pacing_of(tmp_path / "progress.json", 1), 90, "worker 0 to report the pacing")
+    assert (report["auto"], report["intervalSeconds"], report["bound"]) == (True, MAX_SECONDS, "max")
+    assert 1e9 <= report["mtbfSeconds"] <= 1e9 + RUN_TIMEOUT
 
 
 def trained(progress_file: Path, attempt: int) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from trainer.training import configure_determinism
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL = 0.1
+PACING_TELL_SECONDS = 5.0  # how often worker 0 hears this server's checkpoint pacing (it reports for the job)
 FIRST_MESSAGE_SECONDS = 30.0
 
 
@@ -72,6 +73,7 @@ class ParameterServer:
         self.absent: set[int] = set()  # not expected in synchronous rounds until they speak again
         self.open_round: OpenRound | None = None
         self.round_seconds = min(SYNC_ROUND_SECONDS, env.master_wait_seconds)
+        self.pacing_told_at: float | None = None  # when worker 0 last heard this server's pacing
 
     def resume(self) -> None:
         """Continue from this shard's newest complete checkpoint, if any."""
@@ -140,6 +142,8 @@ class ParameterServer:
             raise ProtocolError(f"a connection of worker {peer.worker} said hello as worker {worker}")
         if peer.worker is None:
             self.links[worker] += 1
+        if worker == 0:
+            self.pacing_told_at = None  # a restarted worker 0 reports afresh
         peer.worker = worker
         self._heard_from(worker)
         log.info("worker %d connected from %s (next step %d)", worker, peer.address, self.shard.next_step(worker))
@@ -177,7 +181,7 @@ class ParameterServer:
         result = self.shard.apply(worker, step, version, grads)
         if result.accepted:
             self._save_if_due()
-        return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._pacing_for(worker))
 
     def _save_if_due(self) -> None:
         if self.checkpointer.is_step_due(self.shard.version):
@@ -197,7 +201,20 @@ class ParameterServer:
                 self.open_round = OpenRound(asyncio.Event(), time.monotonic() + self.round_seconds)
             self._close_round_if_complete()
             await self._round_closed()
-        return self._reply_params(accepted=result.accepted, staleness=result.staleness)
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._pacing_for(worker))
+
+    def _pacing_for(self, worker: int) -> Message:
+        """{"checkpointPacing": ...} for worker 0 every few seconds (only servers save in this mode, and worker 0
+        reports for the job: what its saves follow, checkpoint.everySteps: Auto or not); nothing for the others, or
+        without TJ_CHECKPOINT_PACING."""
+        now = time.monotonic()
+        if worker != 0 or (self.pacing_told_at is not None and now - self.pacing_told_at < PACING_TELL_SECONDS):
+            return {}
+        pacing = self.checkpointer.pacing_report()
+        if pacing is None:
+            return {}
+        self.pacing_told_at = now
+        return {"checkpointPacing": pacing}
 
     def expected_workers(self) -> set[int]:
         """The workers a synchronous round waits for: not done, and connected or not yet seen to be gone."""

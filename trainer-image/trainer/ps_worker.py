@@ -46,6 +46,7 @@ class PsWorker:
         self.versions = [0] * len(env.ps_addrs)
         self.step = 0
         self.max_staleness_seen = 0
+        self.pacing_news: dict[str, Any] | None = None  # shard 0's checkpoint pacing, told and not yet reported
 
     def _shard_params(self, shard: int) -> dict[str, torch.Tensor]:
         return {name: p.detach().cpu() for name, p in self.params.items() if self.assignment[name] == shard}
@@ -93,6 +94,8 @@ class PsWorker:
         per_shard = [{"grads": g, "version": self.versions[shard]} for shard, g in enumerate(grads)]
         replies = self._broadcast({"op": "push", "worker": self.index, "step": self.step}, per_shard)
         self.max_staleness_seen = max([self.max_staleness_seen, *(int(r["staleness"]) for r in replies)])
+        pacing = replies[0].get("checkpointPacing")  # shard 0's, every few seconds, to worker 0 (it reports)
+        self.pacing_news = pacing if isinstance(pacing, dict) else self.pacing_news
         self.step += 1
         return loss
 
@@ -111,6 +114,9 @@ class PsWorker:
                 self.connect()
                 continue
             report.stepped(self.step, loss, samples)
+            if self.pacing_news is not None:
+                report.update(checkpointPacing=self.pacing_news)
+                self.pacing_news = None
             if report.is_reporter and every is not None and self.step % every == 0 and self.step < self.total:
                 self.evaluate(report)
         return ExitCode.SUCCEEDED
