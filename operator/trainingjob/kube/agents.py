@@ -2,10 +2,8 @@
 bytes and in time: a pod is untrusted), and the signed order to run an attempt. Also the operator's key, from
 which every job's key is derived."""
 
-import http.client
 import logging
 import secrets
-import time
 from pathlib import Path
 
 from trainingjob.children.agent import (
@@ -19,6 +17,7 @@ from trainingjob.children.agent import (
     parse_gang,
     signature,
 )
+from trainingjob.kube.pod_http import exchange
 from trainingjob.kube.ports import Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, read_bounded
 
@@ -71,21 +70,12 @@ def send_order(
         "Content-Type": "application/json",
         SIGNATURE_HEADER: signature(key, "POST", ORDER_PATH, body),
     }
-    deadline = time.monotonic() + ORDER_SECONDS
-    connection = http.client.HTTPConnection(address, port, timeout=ORDER_SECONDS)
-    try:
-        connection.request("POST", ORDER_PATH, body=body, headers=headers)
-        if connection.sock is not None:
-            connection.sock.settimeout(max(deadline - time.monotonic(), 0.01))
-        response = connection.getresponse()
-        response.read(1024)
-        if response.status != 200:
-            log.warning(
-                "rank 0's agent at %s refused the order to run attempt %d: HTTP %d", address, attempt, response.status
-            )
-        return response.status == 200
-    except (OSError, http.client.HTTPException) as error:
-        log.warning("rank 0's agent at %s did not take the order to run attempt %d: %r", address, attempt, error)
+    answer = exchange(address, port, "POST", ORDER_PATH, limit=1024, seconds=ORDER_SECONDS, body=body, headers=headers)
+    if answer is None:
+        log.warning("rank 0's agent at %s did not answer the order to run attempt %d in time", address, attempt)
         return False
-    finally:
-        connection.close()
+    if answer.status != 200:
+        log.warning(
+            "rank 0's agent at %s refused the order to run attempt %d: HTTP %d", address, attempt, answer.status
+        )
+    return answer.status == 200
