@@ -5,6 +5,14 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    """The request's method as a label value from a closed set: a client's invented methods would each add series
+    (anyone may send them, and /metrics grew without bound)."""
+    return method if method in METHODS else "other"
+
 
 class ApiMetrics:
     """Requests by route and status, their latency, and the state of the job cache."""
@@ -47,9 +55,9 @@ class MetricsMiddleware:
         answered = False
 
         def observe(status: int) -> None:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.latency.labels(scope["method"], route).observe(time.perf_counter() - start)
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            route, method = getattr(scope.get("route"), "path", "unmatched"), method_label(scope["method"])
+            self.metrics.latency.labels(method, route).observe(time.perf_counter() - start)
+            self.metrics.requests.labels(method, route, str(status)).inc()
 
         async def counted(message: Message) -> None:
             nonlocal answered
