@@ -151,6 +151,14 @@ VALID = [
             volumeMounts=[{"name": "data", "mountPath": "/data", "readOnly": True}],
         ),
     ),
+    Case(
+        "configmap-items-nested",
+        command_job(
+            volumes=[
+                {"name": "cfg", "configMap": {"name": "c", "items": [{"key": "k", "path": "conf/..hidden/.k.yaml"}]}}
+            ],
+        ),
+    ),
     Case("tolerations", job(workers={"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})),
     Case(
         "affinity",
@@ -433,6 +441,18 @@ INVALID = [
         "seccomp-unknown",
         job(workers={"securityContext": {"seccompProfile": "Localhost"}}),
         "spec.workers.securityContext.seccompProfile",
+    ),
+    Case(
+        "configmap-item-climbs-out",
+        command_job(volumes=[{"name": "cfg", "configMap": {"name": "c", "items": [{"key": "k", "path": "../x"}]}}]),
+        "spec.workers.volumes[0].configMap.items[0].path",
+    ),
+    Case(
+        "configmap-item-climbs-out-midway",
+        command_job(
+            volumes=[{"name": "cfg", "configMap": {"name": "c", "items": [{"key": "k", "path": "a/../../x"}]}}]
+        ),
+        "spec.workers.volumes[0].configMap.items[0].path",
     ),
     Case(
         "env-from-two-sources",

@@ -43,6 +43,16 @@ def test_a_configmap_volume_becomes_a_folder_of_its_files(tmp_path: Path) -> Non
     assert [p.name for p in folders["/code"].rglob("*") if p.is_file()] == ["main.py"]
 
 
+@pytest.mark.parametrize("path", ["../escaped.py", "src/../../escaped.py", "{tmp}/escaped.py"])
+def test_a_configmap_item_cannot_leave_its_folder(tmp_path: Path, path: str) -> None:
+    (tmp_path / "job").mkdir()
+    item = {"key": "train.py", "path": path.format(tmp=tmp_path)}  # the last one absolute
+    climbing = pod({"configMap": {"name": "code", "items": [item]}})
+    with pytest.raises(ValueError, match="leaves the volume's folder"):
+        mount_folders(climbing, configmaps_in_text(tmp_path), tmp_path / "job")
+    assert not list(tmp_path.rglob("escaped.py"))
+
+
 def configmaps_in_text(folder: Path) -> dict[str, dict[str, str]]:
     (folder / "code.yaml").write_text(CONFIGMAP)
     return configmaps_in(folder)

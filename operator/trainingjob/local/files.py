@@ -38,7 +38,9 @@ def _configmap_folder(source: Mapping[str, Any], configmaps: ConfigMaps, root: P
     folder.mkdir(parents=True, exist_ok=True)
     items = source.get("items") or [{"key": key, "path": key} for key in configmaps[name]]
     for item in items:
-        target = folder / str(item["path"])
+        target = (folder / str(item["path"])).resolve()
+        if not target.is_relative_to(folder.resolve()):  # the model refuses '..' too: this folder is local mode's
+            raise ValueError(f"ConfigMap {name!r}: items path {str(item['path'])!r} leaves the volume's folder")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(configmaps[name][str(item["key"])])
     return folder

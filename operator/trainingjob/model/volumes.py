@@ -45,13 +45,19 @@ class HostPathSource(ApiModel):
     """What must exist at the path, e.g. DirectoryOrCreate; not checked when unset."""
 
 
+# A relative path without a '..' element, in a regex that pydantic and the apiserver (RE2: no lookaround) both read:
+# elements that are not '..', between single slashes.
+_ELEMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
+RELATIVE_PATH = rf"^{_ELEMENT}(?:/{_ELEMENT})*$"
+
+
 class KeyToPath(ApiModel):
     """Projects one key of a ConfigMap or Secret to a file."""
 
     key: ShortStr
     """The key to project."""
-    path: Annotated[Str, Field(pattern=r"^[^/]", max_length=1024)]
-    """Relative path of the file in the volume."""
+    path: Annotated[Str, Field(pattern=RELATIVE_PATH, max_length=1024)]
+    """Relative path of the file in the volume: no leading '/', no '..' element (as a pod's volume requires)."""
     mode: FileMode | None = None
     """File mode bits, e.g. 0644 (420 in decimal)."""
 
