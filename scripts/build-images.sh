@@ -112,6 +112,14 @@ make_base() {
 }
 
 ensure_base() {
+  # A build interrupted (Ctrl-C, a killed `make`) leaves its working containers in this store, and they hold the
+  # layers the next build reuses, so that build could not remove its image after saving it. Under the lock no
+  # other build runs: every working container here is such a leftover.
+  local leftover
+  for leftover in $(pm ps --all --external --noheading --format '{{.ID}}'); do
+    log "removing the working container $leftover of an interrupted build"
+    pm rm --force "$leftover" >/dev/null
+  done
   if pm image exists "$base_ref"; then
     log "base image $base_ref: reused"
   else

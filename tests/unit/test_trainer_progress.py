@@ -2,12 +2,21 @@
 
 import json
 import socket
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from testbed.processes import poll_until
 
-from trainer.progress_endpoint import TERMINATION_MESSAGE_BYTES, ProgressReporter, final_report, render_metrics
+from trainer.bounded_http import BoundedHandler
+from trainer.progress_endpoint import (
+    MAX_CONNECTIONS,
+    TERMINATION_MESSAGE_BYTES,
+    ProgressReporter,
+    final_report,
+    render_metrics,
+)
 from trainingjob.children.progress_report import parse_report
 
 pytestmark = pytest.mark.fast
@@ -71,3 +80,42 @@ def test_a_final_report_fits_what_kubernetes_keeps() -> None:
     body = final_report({"attempt": 1, "step": 9, "lastCheckpointStep": 9, "lastCheckpointPath": huge_path})
     assert len(body.encode()) <= TERMINATION_MESSAGE_BYTES
     assert json.loads(body) == {"attempt": 1, "step": 9}  # the checkpoint dropped whole, never cut
+
+
+def free_local_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def get_status(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/progress", timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_idle_clients_hold_at_most_max_connections_and_the_next_is_told_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(BoundedHandler, "timeout", 120.0)  # the idle clients stay for the whole test
+    port = free_local_port()
+    reporter = ProgressReporter(1, port, None).start()
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(MAX_CONNECTIONS)]
+        assert get_status(port) == 503  # accepted after the idle ones, each of which holds a request slot
+        for sock in idle:
+            sock.close()
+        poll_until(lambda: get_status(port) == 200, timeout=30, interval=0.05, what="a slot back once they left")
+    finally:
+        reporter.close()
+
+
+def test_an_idle_client_is_dropped_after_the_request_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(BoundedHandler, "timeout", 0.2)
+    port = free_local_port()
+    reporter = ProgressReporter(1, port, None).start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as idle:
+            assert idle.recv(1) == b""  # the server closed it (a thread per idle client, kept forever, before)
+    finally:
+        reporter.close()

@@ -27,13 +27,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from socket import socket
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from trainer.agent_auth import SIGNATURE_HEADER, sign, verify
 from trainer.agent_state import EVENTS, GangState
+from trainer.bounded_http import REQUEST_TIMEOUT_SECONDS, BoundedHandler, BoundedHTTPServer, discard_pending
 from trainer.checkpoint_pacing import MAX_BYTES, parse_pacing
 from trainer.failures import ConfigError
 
@@ -41,10 +40,8 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4096
 MAX_REPLY_BYTES = 64 << 10
-REQUEST_TIMEOUT_SECONDS = 10.0
 LONG_POLL_SECONDS = 20.0
 ORDER_WAIT_SECONDS = 10.0
-_BUSY = b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n"
 
 
 @dataclass(frozen=True)
@@ -89,18 +86,8 @@ def _pacing(data: dict[str, Any]) -> str | None:
     return text
 
 
-def _discard_pending(sock: socket) -> None:
-    """Read (at most 64 KiB of) what a client already sent and will not be read: closing a connection on unread
-    bytes resets it, and the client would miss its answer. Never waits."""
-    with contextlib.suppress(OSError):
-        sock.setblocking(False)
-        sock.recv(MAX_REPLY_BYTES)
-        sock.settimeout(REQUEST_TIMEOUT_SECONDS)
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(BoundedHandler):
     server: "AgentServer"
-    timeout = REQUEST_TIMEOUT_SECONDS
     error_message_format = '{"error": %(code)d}'
     error_content_type = "application/json"
 
@@ -183,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(raw)
         if length > MAX_BODY_BYTES:
             self.close_connection = True
-            _discard_pending(self.connection)
+            discard_pending(self.connection)
             raise BadRequestError(413, f"bodies are at most {MAX_BODY_BYTES} bytes")
         body = self.rfile.read(length)
         if len(body) != length:
@@ -203,40 +190,12 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("agent endpoint: " + format, *args)
 
 
-class AgentServer(ThreadingHTTPServer):
-    """A threading HTTP server with at most `max_connections` requests in flight."""
-
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    request_queue_size = 128
+class AgentServer(BoundedHTTPServer):
+    """The agent's endpoint: a BoundedHTTPServer serving `endpoints`."""
 
     def __init__(self, port: int, endpoints: Endpoints, max_connections: int) -> None:
         self.endpoints = endpoints
-        self._slots = threading.BoundedSemaphore(max_connections)
-        super().__init__(("0.0.0.0", port), _Handler)
-
-    @property
-    def port(self) -> int:
-        """The port it listens on (the one picked when asked for 0)."""
-        return int(self.server_address[1])
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            with contextlib.suppress(OSError):
-                sock: socket = request
-                sock.settimeout(1.0)
-                sock.sendall(_BUSY + b'{"error": "busy"}')
-            _discard_pending(request)
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+        super().__init__(port, _Handler, max_connections)
 
     def start(self) -> "AgentServer":
         """Serve in a background thread."""

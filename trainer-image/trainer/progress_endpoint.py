@@ -1,4 +1,6 @@
-"""Rank 0's progress: GET /progress (JSON) and GET /metrics (Prometheus text) plus an atomic JSON file."""
+"""Rank 0's progress: GET /progress (JSON) and GET /metrics (Prometheus text) plus an atomic JSON file. The endpoint
+is bounded as the agent's is (trainer.bounded_http): at most MAX_CONNECTIONS requests in flight, and an idle or slow
+client loses its connection, and its thread, after 10 s."""
 
 import json
 import logging
@@ -6,11 +8,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from trainer.bounded_http import BoundedHandler, BoundedHTTPServer
+
 log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 16  # the operator, Prometheus, tjctl and people: each a request at a time
 
 _METRICS = (
     ("step", "trainingjob_trainer_step", "gauge", "Training steps completed."),
@@ -111,12 +116,12 @@ class ProgressReporter:
         self._file_written_at = float("-inf")
         self._rate_anchor: tuple[float, int, int] | None = None  # (time, samples, step) of the last rate update
         self._samples = 0
-        self._server: ThreadingHTTPServer | None = None
+        self._server: BoundedHTTPServer | None = None
 
     def start(self) -> "ProgressReporter":
         """Open the HTTP endpoint (if a port was given) and write the first file."""
         if self._port is not None:
-            self._server = ThreadingHTTPServer(("0.0.0.0", self._port), _handler_for(self))
+            self._server = BoundedHTTPServer(self._port, _handler_for(self), MAX_CONNECTIONS)
             threading.Thread(target=self._server.serve_forever, name="progress-http", daemon=True).start()
             log.info("progress endpoint on port %d", self._port)
         self.flush()
@@ -189,8 +194,8 @@ def _eta(total: object, step: int, steps_per_second: float) -> dict[str, float]:
     return {"etaSeconds": round(max(0, total - step) / steps_per_second, 1)}
 
 
-def _handler_for(reporter: ProgressReporter) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler_for(reporter: ProgressReporter) -> type[BoundedHandler]:
+    class Handler(BoundedHandler):
         def do_GET(self) -> None:
             if self.path == "/progress":
                 body, kind = json.dumps(reporter.snapshot()).encode(), "application/json"
