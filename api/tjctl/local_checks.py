@@ -128,3 +128,32 @@ def check_programs(job: TrainingJob) -> None:
             raise UsageError(f"tjctl run: the job runs torchrun, which is neither beside {sys.executable} nor on PATH")
         if program not in (*PYTHONS, "torchrun") and "/" not in program and not shutil.which(program):
             raise UsageError(f"tjctl run: the job runs {program!r}, which is not on PATH")
+
+
+WORKDIR_MARK = ".tjctl-workdir"  # in every folder tjctl run or sweep run made: the only folders they clear
+
+
+def claim_workdir(path: Path, named: bool) -> None:
+    """Make `path` a work folder of tjctl's (marked). One the user `named` (--workdir) that already holds files tjctl
+    did not put there is refused: tjctl clears what an earlier run left in its own folders, never in someone else's
+    (the default, .tjctl/<name>, is tjctl's whatever it holds)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--workdir {path}: not a folder")
+    if named and path.is_dir() and not (path / WORKDIR_MARK).exists() and any(path.iterdir()):
+        raise UsageError(
+            f"--workdir {path}: the folder holds files tjctl did not make, and tjctl clears its work folder: "
+            "name a new or empty folder"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    (path / WORKDIR_MARK).write_text("made by tjctl: its runs clear what an earlier run left here\n")
+
+
+def clear_workdir(path: Path, names: tuple[str, ...] | None = None) -> None:
+    """Remove what an earlier run left in tjctl's work folder `path`: the entries `names`, or all but its mark."""
+    for entry in list(path.iterdir()):
+        if entry.name == WORKDIR_MARK or (names is not None and entry.name not in names):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

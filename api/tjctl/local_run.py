@@ -2,7 +2,6 @@
 
 import argparse
 import logging
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -26,9 +25,9 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
     chaos = local_checks.chaos(args.kill, job)
     local_checks.check_programs(job)
     workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)
+    local_checks.claim_workdir(workdir, named=args.workdir is not None)
     kept = () if args.resume else ("checkpoints", "logs")
-    for folder in ("configmaps", "volumes", *kept):
-        shutil.rmtree(workdir / folder, ignore_errors=True)
+    local_checks.clear_workdir(workdir, ("configmaps", "volumes", *kept))
     total = job.spec.trainer.steps if job.spec.trainer else None
     configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
     return run(manifest, total, workdir, chaos, ui.out, configmaps=configmaps)

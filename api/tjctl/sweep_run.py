@@ -4,7 +4,6 @@ ends (with its parameters, its objective, or why it was stopped), then the trial
 import argparse
 import importlib.util
 import logging
-import shutil
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,7 +33,8 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
         )
     local_checks.check_programs(local_checks.trial_job(sweep))
     workdir = args.workdir or Path(".tjctl") / str(sweep.metadata.name)
-    shutil.rmtree(workdir, ignore_errors=True)  # trials are numbered from 0 again: no folder of an earlier run
+    local_checks.claim_workdir(workdir, named=args.workdir is not None)
+    local_checks.clear_workdir(workdir)  # trials are numbered from 0 again: no folder of an earlier run
     return run(manifest, sweep, workdir, ui.out)
 
 

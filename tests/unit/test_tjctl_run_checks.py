@@ -96,3 +96,38 @@ def test_without_torchrun_a_torchrun_job_is_refused(
     _refused(["run", str(EXAMPLES / "torchrun-script.yaml")], capsys, "runs torchrun, which is neither beside")
     own = job_manifest("own", trainer=None, workers={"replicas": 1, "command": ["no-such-program-here"]})
     _refused(["run", _file(tmp_path, own)], capsys, "'no-such-program-here', which is not on PATH")
+
+
+@pytest.mark.parametrize("command", ["run", "sweep run"])
+def test_a_named_workdir_holding_files_tjctl_did_not_make_is_refused_and_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    work = tmp_path / "project"
+    (work / "logs").mkdir(parents=True)
+    (work / "logs" / "mine.txt").write_text("keep me")
+    example = EXAMPLES / ("digits-ddp.yaml" if command == "run" else "digits-sweep.yaml")
+    _refused([*command.split(), str(example), "--workdir", str(work)], capsys, f"--workdir {work}: the folder holds")
+    assert (work / "logs" / "mine.txt").read_text() == "keep me"
+
+
+def test_tjctls_own_workdir_is_marked_and_cleared_of_what_a_run_left(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    local_checks.claim_workdir(work, named=True)  # new: made and marked
+    (work / "logs").mkdir()
+    (work / "checkpoints").mkdir()
+    outside.mkdir()
+    (outside / "data").write_text("not tjctl's")
+    (work / "volumes").symlink_to(outside)
+    local_checks.claim_workdir(work, named=True)  # marked: tjctl's, whatever it holds
+    local_checks.clear_workdir(work, ("volumes", "logs"))
+    assert sorted(p.name for p in work.iterdir()) == [".tjctl-workdir", "checkpoints"]
+    assert (outside / "data").read_text() == "not tjctl's"  # a link is removed, not followed
+    local_checks.clear_workdir(work)
+    assert [p.name for p in work.iterdir()] == [".tjctl-workdir"]
+    default = tmp_path / ".tjctl" / "job"
+    default.mkdir(parents=True)
+    (default / "from-an-older-tjctl").write_text("")
+    local_checks.claim_workdir(default, named=False)  # the default folder is tjctl's without its mark
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="not a folder"):
+        local_checks.claim_workdir(tmp_path / "file", named=True)
