@@ -60,26 +60,30 @@ def _request(host: str, method: str, path: str, body: bytes, headers: Mapping[st
 
 def _receive(sock: socket.socket, deadline: float, limit: int) -> Answer | None:
     """Read until the answer is whole (its Content-Length, or the pod closed); None past the budget or the deadline."""
-    data, head = b"", None
-    while True:
-        sock.settimeout(_left(deadline))
-        chunk = sock.recv(65536)
-        data += chunk
-        if head is None and b"\r\n\r\n" in data:
-            head = _head(data[: data.index(b"\r\n\r\n")])
-            if head is None:
-                return None
-        if head is not None:
-            status, length = head
-            body = data[data.index(b"\r\n\r\n") + 4 :]
-            if len(body) > limit or (length is not None and length > limit):
-                return None
-            if length is not None and len(body) >= length:
-                return Answer(status, body[:length])
-            if not chunk:
-                return Answer(status, body) if length is None else None
-        elif not chunk or len(data) > HEADER_BYTES:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = _read(sock, deadline)
+        if not chunk or len(data) > HEADER_BYTES:
             return None
+        data += chunk
+    block, _, body = data.partition(b"\r\n\r\n")
+    head = _head(block)
+    if head is None or (head[1] is not None and head[1] > limit):
+        return None
+    status, length = head
+    while length is None or len(body) < length:
+        if len(body) > limit:
+            return None
+        chunk = _read(sock, deadline)
+        if not chunk:
+            return Answer(status, body) if length is None else None
+        body += chunk
+    return Answer(status, body[:length])
+
+
+def _read(sock: socket.socket, deadline: float) -> bytes:
+    sock.settimeout(_left(deadline))
+    return sock.recv(65536)
 
 
 def _head(block: bytes) -> tuple[int, int | None] | None:
