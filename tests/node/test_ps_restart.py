@@ -15,12 +15,13 @@ pytestmark = pytest.mark.node
 def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> None:
     apply_claim(nh, "digits-ps-checkpoints.yaml")
     job = example("digits-ps.yaml")[0]
-    job["spec"]["trainer"]["steps"] = 5000  # worker-2 must still train when the kill comes (status polls lag)
+    job["spec"]["trainer"]["steps"] = 5000  # worker-2 must still run when the kill comes
     name = job["metadata"]["name"]
     nh.create(job)
 
+    # Killed once its container runs (the pod watch says so at once), not after the status shows training: worker 0's
+    # progress reaches the status on a reconcile, and worker 2 had trained all its steps by then on a fresh clone.
     nh.wait(name, lambda j: (j.get("status", {}).get("workers") or {}).get("ready") == 3, "3 ready workers", 300)
-    nh.wait(name, lambda j: (j.get("status", {}).get("progress") or {}).get("step", 0) >= 100, "training", 300)
     before = {p.metadata.name: p.metadata.uid for p in nh.pods(name)}
     signal_container(node_tier, pod_of(nh, name, "worker", 2, attempt=1), signal.SIGKILL)
 
