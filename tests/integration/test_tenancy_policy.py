@@ -1,6 +1,7 @@
-"""Tenancy guard rails: the chart's ValidatingAdmissionPolicy, in a real apiserver, refuses TrainingJobs that ask
-for a hostPath outside the allowed prefixes, a volume source the cluster does not allow, or a ServiceAccount not
-on the list, naming the field; every example passes with the defaults."""
+"""Tenancy guard rails: the chart's ValidatingAdmissionPolicy, in a real apiserver, refuses TrainingJobs (and
+TrainingSweeps' trial templates) that ask for a hostPath outside the allowed prefixes, a volume source the cluster
+does not allow, a ServiceAccount not on the list, root, capabilities, unconfined profiles, the control plane, a
+system priority or another job's key, naming the field; every example and honest near miss passes the defaults."""
 
 import json
 import tempfile
@@ -17,9 +18,13 @@ from testbed.crds import install_crd
 from testbed.examples import JOB_EXAMPLES
 from testbed.helm import Helm
 from testbed.processes import poll_until
-from tests.support.corpus_trainingjob import checkpoint, command_job, job, with_value
+from tests.support.builders import sweep_manifest
+from tests.support.corpus_hostile import HONEST, HOSTILE, PREFIXED
+from tests.support.corpus_trainingjob import Case, checkpoint, command_job, job, with_value
 
+from trainingjob.generate import crd
 from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob.model.sweep import SWEEP_KIND, SWEEP_PLURAL
 
 pytestmark = pytest.mark.envtest
 
@@ -34,7 +39,7 @@ Verdict = Callable[[dict[str, Any]], str | None]
 
 
 def with_volume(volume: dict[str, Any]) -> dict[str, Any]:
-    mount = {"name": volume["name"], "mountPath": "/data"}
+    mount = {"name": volume["name"], "mountPath": "/data", "readOnly": True}
     return command_job(volumes=[volume], volumeMounts=[mount])
 
 
@@ -53,6 +58,7 @@ def admission(envtest: ControlPlane, envtest_ns: str, request: pytest.FixtureReq
     }
     with envtest.api_client() as api:
         install_crd(api)
+        install_crd(api, crd.SWEEP)
         admission = client.AdmissionregistrationV1Api(api)
         admission.create_validating_admission_policy(policy)
         admission.create_validating_admission_policy_binding(binding)
@@ -60,7 +66,8 @@ def admission(envtest: ControlPlane, envtest_ns: str, request: pytest.FixtureReq
 
         def verdict(manifest: dict[str, Any]) -> str | None:
             try:
-                jobs.create_namespaced_custom_object(GROUP, VERSION, envtest_ns, PLURAL, manifest, dry_run="All")
+                plural = SWEEP_PLURAL if manifest["kind"] == SWEEP_KIND else PLURAL
+                jobs.create_namespaced_custom_object(GROUP, VERSION, envtest_ns, plural, manifest, dry_run="All")
             except client.ApiException as error:
                 return str(json.loads(error.body)["message"])
             return None
@@ -123,3 +130,56 @@ def test_a_strict_policy_bounds_volumes_and_accounts(
         assert said is None
     else:
         assert said is not None and field in said, said
+
+
+def _judged(admission: Verdict, case: Case) -> None:
+    said = admission(case.manifest)
+    if case.field is None:
+        assert said is None, said
+    else:  # refused by the policy (not the CRD), naming the field
+        assert said is not None and "denied request" in said and f"{case.field}:" in said, said
+
+
+@pytest.mark.parametrize("case", HOSTILE + HONEST, ids=[c.id for c in HOSTILE + HONEST])
+def test_the_default_policy_refuses_what_would_reach_beyond_the_jobs_pods(admission: Verdict, case: Case) -> None:
+    _judged(admission, case)
+
+
+@pytest.mark.parametrize("admission", [{"tenancy.hostPathPrefixes": "{/mnt/datasets/}"}], indirect=True, ids=["data"])
+@pytest.mark.parametrize("case", PREFIXED, ids=[c.id for c in PREFIXED])
+def test_host_paths_stay_under_their_prefix_and_read_only(admission: Verdict, case: Case) -> None:
+    _judged(admission, case)
+
+
+LOOSE = {
+    "tenancy.allowRoot": "true",
+    "tenancy.capabilities": "{NET_BIND_SERVICE,IPC_LOCK}",
+    "tenancy.secrets": "{hf-token}",
+}
+
+
+@pytest.mark.parametrize("admission", [LOOSE], indirect=True, ids=["loose"])
+@pytest.mark.parametrize(
+    ("manifest", "field"),
+    [
+        pytest.param(HOSTILE[0].manifest, None, id="root-allowed"),
+        pytest.param(command_job(securityContext={"addCapabilities": ["IPC_LOCK"]}), None, id="listed-capability"),
+        pytest.param(
+            command_job(securityContext={"addCapabilities": ["SYS_ADMIN"]}),
+            "spec.workers.securityContext.addCapabilities",
+            id="unlisted-capability",
+        ),
+        pytest.param(command_job(envFrom=[{"secretRef": {"name": "hf-token"}}]), None, id="listed-secret"),
+        pytest.param(command_job(envFrom=[{"secretRef": {"name": "wandb"}}]), "spec.workers.env", id="unlisted-secret"),
+    ],
+)
+def test_the_settings_loosen_one_thing_each(admission: Verdict, manifest: dict[str, Any], field: str | None) -> None:
+    _judged(admission, Case("loose", manifest, field))
+
+
+def test_a_sweeps_trial_template_is_judged_at_its_own_path(admission: Verdict) -> None:
+    hostile = sweep_manifest()
+    hostile["spec"]["template"]["spec"]["workers"]["securityContext"] = {"addCapabilities": ["SYS_ADMIN"]}
+    said = admission(hostile)
+    assert said is not None and "spec.template.spec.workers.securityContext.addCapabilities:" in said, said
+    assert admission(sweep_manifest()) is None
