@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from kubernetes import client
@@ -21,8 +22,9 @@ from trainingjob.children.naming import TRACKING_GATE, job_selector, service_nam
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.agents import pod_address, read_gang, send_order
 from trainingjob.kube.answers import answer, status_of
+from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
-from trainingjob.kube.progress import read_progress
+from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
 from trainingjob.kube.resources import TIMEOUT, Resources
 from trainingjob.kube.writes import Pacer, windowed
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
@@ -30,6 +32,7 @@ from trainingjob.plan import Event
 from trainingjob.plan.waves import Refusal
 
 log = logging.getLogger(__name__)
+GANG_WAIT_SECONDS = PROGRESS_SECONDS + 1.0  # the exchange's deadline, and a second for the pool to start it
 
 
 def with_job_key(secret: Manifest, operator: bytes) -> Manifest:
@@ -56,6 +59,7 @@ class KubernetesCluster:
         self.resources = resources or Resources(api, pacer=Pacer(window))
         self.read_progress, self.window = read_progress, window
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="tj-write")
+        self.pod_reads = PodReads()
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         return self.resources.read(PLURAL, namespace, name)
@@ -90,10 +94,19 @@ class KubernetesCluster:
         return text if isinstance(text, str) else ""
 
     def progress(self, pod: Manifest) -> Report:
-        return read_progress(pod, ask=self.read_progress)
+        """Rank 0's last words, or its progress endpoint's answer when it comes in time (kube/pod_reads.py)."""
+        final, address = last_words(pod), pod_address(pod)
+        if final is not None or not self.read_progress or address is None:
+            return final or (None, None)
+        uid = str(pod["metadata"].get("uid", ""))
+        nothing: Report = (None, None)
+        return self.pod_reads.read(f"{uid}/progress", partial(ask_progress, address), nothing)
 
     def gang(self, pod: Manifest) -> Gang | None:
-        return read_gang(pod_address(pod))
+        """Rank 0's agent's account of the gang, waited for as long as its exchange may take, unless the pod is
+        backed off for answering slowly."""
+        uid, address = str(pod["metadata"].get("uid", "")), pod_address(pod)
+        return self.pod_reads.read(f"{uid}/gang", partial(read_gang, address), None, wait=GANG_WAIT_SECONDS)
 
     def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         return send_order(pod_address(pod), job_key(self.operator_key, job_uid), attempt, pacing=pacing)
