@@ -81,27 +81,29 @@ def dripping(addresses: list[str]) -> Iterator[list[Dripper]]:
         yield drippers
 
 
-def test_dripping_rank0s_do_not_delay_a_job_in_another_namespace(h: Harness, cluster: ControlPlane) -> None:
+@pytest.fixture
+def victim_ns(cluster: ControlPlane) -> Iterator[str]:
+    yield from fresh_namespace(cluster, "victim")
+
+
+def test_dripping_rank0s_do_not_delay_a_job_in_another_namespace(
+    h: Harness, cluster: ControlPlane, victim_ns: str
+) -> None:
     for number in range(ATTACKERS):
         h.create(job_manifest(f"drip-{number}", workers=1))
     rank0s = [h.wait_running_pods(f"drip-{number}", 1, attempt=1)[0] for number in range(ATTACKERS)]
     with dripping([pod.status.pod_ip for pod in rank0s]) as drippers:
         poll_until(lambda: all(d.asked >= 2 for d in drippers), timeout=60, what="every rank 0 asked twice")
-        victims = fresh_namespace(cluster, "victim")
-        namespace = next(victims)
-        try:
-            with cluster.api_client() as api:
-                jobs = client.CustomObjectsApi(api)
-                started = time.monotonic()
-                jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job_manifest("victim"))
+        with cluster.api_client() as api:
+            jobs = client.CustomObjectsApi(api)
+            started = time.monotonic()
+            jobs.create_namespaced_custom_object(GROUP, VERSION, victim_ns, PLURAL, job_manifest("victim"))
 
-                def reconciled() -> bool:
-                    found = jobs.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "victim")
-                    return bool((found.get("status") or {}).get("phase"))
+            def reconciled() -> bool:
+                found = jobs.get_namespaced_custom_object(GROUP, VERSION, victim_ns, PLURAL, "victim")
+                return bool((found.get("status") or {}).get("phase"))
 
-                poll_until(reconciled, timeout=60, interval=0.05, what="the victim's first status")
-                waited = time.monotonic() - started
-        finally:
-            victims.close()
+            poll_until(reconciled, timeout=60, interval=0.05, what="the victim's first status")
+            waited = time.monotonic() - started
         asked = [d.asked for d in drippers]
     assert waited < VICTIM_SECONDS, f"the victim waited {waited:.1f} s for its first reconcile; ranks 0 asked {asked}"
