@@ -1,7 +1,8 @@
 """Untrusted request bodies to plain documents (dicts, lists, strings, numbers), refusing what could exhaust the
 server or mean two things: nesting deeper than MAX_DEPTH, YAML anchors and aliases (an alias bomb expands a few
 hundred bytes into gigabytes), duplicate keys, NaN and infinities, integers outside 64 bits, invalid UTF-8. YAML
-is read as kubectl reads it: dates and times stay text. The SDK and tjctl read files through here too."""
+is read as kubectl reads it (yaml_scalars): 1:30 and dates stay text, 1e3 is a number, y is true. The
+SDK and tjctl read files through here too."""
 
 import json
 import math
@@ -9,9 +10,11 @@ from typing import Any, NoReturn
 
 import yaml
 
+from trainingjob_sdk import yaml_scalars
+
 MAX_DEPTH = 64
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
-MAX_NUMBER_TEXT = 32  # no 64-bit integer or double needs more characters (bounds YAML's base-60 integers too)
+INT64_MIN, INT64_MAX = yaml_scalars.INT64_MIN, yaml_scalars.INT64_MAX
+MAX_NUMBER_TEXT = yaml_scalars.LONGEST_NUMBER
 
 
 class DocumentError(ValueError):
@@ -140,7 +143,13 @@ def _check_events(text: str) -> None:
 
 
 class _Loader(yaml.CSafeLoader):
-    """libyaml's safe loader, refusing duplicate keys and numbers out of range."""
+    """libyaml's safe loader, resolving unquoted scalars as kubectl does, refusing duplicate keys and numbers out
+    of range."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return yaml_scalars.resolve_plain(value)[0]
+        return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[str] = set()
@@ -149,27 +158,33 @@ class _Loader(yaml.CSafeLoader):
                 if key.value in seen:
                     raise DocumentError(f'the key "{key.value[:100]}" appears twice in one mapping')
                 seen.add(key.value)
-        return super().construct_mapping(node, deep)
+        mapping = super().construct_mapping(node, deep)
+        if None in mapping:
+            raise DocumentError("a mapping key is null (~, null or nothing); quote it to mean the text")
+        return {yaml_scalars.key_text(key): value for key, value in mapping.items()}
 
-    def construct_bounded_int(self, node: yaml.ScalarNode) -> int:
-        if len(node.value) > MAX_NUMBER_TEXT:
-            raise _out_of_range(node.value)
-        value = self.construct_yaml_int(node)
-        if not INT64_MIN <= value <= INT64_MAX:
-            raise _out_of_range(node.value)
-        return value
+    def construct_number(self, node: yaml.ScalarNode) -> int | float:
+        tag, value = yaml_scalars.resolve_plain(node.value)
+        if tag == yaml_scalars.FLOAT and isinstance(value, float) and math.isfinite(value):
+            return value
+        if tag == yaml_scalars.INT and isinstance(value, int) and INT64_MIN <= value <= INT64_MAX:
+            return value
+        if tag not in (yaml_scalars.INT, yaml_scalars.FLOAT):  # an explicit !!int or !!float on something else
+            raise DocumentError(f"{node.value[:100]!r} is not a number")
+        raise _out_of_range(node.value)
+
+    def construct_bool(self, node: yaml.ScalarNode) -> bool:
+        tag, value = yaml_scalars.resolve_plain(node.value)
+        if tag != yaml_scalars.BOOL:
+            raise DocumentError(f"{node.value[:100]!r} is not a boolean")
+        return bool(value)
 
     def construct_text(self, node: yaml.ScalarNode) -> str:
         return str(self.construct_scalar(node))
 
-    def construct_finite_float(self, node: yaml.ScalarNode) -> float:
-        value = self.construct_yaml_float(node)
-        if not math.isfinite(value):
-            raise _out_of_range(node.value)
-        return value
-
 
 # As kubectl reads YAML (sigs.k8s.io/yaml): a date or time is the text written, not a timestamp object.
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_text)
-_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_bounded_int)
-_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_finite_float)
+_Loader.add_constructor(yaml_scalars.TIMESTAMP, _Loader.construct_text)
+_Loader.add_constructor(yaml_scalars.INT, _Loader.construct_number)
+_Loader.add_constructor(yaml_scalars.FLOAT, _Loader.construct_number)
+_Loader.add_constructor(yaml_scalars.BOOL, _Loader.construct_bool)

@@ -107,7 +107,7 @@ def to_create(manifest: Mapping[str, Any], where: str | None = None) -> Training
         job = TrainingJob.from_manifest(dict(manifest))
     except ValidationError as error:
         raise invalid(error, where) from None
-    prefix = (job.metadata.model_extra or {}).get("generateName")
+    prefix = job.metadata.generate_name
     if not job.metadata.name and not prefix:
         raise Invalid(f"{where}: metadata.name or metadata.generateName is required", status=None)
     if prefix is not None and not job.metadata.name:

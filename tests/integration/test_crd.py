@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from testbed.controlplane import ControlPlane
 from testbed.examples import JOB_EXAMPLES
 from testbed.processes import poll_until
+from tests.support.corpus_admission import ADMISSION_CASES
 from tests.support.corpus_trainingjob import (
     CASES,
     Case,
@@ -64,7 +65,7 @@ def _pydantic_paths(manifest: dict[str, Any]) -> list[str] | None:
     return None
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+@pytest.mark.parametrize("case", CASES + ADMISSION_CASES, ids=[case.id for case in CASES + ADMISSION_CASES])
 def test_apiserver_and_pydantic_agree(jobs: client.CustomObjectsApi, case: Case) -> None:
     message = _apiserver_verdict(jobs, case.manifest)
     paths = _pydantic_paths(case.manifest)

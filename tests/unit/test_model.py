@@ -9,6 +9,14 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from tests.support.corpus_admission import (
+    ADMISSION_CASES,
+    ADMISSION_INVALID,
+    ADMISSION_VALID,
+    YAML_CASES,
+    YamlCase,
+    read_as_tjctl_does,
+)
 from tests.support.corpus_trainingjob import (
     CASES,
     INVALID,
@@ -45,10 +53,11 @@ def _ids(cases: list[Case]) -> list[str]:
 def test_corpus_is_large_and_its_ids_are_unique() -> None:
     assert len(CASES) >= 30
     assert len(VALID) >= 10
-    assert len(set(_ids(CASES))) == len(CASES)
+    ids = [case.id for case in CASES + ADMISSION_CASES + YAML_CASES]
+    assert len(set(ids)) == len(ids)
 
 
-@pytest.mark.parametrize("case", VALID, ids=_ids(VALID))
+@pytest.mark.parametrize("case", VALID + ADMISSION_VALID, ids=_ids(VALID + ADMISSION_VALID))
 def test_valid_manifest_is_accepted_and_round_trips(case: Case) -> None:
     parsed = TrainingJob.model_validate(case.manifest)
     again = TrainingJob.model_validate(parsed.to_manifest())
@@ -60,7 +69,7 @@ def _validate_json(manifest: dict[str, Any]) -> TrainingJob:
     return TrainingJob.model_validate_json(json.dumps(manifest), by_alias=True, by_name=False)
 
 
-@pytest.mark.parametrize("case", INVALID, ids=_ids(INVALID))
+@pytest.mark.parametrize("case", INVALID + ADMISSION_INVALID, ids=_ids(INVALID + ADMISSION_INVALID))
 @pytest.mark.parametrize("validate", [TrainingJob.from_manifest, _validate_json], ids=["python", "json"])
 def test_invalid_manifest_is_refused_naming_the_field(
     case: Case, validate: Callable[[dict[str, Any]], TrainingJob]
@@ -68,6 +77,19 @@ def test_invalid_manifest_is_refused_naming_the_field(
     assert case.field is not None
     with pytest.raises(ValidationError) as caught:
         validate(case.manifest)
+    paths = pydantic_error_paths(caught.value)
+    assert any(names_field(path, case.field) for path in paths), paths
+
+
+@pytest.mark.parametrize("case", YAML_CASES, ids=[case.id for case in YAML_CASES])
+def test_a_yaml_manifest_is_judged_as_kubectl_apply_judges_it(case: YamlCase) -> None:
+    """tjctl, the SDK and the REST API read YAML as kubectl does (1:30 is text, 1e3 a number, y true) and the model
+    takes a whole number where an integer is due; test_crd_yaml checks the same cases against kubectl."""
+    if case.field is None:
+        read_as_tjctl_does(case.text)
+        return
+    with pytest.raises(ValidationError) as caught:
+        read_as_tjctl_does(case.text)
     paths = pydantic_error_paths(caught.value)
     assert any(names_field(path, case.field) for path in paths), paths
 

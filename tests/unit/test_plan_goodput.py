@@ -11,7 +11,7 @@ pytestmark = pytest.mark.fast
 
 def _created_at(job: TrainingJob, seconds: float) -> TrainingJob:
     stamp = at(seconds).isoformat()
-    return job.model_copy(update={"metadata": job.metadata.model_copy(update={"creationTimestamp": stamp})})
+    return job.model_copy(update={"metadata": job.metadata.model_copy(update={"creation_timestamp": stamp})})
 
 
 def _report(step: int, seconds: float) -> Progress:

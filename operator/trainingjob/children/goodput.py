@@ -80,9 +80,9 @@ class AttemptTimes:
 
 
 def creation_time(metadata: Any) -> datetime | None:
-    """metadata.creationTimestamp (an extra field of the model's ObjectMeta, or a manifest's), when it parses."""
+    """metadata.creationTimestamp (of the model's ObjectMeta, or a manifest's), when it parses."""
     key = "creationTimestamp"
-    stamp = metadata.get(key) if isinstance(metadata, dict) else getattr(metadata, key, None)
+    stamp = metadata.get(key) if isinstance(metadata, dict) else getattr(metadata, "creation_timestamp", None)
     if isinstance(stamp, datetime):
         return stamp
     try:

@@ -20,9 +20,9 @@ from trainingjob.model.job import (
     SHORT_NAMES,
     SINGULAR,
     VERSION,
-    ObjectMeta,
     TrainingJob,
 )
+from trainingjob.model.metadata import ObjectMeta
 from trainingjob.model.pod import Affinity, EnvVar, EnvVarSource, PullPolicy, Resources, Toleration
 from trainingjob.model.podspec import PodMetadata, TopologySpreadConstraint
 from trainingjob.model.policy import (

@@ -24,9 +24,10 @@ from trainingjob.model import rules
 
 # Kubernetes name formats, as its apimachinery validation spells them.
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+DNS_SUBDOMAIN = rf"^{_SUBDOMAIN}$"
 # A label key: an optional DNS-subdomain prefix and a name of at most 63 characters.
-QUALIFIED_NAME = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+QUALIFIED_NAME = rf"^({_SUBDOMAIN}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{{0,61}}[A-Za-z0-9])?$"
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 # A non-negative resource.Quantity: a decimal number with an optional SI, binary or exponent suffix.
 QUANTITY = (

@@ -3,9 +3,10 @@
 import re
 from typing import Any, Self
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from trainingjob.model.base import ApiModel, Int, Str
+from trainingjob.model.base import ApiModel, Str
+from trainingjob.model.metadata import ObjectMeta
 from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.spec import TrainingJobSpec
 from trainingjob.model.status import TrainingJobStatus
@@ -20,23 +21,19 @@ SHORT_NAMES = ("tj",)
 CATEGORIES = ("training",)
 MAX_NAME_LENGTH = 40  # leaves room for "-worker-<index>-<attempt>" in pod names of at most 63
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1035 label: the job's headless Service has its name
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class ObjectMeta(ApiModel):
-    """The part of Kubernetes object metadata the project reads; the rest is kept as it is."""
-
-    model_config = ConfigDict(extra="allow")
-
-    name: Str | None = None
-    """Name of the job."""
-    namespace: Str | None = None
-    """Namespace of the job."""
-    generation: Int | None = None
-    """Incremented by the apiserver on every spec change."""
-    labels: dict[str, str] | None = None
-    """Labels of the job."""
-    annotations: dict[str, str] | None = None
-    """Annotations of the job."""
+def json_numbers(document: Any) -> Any:
+    """`document` with every whole float (2.0, 1e3) an integer, as the cluster reads it: JSON has one kind of
+    number, kubectl sends 1e3 as 1000, and the apiserver takes a whole number where an integer is due."""
+    if isinstance(document, dict):
+        return {key: json_numbers(value) for key, value in document.items()}
+    if isinstance(document, list):
+        return [json_numbers(item) for item in document]
+    if isinstance(document, float) and document.is_integer() and INT64_MIN <= document <= INT64_MAX:
+        return int(document)
+    return document
 
 
 def name_rule(max_length: int) -> Rule:
@@ -83,8 +80,9 @@ class ApiObject(ApiModel):
     @classmethod
     def from_manifest(cls, manifest: Any) -> Self:
         """The resource as people and the apiserver write it: camelCase only. The Python (snake_case) names are for
-        code; from a manifest they are unknown fields, as the apiserver's strict field validation says."""
-        return cls.model_validate(manifest, by_alias=True, by_name=False)
+        code; from a manifest they are unknown fields, as the apiserver's strict field validation says. A whole
+        float is the integer (json_numbers)."""
+        return cls.model_validate(json_numbers(manifest), by_alias=True, by_name=False)
 
     def to_manifest(self) -> dict[str, Any]:
         """The resource as the Kubernetes API takes it: camelCase keys, unset fields left out."""

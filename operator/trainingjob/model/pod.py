@@ -15,7 +15,6 @@ from trainingjob.model.base import (
     Bool,
     Int,
     Quantity,
-    ShortStr,
     Str,
     parse_quantity,
 )
@@ -23,6 +22,14 @@ from trainingjob.model.rules import Reason, Rule
 
 _OWNED_ENV = sorted(contract.ALL_VARIABLES)
 ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# A key of a ConfigMap or Secret: not '.', not '..', not starting with '..'.
+DATA_KEY = r"^\.?[-_a-zA-Z0-9][-._a-zA-Z0-9]*$"
+# What a pod's env can read of it (Kubernetes' validEnvDownwardAPIFieldPathExpressions, and one label or annotation).
+POD_FIELD_PATH = (
+    r"^(metadata\.(name|namespace|uid)|spec\.(nodeName|serviceAccountName)|status\.(hostIPs?|podIPs?)"
+    r"|metadata\.(labels|annotations)\['[^']+'\])$"
+)
+CONTAINER_RESOURCE_PATH = r"^(limits|requests)\.(cpu|memory|ephemeral-storage|hugepages-.+)$"
 ResourceName = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=253)]
 ResourceList = Annotated[dict[ResourceName, Quantity], Field(max_length=16)]
 
@@ -49,7 +56,7 @@ class KeySelector(ApiModel):
 
     name: Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
     """Name of the Secret or ConfigMap in the job's namespace."""
-    key: Annotated[Str, Field(pattern=r"^[-._a-zA-Z0-9]+$", max_length=253)]
+    key: Annotated[Str, Field(pattern=DATA_KEY, max_length=253)]
     """The key whose value becomes the variable's value."""
     optional: Bool | None = None
     """When true, a missing object or key leaves the variable unset instead of failing the pod."""
@@ -58,17 +65,18 @@ class KeySelector(ApiModel):
 class FieldSelector(ApiModel):
     """Selects a field of the pod, e.g. metadata.name or status.podIP."""
 
-    field_path: Annotated[Str, Field(min_length=1, max_length=256)]
-    """Path of the field in the pod, e.g. metadata.name, status.podIP, spec.nodeName."""
-    api_version: ShortStr | None = None
-    """Version of the schema the path is written in; v1 when unset."""
+    field_path: Annotated[Str, Field(pattern=POD_FIELD_PATH, max_length=256)]
+    """Path of the field in the pod: metadata.name, metadata.namespace, metadata.uid, metadata.labels['KEY'],
+    metadata.annotations['KEY'], spec.nodeName, spec.serviceAccountName, status.hostIP(s) or status.podIP(s)."""
+    api_version: Annotated[Str, Field(pattern=r"^v1$")] | None = None
+    """Version of the schema the path is written in: v1 (the default)."""
 
 
 class ResourceFieldSelector(ApiModel):
     """Selects a resource limit or request of the container, e.g. limits.memory."""
 
-    resource: Annotated[Str, Field(min_length=1, max_length=256)]
-    """The resource, e.g. limits.cpu, requests.memory, limits.nvidia.com/gpu."""
+    resource: Annotated[Str, Field(pattern=CONTAINER_RESOURCE_PATH, max_length=256)]
+    """The resource: limits. or requests. and cpu, memory, ephemeral-storage or hugepages-SIZE."""
     divisor: Quantity | None = None
     """The unit the value is expressed in; 1 when unset."""
 
@@ -135,6 +143,32 @@ def _extended(name: str) -> bool:
 
 
 _EXTENDED_CEL = "k.contains('/') && !k.contains('kubernetes.io/')"
+STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_LONGEST_EXTENDED_DOMAIN = 253 - len("requests.")  # Kubernetes also names the resource's quota requests.NAME
+
+
+def _container_resource(name: str) -> bool:
+    """Kubernetes' test of a container's resource name: cpu, memory, ephemeral-storage, hugepages-SIZE, or a
+    name with a domain (nvidia.com/gpu) that is not a quota's (requests.*)."""
+    if "/" not in name:
+        return name in STANDARD_RESOURCES or name.startswith("hugepages-")
+    return "kubernetes.io/" in name or (
+        not name.startswith("requests.") and name.index("/") <= _LONGEST_EXTENDED_DOMAIN
+    )
+
+
+def _resource_names_rule(field: str) -> Rule:
+    """The rule that every key of the resource list `field` (requests or limits) is a container's resource."""
+    return Rule(
+        field=field,
+        cel=f"!has(self.{field}) || self.{field}.all(k, k.contains('/') ? (k.contains('kubernetes.io/')"
+        f" || !k.startsWith('requests.') && k.indexOf('/') <= {_LONGEST_EXTENDED_DOMAIN})"
+        f" : (k in {json.dumps(list(STANDARD_RESOURCES))} || k.startsWith('hugepages-')))",
+        message=f"a container's resources are {', '.join(STANDARD_RESOURCES)}, hugepages-SIZE, or have a domain,"
+        " e.g. nvidia.com/gpu (gpu alone is no resource)",
+        reason=Reason.INVALID,
+        holds=lambda r: all(_container_resource(name) for name in getattr(r, field) or {}),
+    )
 
 
 def _requests_within_limits(resources: "Resources") -> bool:
@@ -166,6 +200,8 @@ class Resources(ApiModel):
     """The most each pod may use, e.g. {nvidia.com/gpu: 1}. GPUs are requested here."""
 
     cross_field_rules = (
+        _resource_names_rule("requests"),
+        _resource_names_rule("limits"),
         Rule(
             field="requests",
             cel="!has(self.requests) || !has(self.limits) || self.requests.all(k, !(k in self.limits) ||"

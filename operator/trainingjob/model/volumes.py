@@ -1,5 +1,6 @@
 """Volumes and volume mounts: the common sources typed and checked, the rare ones passed through."""
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -36,19 +37,34 @@ class EmptyDirSource(ApiModel):
     """The most the directory may hold, e.g. 10Gi."""
 
 
-class HostPathSource(ApiModel):
-    """A directory of the node the pod runs on; only useful on single-node or shared-filesystem clusters."""
-
-    path: AbsolutePath
-    """Absolute path on the node."""
-    type: Annotated[Str, Field(max_length=32)] | None = None
-    """What must exist at the path, e.g. DirectoryOrCreate; not checked when unset."""
-
-
 # A relative path without a '..' element, in a regex that pydantic and the apiserver (RE2: no lookaround) both read:
 # elements that are not '..', between single slashes.
 _ELEMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
 RELATIVE_PATH = rf"^{_ELEMENT}(?:/{_ELEMENT})*$"
+ABSOLUTE_PATH_WITHOUT_BACKSTEPS = rf"^(?:/{_ELEMENT}?)+$"
+
+
+class HostPathType(StrEnum):
+    """What must be at a hostPath volume's path (Kubernetes' HostPathType); "" checks nothing."""
+
+    UNCHECKED = ""
+    DIRECTORY_OR_CREATE = "DirectoryOrCreate"
+    DIRECTORY = "Directory"
+    FILE_OR_CREATE = "FileOrCreate"
+    FILE = "File"
+    SOCKET = "Socket"
+    CHAR_DEVICE = "CharDevice"
+    BLOCK_DEVICE = "BlockDevice"
+
+
+class HostPathSource(ApiModel):
+    """A directory of the node the pod runs on; only useful on single-node or shared-filesystem clusters."""
+
+    path: Annotated[Str, Field(pattern=ABSOLUTE_PATH_WITHOUT_BACKSTEPS, max_length=1024)]
+    """Absolute path on the node, without a '..' element."""
+    type: HostPathType | None = None
+    """What must exist at the path: DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice or
+    BlockDevice; not checked when unset or empty."""
 
 
 class KeyToPath(ApiModel):
@@ -91,7 +107,7 @@ class SecretSource(ApiModel):
 class NfsSource(ApiModel):
     """An NFS export."""
 
-    server: ShortStr
+    server: Annotated[Str, Field(min_length=1, max_length=253)]
     """Host name or IP address of the NFS server."""
     path: AbsolutePath
     """The exported path."""
@@ -177,8 +193,8 @@ class VolumeMount(ApiModel):
     """Name of a volume in the role's volumes."""
     mount_path: AbsolutePath
     """Absolute path in the container."""
-    sub_path: Annotated[Str, Field(pattern=r"^[^/]", max_length=1024)] | None = None
-    """Mount only this directory of the volume."""
+    sub_path: Annotated[Str, Field(pattern=RELATIVE_PATH, max_length=1024)] | None = None
+    """Mount only this directory of the volume: a relative path without a '..' element."""
     read_only: Bool | None = None
     """Mount the volume read-only."""
 

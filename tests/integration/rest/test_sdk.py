@@ -108,10 +108,11 @@ def test_invalid_jobs_name_their_fields_before_or_after_sending(sdk: Client, wor
         sdk.create({k: v for k, v in manifest("x").items() if k != "metadata"})
     with pytest.raises(Invalid, match="expected one TrainingJob, found 2"):
         sdk.create(f"{json.dumps(manifest('a'))}\n---\n{json.dumps(manifest('b'))}")
-    refused = manifest("labelled", labels={"team": "not a label value"})  # the model allows it, Kubernetes not
+    refused = manifest("owned")  # an owner without a uid: the model passes ownerReferences on, Kubernetes checks it
+    refused["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner"}]
     with pytest.raises(Invalid) as after:
         sdk.create(refused)
-    assert after.value.status == 422 and "metadata.labels" in str(after.value), after.value
+    assert after.value.status == 422 and "metadata.ownerReferences" in str(after.value), after.value
     with pytest.raises(Invalid, match="document 2"):  # nothing is created when one document is invalid
         sdk.create_all([manifest("fine"), broken])
     with pytest.raises(NotFound):
@@ -182,7 +183,7 @@ def test_watch_yields_each_status_and_ends_when_the_job_finishes(
 
 def test_events_timeline_and_logs(sdk: Client, admin: client.ApiClient, world: World, silent_node: str) -> None:
     job = sdk.create(manifest("observed"))
-    worker_failed(admin, world.home, "observed", (job.metadata.model_extra or {}).get("uid"))
+    worker_failed(admin, world.home, "observed", job.metadata.uid)
     worker_failed(admin, world.home, "other", None)  # about another job: not this one's
     [found] = sdk.events("observed")
     assert (found.reason, found.source) == ("WorkerFailed", "trainingjob-operator")
