@@ -170,7 +170,6 @@ PREFIXED = [
     Case("under-the-prefix", _host_path("/mnt/datasets/imagenet")),
     Case("the-prefix-itself", _host_path("/mnt/datasets")),
     Case("beside-the-prefix", _host_path("/mnt/datasets-private"), "spec.workers.volumes"),
-    Case("out-through-dot-dot", _host_path("/mnt/datasets/../../etc"), "spec.workers.volumes"),
     Case("writable", _host_path("/mnt/datasets/imagenet", read_only=False), "spec.workers.volumeMounts"),
     Case(
         "writable-in-a-sidecar",
@@ -181,4 +180,5 @@ PREFIXED = [
         "spec.workers.volumeMounts",
     ),
 ]
-"""Judged with hostPath allowed under /mnt/datasets/: path boundaries, '..' and read-only mounts."""
+"""Judged with hostPath allowed under /mnt/datasets/: path boundaries and read-only mounts (a path with a '..'
+element is refused by the CRD itself: tests/support/corpus_admission.py)."""
