@@ -31,11 +31,15 @@ def prepare(plane: ControlPlane, namespaces: int) -> str:
 
 
 def caller_token(api: client.ApiClient) -> str:
-    """A ServiceAccount allowed to get, list and watch jobs everywhere, as a REST API caller would be."""
+    """A ServiceAccount allowed to get, list and watch jobs everywhere, as a REST API caller would be, and to `get
+    /metrics` (so the API's /readyz tells it how many jobs its cache holds)."""
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     core.create_namespaced_service_account("bench-0", client.V1ServiceAccount(metadata={"name": "bench"}))
-    rule = client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["get", "list", "watch"])
-    rbac.create_cluster_role(client.V1ClusterRole(metadata={"name": "bench"}, rules=[rule]))
+    rules = [
+        client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["get", "list", "watch"]),
+        client.V1PolicyRule(non_resource_urls=["/metrics"], verbs=["get"]),
+    ]
+    rbac.create_cluster_role(client.V1ClusterRole(metadata={"name": "bench"}, rules=rules))
     ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="ClusterRole", name="bench")
     subject = client.RbacV1Subject(kind="ServiceAccount", name="bench", namespace="bench-0")
     rbac.create_cluster_role_binding(
@@ -46,8 +50,9 @@ def caller_token(api: client.ApiClient) -> str:
 
 
 @contextmanager
-def serve(plane: ControlPlane, jobs: int, static: dict[str, Path] | None = None) -> Iterator[str]:
-    """The REST API on a loopback port once its cache holds `jobs` jobs; `static` mounts folders beside it."""
+def serve(plane: ControlPlane, jobs: int, token: str, static: dict[str, Path] | None = None) -> Iterator[str]:
+    """The REST API on a loopback port once its cache holds `jobs` jobs (its /readyz tells `token`'s caller, see
+    caller_token); `static` mounts folders beside it."""
     app = create_app(ApiSettings(kubeconfig=plane.kubeconfig))
     for path, folder in (static or {}).items():
         app.mount(path, StaticFiles(directory=folder, html=True), name=path.strip("/"))
@@ -57,7 +62,12 @@ def serve(plane: ControlPlane, jobs: int, static: dict[str, Path] | None = None)
     thread.start()
     url = f"http://127.0.0.1:{config.port}"
     start = time.perf_counter()
-    poll_until(lambda: httpx.get(f"{url}/readyz").json().get("jobs") == jobs, timeout=300, what="the cache full")
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def full() -> bool:
+        return bool(httpx.get(f"{url}/readyz", headers=headers).json().get("jobs") == jobs)
+
+    poll_until(full, timeout=300, what="the cache full")
     print(f"the API's cache listed {jobs} jobs in {time.perf_counter() - start:.1f} s")
     try:
         yield url

@@ -85,7 +85,7 @@ def main() -> None:
         start = time.perf_counter()
         create_jobs(plane)
         print(f"created {JOBS} TrainingJobs in {NAMESPACES} namespaces in {time.perf_counter() - start:.1f} s")
-        with serve(plane, JOBS) as url:
+        with serve(plane, JOBS, token) as url:
             measure(url, token, plane)
 
 

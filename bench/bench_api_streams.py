@@ -17,6 +17,7 @@ from testbed.processes import Server, free_port
 from testbed.silent_kubelet import pod_of, silent_node
 
 from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob_sdk.rest import SAME_SITE
 
 NAMESPACE = "bench"
 STREAMS = 200
@@ -126,7 +127,9 @@ def main() -> None:
         token = caller_token(api)
         silent_pod(api, stack.enter_context(silent_node(plane, api, plane.root)))
         url = stack.enter_context(serve(plane))
-        rest = stack.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}))
+        rest = stack.enter_context(
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}", **SAME_SITE})
+        )
         measure(rest)  # warm up: connections, the auth cache
         idle = measure(rest)
         start = time.perf_counter()

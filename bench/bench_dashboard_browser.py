@@ -133,7 +133,7 @@ def main() -> None:
         chrome = start_chromium(Path(scratch) / "downloads")
         chrome.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": WATCH_ROWS % FIRST_ROWS})
         try:
-            with serve(plane, JOBS, {"/baseline": baseline}) as url:
+            with serve(plane, JOBS, token, {"/baseline": baseline}) as url:
                 signed_in(chrome, url, token)
                 measure(chrome, url)
         finally:

@@ -134,7 +134,7 @@ def main() -> None:
         create_jobs(plane)
         print(f"created {JOBS} TrainingJobs with statuses in {NAMESPACES} namespaces in "
               f"{time.perf_counter() - start:.1f} s")  # fmt: skip
-        with serve(plane, JOBS) as url:
+        with serve(plane, JOBS, token) as url:
             measure(url, token)
 
 

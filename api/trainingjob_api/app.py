@@ -3,10 +3,10 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
+from trainingjob.kube.reviews import Authenticator, Authorizer, TtlCache
 from trainingjob_api import docs, problems
-from trainingjob_api.auth import Authenticator, Authorizer, TtlCache
 from trainingjob_api.deps import AppState
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
@@ -14,6 +14,7 @@ from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
 from trainingjob_api.routers import activity, dashboard, health, jobs, sweeps, ui
 from trainingjob_api.settings import ApiSettings
+from trainingjob_api.writes import same_site_writes
 from trainingjob_sdk.kube import KubeJobs
 
 DESCRIPTION = """Submit, list and follow TrainingJobs, and TrainingSweeps. Every request carries a Kubernetes bearer
@@ -58,9 +59,11 @@ def create_app(settings: ApiSettings | None = None, kube: Kube | None = None) ->
         version="v1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        dependencies=[Depends(same_site_writes)],  # every POST, PUT, PATCH and DELETE: never from another site
         separate_input_output_schemas=False,
-        docs_url=None,  # served by trainingjob_api.docs, without a CDN
+        docs_url=None,  # served by trainingjob_api.docs, without a CDN, to authenticated callers
         redoc_url=None,
+        openapi_url=None,  # trainingjob_api.docs serves it, to authenticated callers
     )
     app.state.trainingjob = state
     problems.install(app)

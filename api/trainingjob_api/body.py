@@ -12,12 +12,12 @@ from starlette.concurrency import run_in_threadpool
 from trainingjob.model import TrainingJob
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob_api.problems import ApiError
+from trainingjob_api.writes import ACCEPTED, YAML_TYPES, media_type
 from trainingjob_sdk.documents import DocumentError, decode, parse_json, parse_yaml
 from trainingjob_sdk.manifests import to_create
 from trainingjob_sdk.sweeps import to_create as sweep_to_create
 
 T = TypeVar("T")
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 MAX_BODY_BYTES = 1 << 20
 
 
@@ -70,16 +70,16 @@ async def sweep_manifest(request: Request) -> TrainingSweep:
 
 
 async def _checked(request: Request, check: Callable[[dict[str, Any]], T]) -> T:
-    media_type = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    kind = media_type(request.headers.get("content-type"))  # none is none: a body is never guessed to be JSON
     parse: Callable[[str], Any]
-    if media_type in YAML_TYPES:
+    if kind in YAML_TYPES:
         parse = parse_yaml
-    elif media_type == "application/json" or media_type.endswith("+json"):
+    elif kind == "application/json" or kind.endswith("+json"):
         parse = parse_json
     else:
-        raise ApiError(415, "UnsupportedMediaType", "send the manifest as application/json or application/yaml")
+        raise ApiError(415, "UnsupportedMediaType", f"send the manifest as {ACCEPTED}, not {kind or 'no Content-Type'}")
     raw = await read_body(request)
-    return await run_in_threadpool(_validate, raw, media_type, parse, check)
+    return await run_in_threadpool(_validate, raw, kind, parse, check)
 
 
 def _validate(raw: bytes, media_type: str, parse: Callable[[str], Any], check: Callable[[dict[str, Any]], T]) -> T:

@@ -6,8 +6,8 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from trainingjob.kube.reviews import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob.model import GROUP, PLURAL
-from trainingjob_api.auth import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
 from trainingjob_api.logs import PodLogs, StreamSlots

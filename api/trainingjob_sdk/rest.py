@@ -18,6 +18,8 @@ from trainingjob_sdk.rest_watch import RestWatch, answering, sse_events
 __all__ = ["BAD_CA", "BAD_SERVER", "BAD_TOKEN", "RestJobs", "answering", "problem", "sse_events"]
 
 SCHEMES = ("http", "https")
+# The API refuses a POST, PUT, PATCH or DELETE without this header (trainingjob_api.writes): no web form sends one.
+SAME_SITE = {"X-Requested-With": "trainingjob-sdk"}
 # NotConfigured's reasons for what the caller named
 BAD_SERVER, BAD_CA, BAD_TOKEN = "InvalidServerURL", "InvalidCACert", "InvalidToken"
 
@@ -84,8 +86,8 @@ class RestJobs:
             raise NotConfigured("the token must be printable ASCII: no other letters, no newline", reason=BAD_TOKEN)
         self.server, self.namespace, self.timeout = _base(server), namespace or "default", timeout
         self.http = httpx.Client(
-            base_url=f"{self.server}/api/v1", headers={"Authorization": f"Bearer {token}"}, verify=_verify(cacert),
-            timeout=timeout, transport=transport,
+            base_url=f"{self.server}/api/v1", headers={"Authorization": f"Bearer {token}", **SAME_SITE},
+            verify=_verify(cacert), timeout=timeout, transport=transport,
         )  # fmt: skip
 
     @property

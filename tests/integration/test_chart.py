@@ -4,6 +4,8 @@ job and sweep lifecycles; what that identity is refused."""
 import json
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,12 +43,13 @@ def chart_identity(cluster: ControlPlane, helm: Helm) -> Iterator[ChartIdentity]
 
 
 @pytest.fixture(scope="module")
-def chart_operator(chart_identity: ChartIdentity, helm: Helm) -> Iterator[OperatorProcess]:
-    """The operator as the chart's ServiceAccount, with the default trainer image the chart passes it."""
+def chart_operator(cluster: ControlPlane, chart_identity: ChartIdentity, helm: Helm) -> Iterator[OperatorProcess]:
+    """The operator as the chart's ServiceAccount, with the default trainer image the chart passes it; its /metrics
+    read by a scraper the admin made (the operator reviews the scraper's token with its own rights)."""
     image = operator_env(helm, {"operator.settings.defaultTrainerImage": TRAINER_IMAGE})
     settings = {"TJ_OPERATOR_DEFAULT_TRAINER_IMAGE": image["TJ_OPERATOR_DEFAULT_TRAINER_IMAGE"]}
     with operator_running(
-        chart_identity.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace, **settings
+        chart_identity.kubeconfig, cluster.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=chart_identity.namespace, **settings
     ) as process:
         yield process
 
@@ -134,6 +137,17 @@ def test_chart_rbac_deletes_a_finished_job_after_its_ttl(h: Harness) -> None:
     h.finish(h.wait_running_pods("shortlived", 2, attempt=1)[0].metadata.name, 78)
     h.wait_phase("shortlived", "Failed")
     h.wait_gone("shortlived", "the job deleted after its TTL (trainingjobs: delete)")
+
+
+def test_the_chart_operator_reviews_who_reads_its_metrics(chart_operator: OperatorProcess, h: Harness) -> None:
+    """tokenreviews and subjectaccessreviews: create. A scraper with `get /metrics` reads the jobs' series; the same
+    request without its token is refused (503 would say the chart's identity could not ask)."""
+    status, text = chart_operator.scrape()
+    assert status == 200 and "trainingjob_queue_depth" in text, text
+    anonymous = urllib.request.Request(f"http://127.0.0.1:{chart_operator.metrics_port}/metrics")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(anonymous, timeout=5)
+    assert refused.value.code == 401
 
 
 def test_the_operator_was_never_forbidden(chart_operator: OperatorProcess, h: Harness) -> None:

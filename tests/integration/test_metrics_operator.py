@@ -1,5 +1,6 @@
 """The real operator's metrics port on the cluster tier: a job's own series (from a real apiserver's job, its
-creationTimestamp and status.history) with rank 0's progress, released when the job is deleted; /healthz; 404."""
+creationTimestamp and status.history) with rank 0's progress, released when the job is deleted; /healthz; 404; and
+/metrics only for a token allowed `get /metrics` (testbed.operator.scraper_token)."""
 
 import time
 import urllib.error
@@ -18,9 +19,13 @@ pytestmark = pytest.mark.cluster
 Series = dict[tuple[str, str], float]  # (metric, its labels but namespace and trainingjob) -> value
 
 
-def get(operator: OperatorProcess, path: str) -> tuple[int, str]:
+def get(operator: OperatorProcess, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    """As a scraper allowed `get /metrics` (operator.scrape), or with these headers only."""
+    if headers is None:
+        return operator.scrape(path)
+    request = urllib.request.Request(f"http://127.0.0.1:{operator.metrics_port}{path}", headers=headers)
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}{path}", timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -66,7 +71,14 @@ def test_a_jobs_series_follow_its_status_and_go_with_it(h: Harness, operator: Op
 
 
 def test_the_port_answers_metrics_and_healthz_only(operator: OperatorProcess) -> None:
-    poll_until(lambda: get(operator, "/healthz") == (200, "ok\n"), timeout=30, what="/healthz 200")
+    poll_until(lambda: get(operator, "/healthz", headers={}) == (200, "ok\n"), timeout=30, what="/healthz 200")
     assert get(operator, "/")[0] == get(operator, "/debug")[0] == 404
     status, text = get(operator, "/metrics")
     assert status == 200 and "trainingjob_queue_depth" in text
+
+
+def test_metrics_are_refused_to_strangers(operator: OperatorProcess) -> None:
+    """The kubelet's probe needs no token; /metrics (every tenant's jobs) does: the real operator asks the apiserver."""
+    for headers in ({}, {"Authorization": "Bearer forged"}):
+        status, text = get(operator, "/metrics", headers=headers)
+        assert status == 401 and "trainingjob_" not in text, text

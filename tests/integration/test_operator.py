@@ -2,7 +2,6 @@
 
 import json
 import time
-import urllib.request
 from datetime import datetime
 from typing import Any
 
@@ -234,9 +233,8 @@ def test_metrics_count_jobs_and_restarts(h: Harness, operator: OperatorProcess) 
     h.wait_phase("measured", "Running", attempt=2)
 
     def scraped() -> str | None:
-        with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=2) as response:
-            text: str = response.read().decode()
-        return text if 'trainingjob_restarts_total{failure_class="retryable"}' in text else None
+        status, text = operator.scrape(timeout=2)
+        return text if status == 200 and 'trainingjob_restarts_total{failure_class="retryable"}' in text else None
 
     text = poll_until(scraped, timeout=20, what="the restart counted in /metrics")
     assert 'trainingjob_jobs{phase="Running"}' in text

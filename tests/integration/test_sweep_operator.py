@@ -2,7 +2,6 @@
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
 the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field."""
 
-import urllib.request
 from functools import partial
 from typing import Any
 
@@ -51,8 +50,8 @@ def _job_or_none(h: Harness, name: str) -> Manifest | None:
 
 def _sweep_series(operator: OperatorProcess, namespace: str, sweep: str) -> dict[tuple[str, str], float]:
     """The sweep's samples on the operator's /metrics: (metric, its other labels) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{operator.metrics_port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+    status, text = operator.scrape()
+    assert status == 200, text
     found = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -27,6 +27,8 @@ TIMEOUT = 30.0
 AUDIENCE = "trainingjob-api"
 
 
+# What a monitoring system's identity has: the API's metrics and why it is not ready, nothing about jobs.
+MONITOR_RULES = [client.V1PolicyRule(non_resource_urls=["/metrics"], verbs=["get"])]
 # What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
 SERVER_RULES = [
     client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL, SWEEP_PLURAL], verbs=ALL_VERBS),  # as the chart's
@@ -43,17 +45,20 @@ class Api:
 
     url: str
     server_token: str
+    monitor_token: str  # a caller allowed `get /metrics` (RBAC nonResourceURLs), nothing else
 
 
 @dataclass(frozen=True)
 class World:
-    """Two namespaces and two callers: `writer` may do anything in `home` only, `reader` may read everywhere."""
+    """Two namespaces and callers: `writer` may do anything in `home` only, `reader` may read everywhere,
+    `anonymous` has no token, `monitor` may `get /metrics` only."""
 
     home: str
     other: str
     writer: httpx.Client
     reader: httpx.Client
     anonymous: httpx.Client
+    monitor: httpx.Client  # may `get /metrics` (and so read why /readyz fails): Prometheus' rights, no job's
 
 
 @dataclass(frozen=True)

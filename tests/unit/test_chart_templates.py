@@ -73,8 +73,9 @@ def test_rbac_has_no_wildcards_and_never_reads_secrets(helm: Helm, values: dict[
     rules = _rules(helm.template("rel", "tj-system", in_namespace("team-a", values)))
     assert rules
     for rule in rules:
-        assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
-        assert "secrets" not in rule["resources"] or rule["verbs"] == ["create"], rule
+        named = rule.get("resources", []) + rule.get("apiGroups", []) + rule.get("nonResourceURLs", [])
+        assert not any("*" in each for each in rule["verbs"] + named), rule
+        assert "secrets" not in rule.get("resources", []) or rule["verbs"] == ["create"], rule
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
 
 
@@ -176,15 +177,24 @@ def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> Non
     kinds = _by_kind(objects)
     (role,) = [r for r in kinds["Role"] if not r["metadata"]["name"].endswith("-leader")]
     assert role["metadata"]["namespace"] == "team-a"
-    # Of the operator's rights only kopf's namespace and CRD observers are cluster-wide (the others are people's).
+    # Of the operator's rights only kopf's namespace and CRD observers, and the reviews of who reads /metrics, are
+    # cluster-wide (the others are people's).
     (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-operator")]
-    assert [r["resources"] for r in cluster_role["rules"]] == [["namespaces"], ["customresourcedefinitions"]]
-    assert all(r["verbs"] == ["list", "watch"] for r in cluster_role["rules"])
+    assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [
+        (["namespaces"], ["list", "watch"]),
+        (["customresourcedefinitions"], ["list", "watch"]),
+        (["tokenreviews"], ["create"]),
+        (["subjectaccessreviews"], ["create"]),
+    ]
     without_crd_watch = _by_kind(
         helm.template("rel", "tj-system", {"operator.watchNamespace": "team-a", "rbac.watchCRDs": "false"})
     )
     operator_role = next(r for r in without_crd_watch["ClusterRole"] if r["metadata"]["name"].endswith("-operator"))
-    assert [r["resources"] for r in operator_role["rules"]] == [["namespaces"]]
+    assert [r["resources"] for r in operator_role["rules"]] == [
+        ["namespaces"],
+        ["tokenreviews"],
+        ["subjectaccessreviews"],
+    ]
 
 
 @pytest.mark.parametrize(("values", "named"), REFUSED.values(), ids=REFUSED.keys())

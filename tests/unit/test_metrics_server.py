@@ -1,5 +1,7 @@
 """The metrics port, served for real on a loopback port by an event loop of its own (as the operator's loop serves
-it): /metrics, /healthz that fails while the operator is unhealthy or its loop is wedged, and 404 for the rest."""
+it): /metrics to callers its gate lets through only, /healthz (open) that fails while the operator is unhealthy or
+its loop is wedged, and 404 for the rest. The gate here is a table of tokens; the real one (TokenReview and
+SubjectAccessReview against an apiserver) is tested in tests/integration/test_metrics_access.py."""
 
 import asyncio
 import contextlib
@@ -16,6 +18,7 @@ import pytest
 from kubernetes import client
 
 from trainingjob.kube.client import Connection
+from trainingjob.kube.reviews import Refusal, bearer_token
 from trainingjob.model import Phase, TrainingJobStatus
 from trainingjob.runtime.controller import Controller
 from trainingjob.runtime.leader import LeaderElector, lead
@@ -27,6 +30,13 @@ from trainingjob.settings import OperatorSettings
 pytestmark = pytest.mark.fast
 
 TIMEOUT = 10.0
+SCRAPER = {"Authorization": "Bearer scraper-token"}
+GATE = {"scraper-token": None, "tenant-token": Refusal(403, 'user "tenant" cannot get path "/metrics"')}
+
+
+def gate(authorization: str | None) -> Refusal | None:
+    """The scraper may read /metrics, a tenant may not; any other token or none is not accepted."""
+    return GATE.get(bearer_token(authorization), Refusal(401, "no token Kubernetes accepts"))
 
 
 @dataclass
@@ -43,7 +53,7 @@ def served() -> Iterator[Served]:
     thread.start()
     metrics, problem = Metrics(), [""]
     metrics.queue_depth.set(3)
-    server = MetricsServer(metrics.registry, lambda: problem[0])
+    server = MetricsServer(metrics.registry, lambda: problem[0], gate)
     port = asyncio.run_coroutine_threadsafe(server.start(0, "127.0.0.1"), loop).result(TIMEOUT)
     try:
         yield Served(f"http://127.0.0.1:{port}", loop, problem)
@@ -54,10 +64,13 @@ def served() -> Iterator[Served]:
         loop.close()
 
 
-def get(url: str, method: str = "GET", timeout: float = TIMEOUT) -> tuple[int, str, str]:
-    """(status, content type, body), for error statuses too."""
+def get(
+    url: str, method: str = "GET", timeout: float = TIMEOUT, headers: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """(status, content type, body), for error statuses too; as the scraper unless other headers are given."""
+    request = urllib.request.Request(url, method=method, headers=SCRAPER if headers is None else headers)
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.headers["Content-Type"], response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.headers["Content-Type"], error.read().decode()
@@ -70,8 +83,33 @@ def test_metrics_are_served_in_the_prometheus_text_format(served: Served) -> Non
     assert "# TYPE trainingjob_job_phase gauge" in body
 
 
+@pytest.mark.parametrize(
+    ("headers", "status", "says"),
+    [
+        pytest.param({}, 401, "no token Kubernetes accepts", id="no token"),
+        pytest.param({"Authorization": "Bearer forged"}, 401, "no token Kubernetes accepts", id="unknown token"),
+        pytest.param({"Authorization": "Basic c2NyYXBlcg=="}, 401, "no token Kubernetes accepts", id="not bearer"),
+        pytest.param({"Authorization": "Bearer tenant-token"}, 403, 'cannot get path "/metrics"', id="a tenant"),
+    ],
+)
+def test_metrics_answer_only_callers_the_gate_lets_through(
+    served: Served, headers: dict[str, str], status: int, says: str
+) -> None:
+    """Every tenant's job names, phases and losses are on /metrics: no series reaches a caller without the right."""
+    answer, _, body = get(served.url + "/metrics", headers=headers)
+    assert answer == status and says in body
+    assert "trainingjob_" not in body
+
+
+def test_a_refused_scrape_is_told_to_bring_a_bearer_token(served: Served) -> None:
+    request = urllib.request.Request(served.url + "/metrics")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=TIMEOUT)
+    assert refused.value.headers["WWW-Authenticate"].startswith("Bearer")
+
+
 def test_healthz_says_what_is_wrong(served: Served) -> None:
-    assert get(served.url + "/healthz")[::2] == (200, "ok\n")
+    assert get(served.url + "/healthz", headers={})[::2] == (200, "ok\n")  # the kubelet's probe sends no token
     served.problem[0] = "the reconcile queue has not started"
     assert get(served.url + "/healthz")[::2] == (503, "the reconcile queue has not started\n")
 

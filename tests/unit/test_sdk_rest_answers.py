@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.support.builders import job_manifest
 from tests.support.fake_rest import Chunks, Handler, rest
 
 from trainingjob_sdk import NotConfigured, TrainingJobError, Unavailable
@@ -154,3 +155,26 @@ def test_a_token_must_be_printable_ascii(token: str) -> None:
     with pytest.raises(NotConfigured, match="printable ASCII") as refused:
         RestJobs("https://api.example", token)
     assert refused.value.reason == "InvalidToken"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        pytest.param(lambda jobs: jobs.create(job_manifest("a")), id="create"),
+        pytest.param(lambda jobs: jobs.set_suspend("a", True), id="suspend"),
+        pytest.param(lambda jobs: jobs.set_suspend("a", False), id="resume"),
+        pytest.param(lambda jobs: jobs.delete("a"), id="delete"),
+    ],
+)
+def test_every_write_says_it_comes_from_a_client_not_a_form(call: Callable[[RestJobs], object]) -> None:
+    """The API refuses a write without X-Requested-With (trainingjob_api.writes): tjctl's go through here too."""
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json=job_manifest("a"))
+
+    call(rest(answer))
+    (request,) = sent
+    assert request.headers.get("X-Requested-With"), dict(request.headers)
+    assert request.headers.get("Content-Type") in (None, "application/json")

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
-from trainingjob_api.auth import Access
+from trainingjob.kube.reviews import Access
 from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.logs import LogStream

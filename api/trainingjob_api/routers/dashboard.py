@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
+from trainingjob.kube.reviews import Access, Caller
 from trainingjob.model import GROUP, PLURAL, Phase
-from trainingjob_api.auth import Access, Caller
 from trainingjob_api.dashboard_schemas import ClusterView, JobAccess, JobPodList, JobSummaryList, Whoami
 from trainingjob_api.deps import (
     NAMESPACE_PATTERN,

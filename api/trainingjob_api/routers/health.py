@@ -1,14 +1,19 @@
-"""Liveness, readiness (the cache is current, the apiserver answers) and Prometheus metrics; no authentication."""
+"""Liveness (open), readiness (open: ready or not) and Prometheus metrics (to callers allowed `get /metrics`, as
+Kubernetes' own /metrics and the operator's). Why the API is not ready, and how many jobs its cache holds (of every
+tenant), only a caller allowed `get /metrics` reads: not `get /readyz`, which Kubernetes' default RBAC
+(system:public-info-viewer) grants everyone."""
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 from urllib3.exceptions import HTTPError
 
-from trainingjob_api.deps import AppState, State
-from trainingjob_api.problems import unreachable
+from trainingjob.kube.reviews import METRICS, Gate
+from trainingjob_api.deps import AppState, AuthenticatedCaller, State, require
+from trainingjob_api.problems import Problem, unreachable
 
 router = APIRouter(tags=["health"])
+NOT_READY = "unavailable"  # what a caller without `get /metrics` reads when the API is not ready
 
 
 class Health(BaseModel):
@@ -20,7 +25,9 @@ class Health(BaseModel):
     """Why the API is not ready."""
 
 
-@router.get("/healthz", response_model=Health, summary="Liveness: the process serves requests")
+@router.get(
+    "/healthz", response_model=Health, response_model_exclude_none=True, summary="Liveness: the process serves requests"
+)
 def healthz() -> Health:
     return Health(status="ok")
 
@@ -28,12 +35,25 @@ def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
+    response_model_exclude_none=True,
     responses={
         503: {"model": Health, "description": "the job cache is not current, or the Kubernetes API server not ready"}
     },
     summary="Readiness: the job cache is synced and watching, the Kubernetes API server answers",
+    description="Open to anyone (the kubelet's probe): `ok` or `unavailable`. A caller allowed `get` on the path "
+    "/metrics (RBAC nonResourceURLs) also reads why (`syncing`, `stale`, `unreachable` and a message) and `jobs`.",
 )
-def readyz(state: State, response: Response) -> Health:
+def readyz(state: State, request: Request, response: Response) -> Health:
+    health = _health(state)
+    if health.status != "ok":
+        response.status_code = 503
+    gate = Gate(state.authenticator, state.authorizer)  # its refusal: None for a caller allowed get /metrics
+    if gate.refusal(request.headers.get("authorization"), METRICS) is None:
+        return health
+    return Health(status="ok" if health.status == "ok" else NOT_READY)
+
+
+def _health(state: AppState) -> Health:
     if not state.cache.synced.is_set():
         status, message = "syncing", "the job cache has not listed every job yet"
     elif not state.cache.current.is_set():
@@ -41,7 +61,6 @@ def readyz(state: State, response: Response) -> Health:
     else:
         status, message = "unreachable", state.readiness.get_or_compute("apiserver", lambda: _apiserver(state))
     if message:
-        response.status_code = 503
         return Health(status=status, message=message)
     return Health(status="ok", jobs=len(state.cache))
 
@@ -58,10 +77,15 @@ def _apiserver(state: AppState) -> str:
 @router.get(
     "/metrics",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"}},
-    summary="Prometheus metrics",
+    responses={
+        200: {"content": {CONTENT_TYPE_LATEST: {}}, "description": "Prometheus text format"},
+        401: {"model": Problem, "description": "no bearer token, or one Kubernetes does not accept"},
+        403: {"model": Problem, "description": "the caller may not `get` the path /metrics"},
+    },
+    summary="Prometheus metrics, for callers allowed `get` on the path /metrics (RBAC nonResourceURLs)",
 )
-def metrics(state: State) -> Response:
+def metrics(state: State, caller: AuthenticatedCaller) -> Response:
+    require(state, caller, METRICS)
     state.metrics.cache_jobs.set(len(state.cache))
     state.metrics.cache_synced.set(1 if state.cache.synced.is_set() else 0)
     state.metrics.cache_relists.set(state.cache.relists)

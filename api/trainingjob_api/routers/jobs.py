@@ -7,8 +7,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from trainingjob.kube.reviews import Access
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
-from trainingjob_api.auth import Access
 from trainingjob_api.body import MANIFEST_BODY, manifest
 from trainingjob_api.deps import (
     AppState,

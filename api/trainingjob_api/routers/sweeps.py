@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from trainingjob.kube.reviews import Access, Caller
 from trainingjob.model import API_VERSION, GROUP
 from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import BestTrial
-from trainingjob_api.auth import Access, Caller
 from trainingjob_api.body import manifest_body, sweep_manifest
 from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
 from trainingjob_api.problems import ApiError, Problem

@@ -64,6 +64,22 @@ operator under exactly these rules.
   resources: [trainingjobs]
   verbs: [create, patch]
 {{- end }}
+{{- define "tj.operator.reviewRules" -}}
+# /metrics names every tenant's jobs: the operator serves it only to a bearer token Kubernetes accepts
+# (TokenReview) of a caller allowed `get` on the path /metrics (SubjectAccessReview), e.g. bound to the
+# <release>-metrics-reader ClusterRole.
+- apiGroups: [authentication.k8s.io]
+  resources: [tokenreviews]
+  verbs: [create]
+- apiGroups: [authorization.k8s.io]
+  resources: [subjectaccessreviews]
+  verbs: [create]
+{{- end }}
+{{- define "tj.metricsReaderRules" -}}
+# Read the operator's and the API's /metrics (a nonResourceURL: no namespace, no object).
+- nonResourceURLs: [/metrics]
+  verbs: [get]
+{{- end }}
 {{- define "tj.operator.crdRules" -}}
 # kopf's resource observer: notices the TrainingJob CRD when it is created or changed after startup.
 - apiGroups: [apiextensions.k8s.io]

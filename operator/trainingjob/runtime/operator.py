@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 
 from trainingjob.kube.client import connect
+from trainingjob.kube.reviews import METRICS, Gate, ReviewClients
 from trainingjob.runtime.controller import Controller
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.metrics_server import MetricsServer
@@ -17,6 +18,7 @@ from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 POOL_SIZE = 32  # connections kept open: the parallel writes of every reconcile share them
+REVIEW_TIMEOUT = 5.0  # a scrape's TokenReview and SubjectAccessReview, each (a scrape times out in 10 s by default)
 # kopf retries its own API calls (its observer of the cluster's CRDs) with these delays; its default grows to 21 s.
 # Within a second of the apiserver answering again, for ten minutes; then the operator exits and its Deployment
 # restarts it.
@@ -38,12 +40,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = KOPF_ERROR_BACKOFFS
     settings.scanning.disabled = bool(options.namespace)
-    metrics = Metrics()
+    metrics, connection = Metrics(), connect(pool_size=POOL_SIZE, retries=0)
     memo.metrics_server = None
     if options.metrics_port:
-        memo.metrics_server = MetricsServer(metrics.registry, partial(health_problem, memo))
+        gate = Gate.of(ReviewClients.of(connection.api, REVIEW_TIMEOUT))
+        memo.metrics_server = MetricsServer(
+            metrics.registry, partial(health_problem, memo), partial(gate.refusal, access=METRICS)
+        )
         await memo.metrics_server.start(options.metrics_port)
-    memo.controller = Controller(options, connect(pool_size=POOL_SIZE, retries=0), metrics)
+    memo.controller = Controller(options, connection, metrics)
     await memo.controller.start()
     log.info(
         "trainingjob operator started: namespace=%s metrics_port=%s leader_election=%s",

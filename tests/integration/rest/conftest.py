@@ -15,6 +15,7 @@ from testbed.processes import free_port, poll_until
 from testbed.silent_kubelet import silent_node as start_silent_node
 from tests.support.rest_api import (
     ALL_VERBS,
+    MONITOR_RULES,
     READ_VERBS,
     SERVER_RULES,
     TIMEOUT,
@@ -29,6 +30,7 @@ from tests.support.rest_api import (
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.app import create_app
 from trainingjob_api.settings import ApiSettings
+from trainingjob_sdk.rest import SAME_SITE
 
 TRANSPORTS = ["kube", "rest"]
 
@@ -40,14 +42,24 @@ def admin(trainingjob_crd: ControlPlane) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture(scope="module")
-def api_server(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_factory: Any) -> Iterator[Api]:
+def api_options() -> dict[str, Any]:
+    """The ApiSettings of the module's API besides its kubeconfig; a test module may override this fixture."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def api_server(
+    trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_factory: Any, api_options: dict[str, Any]
+) -> Iterator[Api]:
     """The app under uvicorn on a free loopback port, acting as its own ServiceAccount with least rights."""
     system = f"tj-api-system-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": system}))
     token = service_account(admin, system, "trainingjob-api", audience=None)  # its own identity, for Kubernetes
     grant(admin, system, (system, "trainingjob-api"), SERVER_RULES)
+    grant(admin, f"{system}-monitor", (system, "monitor"), MONITOR_RULES)
+    monitor = service_account(admin, system, "monitor")
     kubeconfig = token_kubeconfig(tmp_path_factory.mktemp("api") / "kubeconfig", trainingjob_crd, token)
-    settings = ApiSettings(kubeconfig=kubeconfig, sse_keepalive_seconds=1.0)
+    settings = ApiSettings(kubeconfig=kubeconfig, **({"sse_keepalive_seconds": 1.0} | api_options))
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=free_port(), log_level="warning")
     )
@@ -55,9 +67,11 @@ def api_server(trainingjob_crd: ControlPlane, admin: client.ApiClient, tmp_path_
     thread.start()
     url = f"http://127.0.0.1:{server.config.port}"
     poll_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, timeout=TIMEOUT, what="the API ready")
-    yield Api(url, token)
+    yield Api(url, token, monitor)
     server.should_exit = True
     thread.join(TIMEOUT)
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role_binding(f"{system}-monitor")
+    client.RbacAuthorizationV1Api(admin).delete_cluster_role(f"{system}-monitor")
     client.CoreV1Api(admin).delete_namespace(system)
 
 
@@ -80,9 +94,10 @@ def world(api_server: Api, admin: client.ApiClient, envtest_ns: str) -> Iterator
     clients = [
         httpx.Client(base_url=api_server.url, timeout=TIMEOUT, headers=headers)
         for headers in (
-            {"Authorization": f"Bearer {service_account(admin, envtest_ns, 'writer')}"},
-            {"Authorization": f"Bearer {service_account(admin, other, 'reader')}"},
-            {},
+            {"Authorization": f"Bearer {service_account(admin, envtest_ns, 'writer')}", **SAME_SITE},
+            {"Authorization": f"Bearer {service_account(admin, other, 'reader')}", **SAME_SITE},
+            SAME_SITE,  # what the API's own clients send: these tests are about who may, not from where
+            {"Authorization": f"Bearer {api_server.monitor_token}"},
         )
     ]
     yield World(envtest_ns, other, *clients)

@@ -16,6 +16,7 @@ from testbed.silent_kubelet import pod_of
 from tests.support.rest_api import TIMEOUT, World, grant, jobs_path, manifest, service_account
 
 from trainingjob.model import GROUP, PLURAL, VERSION
+from trainingjob_sdk.rest import SAME_SITE
 
 pytestmark = pytest.mark.envtest
 SUMMARIES = "/api/v1/jobsummaries"
@@ -154,7 +155,7 @@ def test_rights_on_one_job_by_name_enable_its_buttons_and_its_endpoints(world: W
         create_in(admin, world.home, name)
     rule = client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["get", "patch"], resource_names=["mine"])
     grant(admin, "one-job", (world.home, "one-job"), [rule], namespace=world.home)
-    headers = {"Authorization": f"Bearer {service_account(admin, world.home, 'one-job')}"}
+    headers = {"Authorization": f"Bearer {service_account(admin, world.home, 'one-job')}", **SAME_SITE}
     with httpx.Client(base_url=str(world.writer.base_url), timeout=TIMEOUT, headers=headers) as caller:
         for name, allowed in (("mine", True), ("theirs", False)):
             access = caller.get(jobs_path(world.home, name) + "/access").json()

@@ -26,6 +26,7 @@ from tests.support.rest_api import (
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.app import create_app
 from trainingjob_api.settings import ApiSettings
+from trainingjob_sdk.rest import SAME_SITE
 
 pytestmark = pytest.mark.envtest
 REVIEWS = [r for r in SERVER_RULES if r.api_groups not in ([GROUP], [""])]
@@ -52,7 +53,9 @@ def scoped_api(trainingjob_crd: ControlPlane, envtest_ns: str, tmp_path: Any) ->
         thread.start()
         url = f"http://127.0.0.1:{server.config.port}"
         poll_until(lambda: httpx.get(f"{url}/readyz").status_code == 200, timeout=TIMEOUT, what="the API ready")
-        with httpx.Client(base_url=url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {caller}"}) as http:
+        with httpx.Client(
+            base_url=url, timeout=TIMEOUT, headers={"Authorization": f"Bearer {caller}", **SAME_SITE}
+        ) as http:
             yield http
         server.should_exit = True
         thread.join(TIMEOUT)

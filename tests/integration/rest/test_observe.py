@@ -108,7 +108,7 @@ def follow(caller: httpx.Client, path: str) -> httpx.Response:
 
 
 def log_streams(world: World) -> float:
-    metrics = world.anonymous.get("/metrics").text
+    metrics = world.monitor.get("/metrics").text
     return float(
         next(line.split()[1] for line in metrics.splitlines() if line.startswith("trainingjob_api_log_streams"))
     )

@@ -32,8 +32,9 @@ export function jobPath(namespace, name, rest = "") {
   return rest ? `${base}/${rest}` : base;
 }
 
+// The API refuses a POST, PUT, PATCH or DELETE without X-Requested-With (any value): no web form can send it.
 function headers(bearer) {
-  const found = { Accept: "application/json" };
+  const found = { Accept: "application/json", "X-Requested-With": "trainingjob-dashboard" };
   if (bearer) found.Authorization = `Bearer ${bearer}`;
   return found;
 }
