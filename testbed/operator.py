@@ -51,7 +51,7 @@ class OperatorProcess:
     """Starts, kills and restarts the real operator process. Its /metrics is read with a token that may (made
     with `admin`, an admin's kubeconfig: the operator's own when not given)."""
 
-    def __init__(self, kubeconfig: Path, log_dir: Path, admin: Path | None = None, **settings: str) -> None:
+    def __init__(self, kubeconfig: Path, log_dir: Path, admin: Path | None = None, /, **settings: str) -> None:
         self.kubeconfig, self.log_dir, self.admin = kubeconfig, log_dir, admin or kubeconfig
         self._token = ""
         self.metrics_port = free_port()
@@ -130,7 +130,7 @@ class OperatorProcess:
 
 
 @contextlib.contextmanager
-def operator_running(kubeconfig: Path, admin: Path | None = None, **settings: str) -> Iterator[OperatorProcess]:
+def operator_running(kubeconfig: Path, admin: Path | None = None, /, **settings: str) -> Iterator[OperatorProcess]:
     """The operator started with these TJ_OPERATOR_* settings, its log in a temporary folder, stopped after; `admin`
     as OperatorProcess takes it."""
     with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
