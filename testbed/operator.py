@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from testbed.processes import Server, free_port
+from testbed.processes import Server, free_port, poll_until
 from trainingjob.kube.client import connect
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +94,16 @@ class OperatorProcess:
             self.server = None
 
     def log_tail(self) -> str:
-        return self.server.log_tail(60) if self.server else ""
+        """The end of its log, after every thread's stack when it still runs (SIGUSR1: what a stuck operator is
+        doing, for the test that found it stuck)."""
+        if self.server is None:
+            return ""
+        if self.server.process.poll() is None:
+            dumps = self.server.log_path.read_text(errors="replace").count("Current thread") + 1
+            os.kill(self.server.process.pid, signal.SIGUSR1)
+            with contextlib.suppress(TimeoutError):
+                poll_until(lambda: self.log().count("Current thread") >= dumps, timeout=5, what="a stack dump")
+        return self.server.log_tail(200)
 
     def log(self) -> str:
         return self.server.log_path.read_text(errors="replace") if self.server else ""
@@ -133,6 +142,9 @@ class OperatorProcess:
 def operator_running(kubeconfig: Path, admin: Path | None = None, /, **settings: str) -> Iterator[OperatorProcess]:
     """The operator started with these TJ_OPERATOR_* settings, its log in a temporary folder, stopped after; `admin`
     as OperatorProcess takes it."""
+    # The Lease in `default` unless the test says: an operator left to find one would defer to an earlier test's
+    # (a chart test's, in a namespace deleted after it), and share that test's fate.
+    settings = {"TJ_OPERATOR_LEASE_NAMESPACE": "default", **settings}
     with tempfile.TemporaryDirectory(prefix="tj-operator-") as logs:
         process = OperatorProcess(kubeconfig, Path(logs), admin, **settings)
         process.start()

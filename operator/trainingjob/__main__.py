@@ -1,9 +1,11 @@
 """`python -m trainingjob`: run the operator (kopf) in the foreground against the current kubeconfig."""
 
 import asyncio
+import faulthandler
 import json
 import logging
 import os
+import signal
 
 import kopf
 
@@ -38,6 +40,7 @@ def configure_logging(level: str, style: str) -> None:
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack, to stderr
     configure_logging(os.environ.get("TJ_OPERATOR_LOG_LEVEL", "INFO"), os.environ.get("TJ_OPERATOR_LOG_FORMAT", "text"))
     namespace = os.environ.get("TJ_OPERATOR_NAMESPACE", "")
     asyncio.run(

@@ -60,3 +60,21 @@ def test_a_released_lease_is_taken_at_once(envtest: ControlPlane, envtest_ns: st
         assert a.try_once() and not b.try_once()
         a.release()
         assert not a.is_leader() and b.try_once()
+
+
+def test_a_found_lease_namespace_that_goes_away_is_found_again(envtest: ControlPlane, envtest_ns: str) -> None:
+    """A run that deferred to an installed operator's Lease (a namespace it found, not one it was given) leases
+    elsewhere once that namespace is deleted, instead of failing to create its Lease there for ever."""
+    with envtest.api_client() as api:
+        core, coordination = client.CoreV1Api(api), client.CoordinationV1Api(api)
+        doomed, lease, clock = f"tj-doomed-{uuid.uuid4().hex[:6]}", f"tj-{uuid.uuid4().hex[:8]}", Clock()
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=doomed)))
+        a = LeaderElector(  # found `doomed` (an installed operator's); finding again now gives ours
+            coordination, doomed, lease, "a", lease_seconds=15, clock=clock, find_namespace=lambda: envtest_ns
+        )
+        assert a.try_once()
+        coordination.delete_namespaced_lease(lease, doomed)
+        core.delete_namespace(doomed)  # Terminating here (no namespace controller): no Lease can be made in it
+        clock.now += 20
+        assert not a.try_once() and a.namespace == envtest_ns
+        assert a.try_once() and coordination.read_namespaced_lease(lease, envtest_ns).spec.holder_identity == "a"

@@ -104,8 +104,15 @@ class Controller:
         coordination = client.CoordinationV1Api(self.connection.api)
         identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         namespace = lease_namespace(self.options, coordination)
-        lease_seconds = self.options.lease_duration_seconds
-        return LeaderElector(coordination, namespace, self.options.lease_name, identity, lease_seconds=lease_seconds)
+        found = not (self.options.lease_namespace or own_namespace())  # not configured: found, and found again
+        return LeaderElector(
+            coordination,
+            namespace,
+            self.options.lease_name,
+            identity,
+            lease_seconds=self.options.lease_duration_seconds,
+            find_namespace=(lambda: lease_namespace(self.options, coordination)) if found else None,
+        )
 
     @staticmethod
     def _in_thread(work: Callable[[Key], float | None]) -> Callable[[Key], Awaitable[float | None]]:

@@ -46,8 +46,12 @@ class LeaderElector:
         *,
         lease_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        find_namespace: Callable[[], str] | None = None,
     ) -> None:
         self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
+        # How the namespace was found, when it was found rather than configured (an installed operator's Lease):
+        # asked again when a Lease cannot be created there (the namespace was deleted, or is being deleted).
+        self.find_namespace = find_namespace
         self.lease_seconds = lease_seconds
         self.clock = clock
         self._seen: tuple[Any, ...] | None = None  # the Lease's holder and renew time, as last read
@@ -102,11 +106,20 @@ class LeaderElector:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
                 self.api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=TIMEOUT)
         except CALL_ERRORS as error:
+            if lease is None and self.find_namespace is not None and status_of(error) in (403, 404):
+                self._find_namespace_again()
             return self._failed(error)  # 409: another candidate won this round
         if holder != self.identity:
             log.info("leading as %s (Lease %s/%s)", self.identity, self.namespace, self.name)
         self._renewed_at, self._last_error = now, ""
         return True
+
+    def _find_namespace_again(self) -> None:
+        assert self.find_namespace is not None
+        found = self.find_namespace()
+        if found != self.namespace:
+            log.warning("no Lease can be made in namespace %s (gone?): leasing in %s", self.namespace, found)
+            self.namespace, self._seen = found, None
 
     def _failed(self, error: Exception) -> bool:
         found = answer(error)
