@@ -61,7 +61,7 @@ HOSTILE: list[tuple[str, str, bytes, int, str]] = [
     ("json-nan", JSON, with_field("spec.workers.replicas", "NaN"), 400, "NaN is not a number JSON allows"),
     ("json-infinity", JSON, with_field("spec.workers.replicas", "Infinity"), 400, "Infinity is not a number"),
     ("yaml-huge-integer", YAML, b"spec: {workers: {replicas: " + b"9" * 100_000 + b"}}", 400, "is out of range"),
-    ("yaml-base60-integer", YAML, b"spec: " + b"1:" * 300_000 + b"1", 400, "is out of range"),
+    ("yaml-base60-is-text", YAML, b"spec: " + b"1:" * 300_000 + b"1", 422, "spec"),  # as kubectl reads it
     ("yaml-nan", YAML, b"spec: {workers: {replicas: .nan}}", 400, ".nan is out of range"),
     ("json-duplicate-key", JSON, b'{"kind": "TrainingJob", "kind": "Pod"}', 400, 'the key "kind" appears twice'),
     ("yaml-duplicate-key", YAML, b"kind: TrainingJob\nkind: Pod\n", 400, 'the key "kind" appears twice'),
