@@ -51,7 +51,8 @@ class OperatorSettings(BaseSettings):
     """How often the leader renews, and standbys retry."""
     network_policy: bool = True
     """Give each job a NetworkPolicy: only its own pods reach them, and the operator's namespace reaches the
-    progress port. It bites only under a CNI that enforces NetworkPolicy."""
+    progress port. It bites only under a CNI that enforces NetworkPolicy. While the apiserver refuses a job's
+    policy, the job's pods are not created (the Created condition says why)."""
     default_trainer_image: str = Field(default=DEFAULT_TRAINER_IMAGE, pattern=r"^[^\s]+$", max_length=512)
     """The image of a role that names none (spec.workers.image, spec.parameterServers.image). A job keeps the
     image it started with (status.defaultImage) when this changes."""

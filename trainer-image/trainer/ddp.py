@@ -1,4 +1,5 @@
-"""DDP training of a recipe: one process per rank, gloo on CPU, NCCL when CUDA is there."""
+"""DDP training of a recipe: one process per rank, gloo on CPU, NCCL when CUDA is there. Ranks share only tensors:
+what is not a gradient goes as bytes read back as data (trainer/collectives.py), never as pickled objects."""
 
 import logging
 import os
@@ -12,6 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainer import faults
 from trainer.checkpoint import Checkpointer
+from trainer.collectives import all_gather_bytes, all_gather_json, broadcast_bytes, from_bytes, to_bytes
 from trainer.config import TrainerConfig
 from trainer.contract import CHECKPOINT_DIR, ExitCode
 from trainer.entrypoint import build_recipe
@@ -130,9 +132,10 @@ class DdpTrainer:
 
     def resume(self) -> int:
         """Rank 0 reads the newest complete checkpoint and shares it: every rank resumes from the same one."""
-        holder: list[Any] = [self.checkpointer.load_latest() if self.env.rank == 0 else None]
-        dist.broadcast_object_list(holder, src=0)
-        state = holder[0]
+        state = self.checkpointer.load_latest() if self.env.rank == 0 else None
+        shared = broadcast_bytes(to_bytes(state) if state is not None else b"", self.device)
+        if self.env.rank != 0 and shared:
+            state = from_bytes(shared)
         if state is None:
             return 0
         try:
@@ -154,11 +157,10 @@ class DdpTrainer:
         """A collective: every rank hands its RNG state to rank 0, which writes the checkpoint."""
         if not self.checkpointer.enabled:
             return
-        rng_states: list[Any] = [None] * self.env.world_size
-        dist.all_gather_object(rng_states, rng_state())
+        gathered = all_gather_bytes(to_bytes(rng_state()), self.device)
         if self.env.rank != 0:
             return
-        self.checkpointer.save(self.step, self.state(rng_states))
+        self.checkpointer.save(self.step, self.state([from_bytes(part) for part in gathered]))
         self.report.checkpointed(self.checkpointer)
 
     def agree(self, schedule: AgreementSchedule) -> tuple[bool, bool]:
@@ -195,10 +197,8 @@ class DdpTrainer:
         if self.recipe.eval_data is None:
             return None
         world, rank = self.env.world_size, self.env.rank
-        parts: list[Any] = [None] * world
         part = evaluate_share(self.module, self.recipe, self.config, self.device, replicas=world, rank=rank)
-        dist.all_gather_object(parts, part)
-        metrics = means(parts)
+        metrics = means(all_gather_json(part, self.device))
         self.report.evaluated(self.step, metrics)
         faults.maybe_hold(self.step, rank)
         return metrics

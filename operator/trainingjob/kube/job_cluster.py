@@ -116,10 +116,13 @@ class KubernetesCluster:
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
         """Create all at once, in parallel (the key, policy and Service before the pods): a large gang starts
-        together, not pod by pod."""
+        together, not pod by pod. No pod is created while the job's NetworkPolicy is refused: its ranks would
+        listen on ports anyone could reach (the refusal is recorded, and retried, as a pod's would be)."""
         others = [m for m in manifests if m["kind"] != "Pod"]
         results = windowed(self.pool, lambda m: self._create_one(namespace, m), others, self.window)
-        pods = [m for m in manifests if m["kind"] == "Pod"]
+        policies = {m["metadata"]["name"] for m in others if m["kind"] == "NetworkPolicy"}
+        unguarded = any(isinstance(r, Refusal) and r.name in policies for r in results)
+        pods = [] if unguarded else [m for m in manifests if m["kind"] == "Pod"]
         results += windowed(self.pool, lambda m: self._create_one(namespace, m), pods, self.window)
         created = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
         return Created(created, [r for r in results if isinstance(r, Refusal)])
