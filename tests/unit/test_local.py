@@ -33,6 +33,12 @@ def test_a_rank_that_crashes_once_restarts_the_gang_and_succeeds(tmp_path: Path)
     assert events[:2] == ["JobCreated", "RetryableFailure"] and events[-1] == "JobSucceeded"
 
 
+def test_a_local_runs_servers_listen_on_loopback_only(tmp_path: Path) -> None:
+    listens = "import os, sys; sys.exit(0 if os.environ.get('TJ_LISTEN_ADDRESS') == '127.0.0.1' else 78)"
+    status, _ = run_local(job_manifest("local", workers=python(listens), trainer=None), tmp_path, on_event=print)
+    assert status is not None and status.phase == Phase.SUCCEEDED
+
+
 def test_a_permanent_exit_fails_without_a_restart(tmp_path: Path) -> None:
     manifest = job_manifest("local", workers=python("import sys; sys.exit(78)"), trainer=None)
     status, _ = run_local(manifest, tmp_path, on_event=lambda e: None)

@@ -20,7 +20,9 @@ pytestmark = pytest.mark.fast
 def _lived(job: TrainingJob) -> TrainingJob:
     """Attempt 1 runs, checkpoints at step 100 and dies (OOM); attempt 2 waits out its backoff, runs, is suspended,
     and attempt 3 runs on."""
-    job = job.model_copy(update={"metadata": job.metadata.model_copy(update={"creation_timestamp": at(-5).isoformat()})})
+    job = job.model_copy(
+        update={"metadata": job.metadata.model_copy(update={"creation_timestamp": at(-5).isoformat()})}
+    )
     job, _ = step(job, [])
     job, _ = step(job, pods_of(job, 1, phase="Pending"), at(1))
     checkpoint = CheckpointStatus(step=100, path="/checkpoints/step-100", time=at(8))

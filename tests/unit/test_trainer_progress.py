@@ -10,6 +10,7 @@ import pytest
 from testbed.processes import poll_until
 
 from trainer.bounded_http import BoundedHandler
+from trainer.contract import LISTEN_ADDRESS
 from trainer.progress_endpoint import (
     MAX_CONNECTIONS,
     TERMINATION_MESSAGE_BYTES,
@@ -117,5 +118,21 @@ def test_an_idle_client_is_dropped_after_the_request_timeout(monkeypatch: pytest
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as idle:
             assert idle.recv(1) == b""  # the server closed it (a thread per idle client, kept forever, before)
+    finally:
+        reporter.close()
+
+
+@pytest.mark.parametrize(
+    ("listen", "bound"), [(None, "0.0.0.0"), ("127.0.0.1", "127.0.0.1")], ids=["pod-every-interface", "local-loopback"]
+)
+def test_the_endpoint_listens_where_told(monkeypatch: pytest.MonkeyPatch, listen: str | None, bound: str) -> None:
+    """Local mode (TJ_LISTEN_ADDRESS=127.0.0.1) keeps a run's ports off the machine's other interfaces."""
+    if listen is None:
+        monkeypatch.delenv(LISTEN_ADDRESS, raising=False)
+    else:
+        monkeypatch.setenv(LISTEN_ADDRESS, listen)
+    reporter = ProgressReporter(1, free_local_port(), None).start()
+    try:
+        assert reporter._server is not None and reporter._server.server_address[0] == bound
     finally:
         reporter.close()

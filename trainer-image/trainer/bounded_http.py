@@ -4,10 +4,13 @@ socket timeout per request (REQUEST_TIMEOUT_SECONDS: an idle or dripping client 
 thread, then), threads that never hold the process up."""
 
 import contextlib
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from socket import socket
 from typing import Any
+
+from trainer.contract import LISTEN_ADDRESS
 
 REQUEST_TIMEOUT_SECONDS = 10.0
 PENDING_BYTES = 64 << 10
@@ -23,8 +26,14 @@ def discard_pending(sock: socket) -> None:
         sock.settimeout(REQUEST_TIMEOUT_SECONDS)
 
 
+def listen_address() -> str:
+    """Where the trainer's servers listen: TJ_LISTEN_ADDRESS (local mode: loopback only), else every interface (a
+    pod is reached on its IP, and its NetworkPolicy says by whom)."""
+    return os.environ.get(LISTEN_ADDRESS, "").strip() or "0.0.0.0"
+
+
 class BoundedHTTPServer(ThreadingHTTPServer):
-    """A ThreadingHTTPServer on every interface with at most `max_connections` requests in flight; its handler's
+    """A ThreadingHTTPServer on listen_address() with at most `max_connections` requests in flight; its handler's
     `timeout` should be REQUEST_TIMEOUT_SECONDS (BoundedHandler's is)."""
 
     daemon_threads = True
@@ -34,7 +43,7 @@ class BoundedHTTPServer(ThreadingHTTPServer):
 
     def __init__(self, port: int, handler: type[BaseHTTPRequestHandler], max_connections: int) -> None:
         self._slots = threading.BoundedSemaphore(max_connections)
-        super().__init__(("0.0.0.0", port), handler)
+        super().__init__((listen_address(), port), handler)
 
     @property
     def port(self) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from trainer.bounded_http import listen_address
 from trainer.checkpoint import Checkpointer, checkpoint_root
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
@@ -317,7 +318,7 @@ class ParameterServer:
         """Run the server until watch() says the job is over, then write the final checkpoint."""
         self.resume()
         port = self.env.ps_addrs[self.index][1]
-        server = await asyncio.start_server(self.accept, host="0.0.0.0", port=port, reuse_address=True)
+        server = await asyncio.start_server(self.accept, host=listen_address(), port=port, reuse_address=True)
         log.info("parameter server %d serving %d tensors on port %d", self.index, len(self.shard.params), port)
         try:
             code = await self.watch()

@@ -254,6 +254,7 @@ class LocalCluster:
                 contract.PROGRESS_PORT: "0",
                 contract.PROGRESS_FILE: str(self.workdir / "logs" / f"{name}.progress.json"),
                 contract.JOB_KEY_FILE: str(self.key_file),
+                contract.LISTEN_ADDRESS: LOOPBACK,  # nothing of a local run is reached from another machine
             }
         )
         if contract.CHECKPOINT_DIR in env:
