@@ -98,6 +98,7 @@ class JobCache:
         self._lock = threading.Lock()
         self._listeners: dict[Key | None, set[Listener]] = {}  # None: listens to every job
         self.served = tuple(settings.namespaces)
+        self.excluded = frozenset() if self.served else frozenset(settings.excluded_namespaces)
         self._informers = [self._informer(kube, settings, namespace) for namespace in self.served or [None]]
         self.synced = AllOf([informer.synced for informer in self._informers])
         self.current = AllOf([informer.current for informer in self._informers])  # cleared while a watch is down
@@ -119,7 +120,7 @@ class JobCache:
         return self._informers[0].version if len(self._informers) == 1 else ""
 
     def serves(self, namespace: str) -> bool:
-        return not self.served or namespace in self.served
+        return namespace in self.served if self.served else namespace not in self.excluded
 
     def start(self) -> None:
         for informer in self._informers:
@@ -139,7 +140,7 @@ class JobCache:
 
     def namespaces(self) -> list[str]:
         with self._lock:
-            return sorted(ns for ns, names in self._names.items() if names)
+            return sorted(ns for ns, names in self._names.items() if names and ns not in self.excluded)
 
     def page(self, namespaces: list[str], selector: Selector, after: Key | None, limit: int | None) -> list[CachedJob]:
         """Up to `limit` + 1 matching jobs after `after`, by namespace and name (the extra one says "more")."""

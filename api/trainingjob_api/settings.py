@@ -5,6 +5,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
 
 class ApiSettings(BaseSettings):
     """How the REST API runs; every field can be set as TJ_API_<FIELD>."""
@@ -23,6 +25,10 @@ class ApiSettings(BaseSettings):
     namespaces: list[str] = Field(default_factory=list)
     """Serve only these namespaces (a JSON list, e.g. ["team-a","team-b"]); every namespace when empty. The API's
     own rights can then be Roles in these namespaces only (chart: api.namespaces)."""
+    excluded_namespaces: list[str] = Field(default_factory=lambda: list(SYSTEM_NAMESPACES))
+    """With namespaces empty (every namespace): these are not served (404), the cluster's own by default (a JSON
+    list; [] serves every namespace). The API creates jobs with its own rights, so no caller reaches kube-system
+    through it, whatever RBAC grants them there (chart: api.excludedNamespaces)."""
     host: str = "127.0.0.1"
     """Address to listen on (python -m trainingjob_api)."""
     port: int = Field(default=8000, ge=1, le=65535)

@@ -58,4 +58,11 @@ def test_relabelled_and_deleted_jobs_leave_the_index() -> None:
 def test_a_cache_for_some_namespaces_serves_those_only() -> None:
     everywhere = JobCache(NO_KUBE, ApiSettings())
     scoped = JobCache(NO_KUBE, ApiSettings(namespaces=["team-a"]))
-    assert everywhere.serves("kube-system") and scoped.serves("team-a") and not scoped.serves("kube-system")
+    assert everywhere.serves("team-b") and scoped.serves("team-a") and not scoped.serves("team-b")
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "kube-public", "kube-node-lease"])
+def test_the_clusters_own_namespaces_are_not_served_unless_asked_for(namespace: str) -> None:
+    assert not JobCache(NO_KUBE, ApiSettings()).serves(namespace)
+    assert JobCache(NO_KUBE, ApiSettings(excluded_namespaces=[])).serves(namespace)
+    assert JobCache(NO_KUBE, ApiSettings(namespaces=[namespace])).serves(namespace)

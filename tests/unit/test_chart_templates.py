@@ -4,6 +4,7 @@ that query only what the operator exports."""
 
 import base64
 import ipaddress
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.support.https import https
 from trainingjob.generate import chart_settings
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.settings import OperatorSettings
+from trainingjob_api.settings import SYSTEM_NAMESPACES, ApiSettings
 from trainingjob_sdk import Client, TrainingJobError
 
 pytestmark = pytest.mark.tools
@@ -148,7 +150,17 @@ def test_an_api_serving_some_namespaces_has_rights_there_only(helm: Helm) -> Non
     assert [r["resources"] for r in cluster_role["rules"]] == [["tokenreviews"], ["subjectaccessreviews"]]
     api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
     env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]'
+    assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]' and "TJ_API_EXCLUDED_NAMESPACES" not in env
+
+
+def test_an_api_serving_every_namespace_leaves_the_clusters_own_out(helm: Helm) -> None:
+    api = next(
+        d for d in _by_kind(helm.template("rel", "tj-system"))["Deployment"] if d["metadata"]["name"].endswith("-api")
+    )
+    env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert ApiSettings(excluded_namespaces=json.loads(env["TJ_API_EXCLUDED_NAMESPACES"])).excluded_namespaces == list(
+        SYSTEM_NAMESPACES
+    )
 
 
 def test_fractional_seconds_pass_through_set(helm: Helm) -> None:
