@@ -21,6 +21,7 @@ from trainer.checkpoint_store import load_newest
 from trainer.config import parse_trainer_config
 from trainer.entrypoint import build_recipe
 from trainer.ps_auth import HEADER, NONCE_BYTES
+from trainer.ps_server import SPARE_HANDSHAKES
 from trainer.ps_shard import shard_params
 from trainer.ps_wire import Connection, Message, encode
 from trainer.rendezvous import wait_for_port
@@ -202,3 +203,36 @@ def test_a_parameter_server_job_without_a_usable_key_is_a_config_error(
     pods.append(pod)
     assert pod.wait(RUN_TIMEOUT) == 78, pod.text()
     assert "TJ_JOB_KEY_FILE" in pod.text()
+
+
+def _answered(sock: socket.socket) -> bool:
+    """Whether the server answered our nonce with its own (False: it closed the connection instead)."""
+    sock.sendall(secrets.token_bytes(NONCE_BYTES))
+    received = b""
+    with contextlib.suppress(ConnectionError):
+        while len(received) < NONCE_BYTES and (chunk := sock.recv(NONCE_BYTES - len(received))):
+            received += chunk
+    return len(received) == NONCE_BYTES
+
+
+def _answers(address: tuple[str, int]) -> bool:
+    with socket.create_connection(address, timeout=ANSWER_TIMEOUT) as sock:
+        return _answered(sock)
+
+
+def test_strangers_cannot_pile_up_connections_that_never_prove_the_key(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    """Each connection may take 30 s to send its first signed message; beyond two per worker and a few spare, the
+    server closes new ones at once, so a stranger cannot pile up tasks and buffers in it (before: any number)."""
+    env = ps_env(tmp_path, shards=1, workers=WORKERS, config=CONFIG, wait="60")
+    host, port = env["TJ_PS_ADDRS"].split(":")
+    address, most = (host, int(port)), 2 * WORKERS + SPARE_HANDSHAKES
+    start_role(pods, logs, env, "ps", 0)
+    wait_for_port(host, int(port), 60, "parameter server")
+    with contextlib.ExitStack() as stack:
+        answered = 0
+        while answered <= most and _answered(stack.enter_context(socket.create_connection(address, timeout=10))):
+            answered += 1
+        assert most - 1 <= answered <= most  # the port probe above may still count as one
+    wait_for(lambda: _answers(address), 60, "the server answering again once the idle connections left")

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 WATCH_INTERVAL = 0.1
 PACING_TELL_SECONDS = 5.0  # how often worker 0 hears this server's checkpoint pacing (it reports for the job)
 FIRST_MESSAGE_SECONDS = 30.0
+REFUSAL_LOG_SECONDS = 10.0
+SPARE_HANDSHAKES = 16  # connections still proving the job's key, beyond two per worker, before new ones are closed
 
 
 @dataclass
@@ -69,6 +71,9 @@ class ParameterServer:
         self.started_at = self.last_message_at = time.monotonic()
         self.in_flight = 0
         self.connections: set[asyncio.Task[None]] = set()
+        self.handshakes = 0  # connections that have not yet sent an authenticated first message
+        self.max_handshakes = 2 * env.num_workers + SPARE_HANDSHAKES
+        self.refusal_logged_at = -math.inf
         self.links: Counter[int] = Counter()  # open connections per worker, counted from their hello
         self.last_heard: dict[int, float] = {}
         self.absent: set[int] = set()  # not expected in synchronous rounds until they speak again
@@ -257,7 +262,18 @@ class ParameterServer:
         return min(max(float(timeout), 0.0), self.env.master_wait_seconds)
 
     def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """A new connection, served by a task of its own that shutdown can cancel."""
+        """A new connection, served by a task of its own that shutdown can cancel; closed at once while too many
+        others have yet to prove the job's key (each may take FIRST_MESSAGE_SECONDS): strangers cannot pile up
+        tasks and buffers here, only delay the workers' own handshakes."""
+        if self.handshakes >= self.max_handshakes:
+            if time.monotonic() - self.refusal_logged_at > REFUSAL_LOG_SECONDS:  # a flood logs a line, not a flood
+                log.warning(
+                    "closing connections: %d handshakes under way (one from %s)", self.handshakes, peer_address(writer)
+                )
+                self.refusal_logged_at = time.monotonic()
+            writer.close()
+            return
+        self.handshakes += 1
         task = asyncio.create_task(self.handle(reader, writer))
         self.connections.add(task)
         task.add_done_callback(self.connections.discard)
@@ -272,6 +288,7 @@ class ParameterServer:
         except Exception:
             log.exception("dropping the connection from %s (worker %s)", peer.address, peer.worker)
         finally:
+            self.handshakes -= not peer.authenticated
             self.forget(peer)
             writer.close()
 
@@ -282,6 +299,8 @@ class ParameterServer:
             if session is None:
                 return
             message = await read_message(reader, session)
+        self.handshakes -= 1  # authenticated: no longer counted against strangers' handshakes
+        peer.authenticated = True
         while message is not None:
             await write_message(writer, session, await self.answer(peer, message))
             message = await read_message(reader, session)

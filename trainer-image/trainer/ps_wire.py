@@ -148,6 +148,7 @@ class Peer:
 
     address: str
     worker: int | None = None
+    authenticated: bool = False  # its first message carried the job's key
 
 
 def peer_address(writer: asyncio.StreamWriter) -> str:
