@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
+import anyio
 from kubernetes.client import ApiException
 from starlette.concurrency import run_in_threadpool
 from urllib3.exceptions import HTTPError
@@ -103,10 +104,11 @@ async def guarded(
                     yield last
                 return
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await pending
-        aclose = getattr(chunks, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        with anyio.CancelScope(shield=True):  # the caller left: `chunks` is closed all the same
+            if pending is not None and not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await pending
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()

@@ -78,6 +78,7 @@ NAMESPACES = ["team-a", "team-b", "team-c"]
         pytest.param("/api/v1/trainingjobs", 2, "reader-token", 422, id="jobs: more than may be checked"),
         pytest.param("/api/v1/jobsummaries", 2, "reader-token", 422, id="summaries: more than may be checked"),
         pytest.param("/api/v1/cluster", 2, "reader-token", 422, id="cluster: more than may be checked"),
+        pytest.param("/api/v1/trainingsweeps", 2, "reader-token", 422, id="sweeps: more than may be checked"),
         pytest.param("/api/v1/jobsummaries?namespace=team-a", 1, "reader-token", 200, id="summaries: one namespace"),
         pytest.param("/api/v1/trainingjobs", 1, "writer-token", 200, id="everywhere: one review, no bound"),
     ],
