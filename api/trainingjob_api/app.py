@@ -10,6 +10,7 @@ from trainingjob_api import docs, problems
 from trainingjob_api.deps import AppState
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
+from trainingjob_api.limits import CallerRates
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics, MetricsMiddleware
 from trainingjob_api.routers import activity, dashboard, health, jobs, sweeps, ui
@@ -35,6 +36,7 @@ def build_state(settings: ApiSettings, kube: Kube) -> AppState:
         metrics=ApiMetrics(),
         pod_logs=PodLogs(kube.api.configuration, settings.kubernetes_timeout_seconds),
         stream_slots=StreamSlots(settings.max_log_streams_per_caller, settings.max_log_streams),
+        rates=CallerRates(settings.rate_per_second, settings.rate_burst, settings.auth_cache_size),
         readiness=TtlCache(1.0, 1),
     )
 

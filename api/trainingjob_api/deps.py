@@ -10,10 +10,12 @@ from trainingjob.kube.reviews import Access, Authenticator, Authorizer, Caller, 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
+from trainingjob_api.limits import CallerRates
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.problems import ApiError, unauthorized
 from trainingjob_api.settings import ApiSettings
+from trainingjob_api.streams import StreamGuard
 from trainingjob_sdk.kube import KubeJobs
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -33,6 +35,7 @@ class AppState:
     metrics: ApiMetrics
     pod_logs: PodLogs
     stream_slots: StreamSlots
+    rates: CallerRates  # requests per caller
     readiness: TtlCache[str, str]  # the last answer of the apiserver's /readyz, "" when ready, kept a second
 
 
@@ -57,10 +60,24 @@ def authenticated(
         audience = state.settings.token_audience
         hint = f" for the audience {audience} (kubectl create token NAME --audience {audience})" if audience else ""
         raise unauthorized(f"the bearer token was not accepted by Kubernetes (TokenReview){hint}")
+    state.rates.take(caller.username)
     return caller
 
 
 AuthenticatedCaller = Annotated[Caller, Depends(authenticated)]
+
+
+def bearer(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> str:
+    return credentials.credentials if credentials else ""
+
+
+Token = Annotated[str, Depends(bearer)]
+
+
+def stream_guard(state: AppState, token: str, caller: Caller, *accesses: Access) -> StreamGuard:
+    """The re-check of a stream opened by `caller` with `token`, allowed `accesses` (TJ_API_STREAM_RECHECK_SECONDS)."""
+    period = state.settings.stream_recheck_seconds
+    return StreamGuard(state.authenticator, state.authorizer, token, caller, accesses, period)
 
 
 def require(state: AppState, caller: Caller, access: Access) -> None:

@@ -106,8 +106,11 @@ class LogStream(StreamingResponse):
     """An open log response relayed to the caller; however it ends (its end, an error, the caller leaving),
     the connection to Kubernetes is closed and the caller's slot freed."""
 
-    def __init__(self, upstream: httpx.Response, release: Callable[[], None]) -> None:
-        super().__init__(_relay(upstream), media_type="text/plain")
+    def __init__(
+        self, upstream: httpx.Response, release: Callable[[], None],
+        wrap: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] = lambda chunks: chunks,
+    ) -> None:  # fmt: skip
+        super().__init__(wrap(_relay(upstream)), media_type="text/plain")
         self._upstream, self._release = upstream, release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -57,3 +57,14 @@ class ApiSettings(BaseSettings):
     """The most streams (followed logs and watches) all callers together may hold open at once (429 beyond)."""
     readiness_timeout_seconds: float = Field(default=2.0, gt=0)
     """How long /readyz waits for the Kubernetes API server's own /readyz before calling it unreachable."""
+    stream_recheck_seconds: float = Field(default=60.0, gt=0)
+    """Open streams (followed logs, watches) review their caller's token and access again this often, and end
+    (a watch with an `ended` event saying why) once either is refused. A review is asked of Kubernetes afresh when
+    its cached answer (auth_cache_seconds) has expired."""
+    rate_per_second: float = Field(default=20.0, gt=0)
+    """Requests each authenticated caller (by username) may send a second, on average (429 with Retry-After beyond)."""
+    rate_burst: int = Field(default=100, ge=1)
+    """Requests each caller may send at once, above rate_per_second."""
+    max_access_checks: int = Field(default=100, ge=1)
+    """The most namespaces a list across namespaces checks one by one (a SubjectAccessReview each) for a caller who
+    may not list every namespace; with more, 422: the caller asks for one namespace."""

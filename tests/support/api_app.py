@@ -16,6 +16,7 @@ from trainingjob_api.app import create_app
 from trainingjob_api.deps import AppState, get_state
 from trainingjob_api.job_cache import CachedJob, JobCache
 from trainingjob_api.kube import Kube
+from trainingjob_api.limits import CallerRates
 from trainingjob_api.logs import StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.settings import ApiSettings
@@ -68,19 +69,24 @@ class Tokens:
 
 
 class Rules:
-    """The writer may do anything to jobs, the reader only read them; the monitor may `get /metrics` only."""
+    """The writer may do anything to jobs, the reader only read them (at the cluster scope too unless a test sets
+    `everywhere` false); the monitor may `get /metrics` only."""
+
+    everywhere = True
 
     def allows(self, caller: Caller, access: Access) -> bool:
         if access.path:  # get /metrics: the monitor's only
             return caller.username == "monitor"
-        return caller.username == "writer" or access.verb in READ_VERBS
+        if caller.username == "writer":
+            return True
+        return access.verb in READ_VERBS and (self.everywhere or bool(access.namespace))
 
 
 @contextmanager
-def served(headers: dict[str, str] | None = None) -> Iterator[TestClient]:
+def served(headers: dict[str, str] | None = None, settings: ApiSettings | None = None) -> Iterator[TestClient]:
     """The app with its state replaced; no lifespan (the test client is not entered), so no watch starts. Requests
     carry `headers`: by default the writer's token and the header that every client sends with a write."""
-    settings = ApiSettings()
+    settings = settings or ApiSettings()
     nowhere = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))  # never called
     app = create_app(settings, Kube(api=nowhere, custom=None, authn=None, authz=None, timeout=1.0))
     cache = JobCache(cast(Kube, SimpleNamespace(api=None, timeout=5.0)), settings)  # never started: no Kubernetes
@@ -94,6 +100,7 @@ def served(headers: dict[str, str] | None = None) -> Iterator[TestClient]:
         metrics=ApiMetrics(),
         pod_logs=app.state.trainingjob.pod_logs,
         stream_slots=StreamSlots(1, 1),
+        rates=CallerRates(settings.rate_per_second, settings.rate_burst),
         readiness=TtlCache(1.0, 1),
     )
     app.dependency_overrides[get_state] = lambda: state

@@ -16,11 +16,24 @@ from starlette.concurrency import run_in_threadpool
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.kube.reviews import Access
-from trainingjob_api.deps import AppState, CanGet, CanGetLogs, CanListEvents, CanWatch, Name, Namespace, State
+from trainingjob.model import GROUP, PLURAL
+from trainingjob_api.deps import (
+    AppState,
+    CanGet,
+    CanGetLogs,
+    CanListEvents,
+    CanWatch,
+    Name,
+    Namespace,
+    State,
+    Token,
+    stream_guard,
+)
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.logs import LogStream
 from trainingjob_api.problems import ApiError, Problem, from_sdk
 from trainingjob_api.schemas import JobEventList
+from trainingjob_api.streams import guarded, no_ending, sse_ending
 from trainingjob_sdk import pods
 from trainingjob_sdk.jobs import JobEvent
 from trainingjob_sdk.kube import kubernetes_message, typed
@@ -96,7 +109,8 @@ def job_timeline(
     summary="The log of one replica's pod in the job's current attempt (or in `attempt` while its pod is there)",
 )
 async def job_logs(
-    namespace: Namespace, name: Name, caller: CanGetLogs, state: State, *, replica: Replica = f"{ROLE_WORKER}-0",
+    namespace: Namespace, name: Name, caller: CanGetLogs, state: State, token: Token, *,
+    replica: Replica = f"{ROLE_WORKER}-0",
     follow: bool = False, tail_lines: TailLines = None, attempt: Attempt = None,
 ) -> StreamingResponse:  # fmt: skip
     release = state.stream_slots.take(caller.username) if follow else lambda: None
@@ -110,7 +124,10 @@ async def job_logs(
     except BaseException:
         release()
         raise
-    return LogStream(upstream, release)
+    if not follow:
+        return LogStream(upstream, release)
+    guard = stream_guard(state, token, caller, Access("get", "", "pods", namespace, "log"))
+    return LogStream(upstream, release, lambda chunks: guarded(chunks, guard, no_ending))
 
 
 async def _open_log(state: AppState, namespace: str, pod: str, params: dict[str, str | int]) -> httpx.Response:
@@ -139,7 +156,9 @@ async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
     responses={**ERRORS, 200: {"content": {"text/event-stream": {}}, "description": "status events"}},
     summary="A server-sent-events stream of the job: one `status` event now and on every status change",
 )
-async def watch_job(namespace: Namespace, name: Name, caller: CanWatch, state: State) -> StreamingResponse:
+async def watch_job(
+    namespace: Namespace, name: Name, caller: CanWatch, state: State, token: Token
+) -> StreamingResponse:
     queue: asyncio.Queue[tuple[str, CachedJob]] = asyncio.Queue()
     loop = asyncio.get_running_loop()
 
@@ -161,6 +180,8 @@ async def watch_job(namespace: Namespace, name: Name, caller: CanWatch, state: S
         undo()
         raise
     stream = _status_events(queue, current, undo, state.settings.sse_keepalive_seconds)
+    guard = stream_guard(state, token, caller, Access("watch", GROUP, PLURAL, namespace, name=name))
+    stream = guarded(stream, guard, sse_ending)
     return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 

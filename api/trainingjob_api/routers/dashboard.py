@@ -22,13 +22,17 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
+    Token,
     require,
+    stream_guard,
 )
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.job_pods import pod_rows
+from trainingjob_api.limits import bound_checks
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.routers.jobs import Continue, Limit, Selector, decode_continue, encode_continue
 from trainingjob_api.selectors import SelectorError, parse
+from trainingjob_api.streams import guarded, sse_ending
 from trainingjob_api.summaries import cluster, page_body, select
 
 router = APIRouter(prefix="/api/v1", tags=["dashboard"])
@@ -55,7 +59,8 @@ def _listable(state: AppState, caller: Caller, namespace: str | None) -> list[st
     namespaces = state.cache.namespaces()
     if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, "")):
         return namespaces
-    return [ns for ns in namespaces if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
+    checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {PLURAL}")
+    return [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
 
 
 @router.get("/whoami", response_model=Whoami, responses=ERRORS, summary="The caller, as Kubernetes knows them")
@@ -135,6 +140,13 @@ class Rights:
         self._everywhere = namespace is None and state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ""))
         self._known = dict.fromkeys(_listable(state, caller, namespace), True) if not self._everywhere else {}
 
+    def forget(self) -> None:
+        """Ask again, as the stream's re-check does: each namespace when its next change comes (blocking)."""
+        self._everywhere = self.only is None and self._state.authorizer.allows(
+            self._caller, Access("list", GROUP, PLURAL, "")
+        )
+        self._known = {}
+
     def wanted(self, namespace: str) -> bool:
         """Whether a change in `namespace` is worth queueing (cheap: the cache thread asks)."""
         return self.only in (None, namespace)
@@ -156,7 +168,7 @@ class Rights:
     "may list, `deleted` when one goes",
 )
 async def watch_summaries(
-    caller: AuthenticatedCaller, state: State, namespace: NamespaceFilter = None
+    caller: AuthenticatedCaller, state: State, token: Token, namespace: NamespaceFilter = None
 ) -> StreamingResponse:
     rights = await run_in_threadpool(Rights, state, caller, namespace)
     queue: asyncio.Queue[tuple[str, CachedJob]] = asyncio.Queue(STREAM_BACKLOG)
@@ -181,6 +193,9 @@ async def watch_summaries(
         release()
 
     stream = _summary_events(queue, overflowed, rights, undo, state.settings.sse_keepalive_seconds)
+    guard = stream_guard(state, token, caller)  # the token; the namespaces shown are asked again (rights.forget)
+    guard.on_review = rights.forget
+    stream = guarded(stream, guard, sse_ending)
     return StreamingResponse(stream, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 

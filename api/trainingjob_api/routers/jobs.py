@@ -23,6 +23,7 @@ from trainingjob_api.deps import (
     State,
 )
 from trainingjob_api.job_cache import CachedJob, Key
+from trainingjob_api.limits import bound_checks
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
 from trainingjob_api.selectors import SelectorError, parse
@@ -123,7 +124,8 @@ def list_all_jobs(
 ) -> Response:
     namespaces = state.cache.namespaces()
     if not state.authorizer.allows(caller, Access("list", GROUP, PLURAL, "")):
-        namespaces = [ns for ns in namespaces if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
+        checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {PLURAL}")
+        namespaces = [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
     return _page(state, namespaces, selector, limit, token)
 
 

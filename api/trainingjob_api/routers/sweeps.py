@@ -13,6 +13,7 @@ from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import BestTrial
 from trainingjob_api.body import manifest_body, sweep_manifest
 from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
+from trainingjob_api.limits import bound_checks
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted
 from trainingjob_sdk.manifests import create_body
@@ -96,7 +97,10 @@ def list_all_sweeps(caller: AuthenticatedCaller, state: State) -> Response:
     """One list per namespace: the namespaces are those the API's job cache holds jobs in (a sweep's trials are
     jobs), each kept only if the caller may list sweeps there."""
     allowed = state.authorizer.allows
-    namespaces = [ns for ns in state.cache.namespaces() if allowed(caller, Access("list", GROUP, SWEEP_PLURAL, ns))]
+    namespaces = state.cache.namespaces()
+    if not allowed(caller, Access("list", GROUP, SWEEP_PLURAL, "")):  # else one review per namespace, bounded
+        checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {SWEEP_PLURAL}")
+        namespaces = [ns for ns in checked if allowed(caller, Access("list", GROUP, SWEEP_PLURAL, ns))]
     return _list_response([raw for ns in namespaces for raw in _sweeps(state).list(ns)])
 
 

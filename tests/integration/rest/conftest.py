@@ -59,7 +59,9 @@ def api_server(
     grant(admin, f"{system}-monitor", (system, "monitor"), MONITOR_RULES)
     monitor = service_account(admin, system, "monitor")
     kubeconfig = token_kubeconfig(tmp_path_factory.mktemp("api") / "kubeconfig", trainingjob_crd, token)
-    settings = ApiSettings(kubeconfig=kubeconfig, **({"sse_keepalive_seconds": 1.0} | api_options))
+    # The tests of a module share one caller, far faster than a person: its rate limit is not what they test.
+    options = {"sse_keepalive_seconds": 1.0, "rate_per_second": 1000.0, "rate_burst": 100_000} | api_options
+    settings = ApiSettings(kubeconfig=kubeconfig, **options)
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), host="127.0.0.1", port=free_port(), log_level="warning")
     )
