@@ -10,7 +10,7 @@ from trainingjob.kube.reviews import Access, Authenticator, Authorizer, Caller, 
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.job_cache import JobCache
 from trainingjob_api.kube import Kube
-from trainingjob_api.limits import CallerRates
+from trainingjob_api.limits import CallerRates, bound_checks
 from trainingjob_api.logs import PodLogs, StreamSlots
 from trainingjob_api.metrics import ApiMetrics
 from trainingjob_api.problems import ApiError, unauthorized
@@ -78,6 +78,16 @@ def stream_guard(state: AppState, token: str, caller: Caller, *accesses: Access)
     """The re-check of a stream opened by `caller` with `token`, allowed `accesses` (TJ_API_STREAM_RECHECK_SECONDS)."""
     period = state.settings.stream_recheck_seconds
     return StreamGuard(state.authenticator, state.authorizer, token, caller, accesses, period)
+
+
+def listable_namespaces(state: AppState, caller: Caller, plural: str) -> list[str]:
+    """The namespaces with jobs in which the caller may list `plural`: every one on a right in every namespace (one
+    review), else one review per namespace, at most TJ_API_MAX_ACCESS_CHECKS of them (limits.bound_checks)."""
+    namespaces = state.cache.namespaces()
+    if state.authorizer.allows(caller, Access("list", GROUP, plural, "")):
+        return namespaces
+    checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {plural}")
+    return [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, plural, ns))]
 
 
 def require(state: AppState, caller: Caller, access: Access) -> None:

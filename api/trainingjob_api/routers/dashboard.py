@@ -23,12 +23,12 @@ from trainingjob_api.deps import (
     Namespace,
     State,
     Token,
+    listable_namespaces,
     require,
     stream_guard,
 )
 from trainingjob_api.job_cache import CachedJob
 from trainingjob_api.job_pods import pod_rows
-from trainingjob_api.limits import bound_checks
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.routers.jobs import Continue, Limit, Selector, decode_continue, encode_continue
 from trainingjob_api.selectors import SelectorError, parse
@@ -56,11 +56,7 @@ def _listable(state: AppState, caller: Caller, namespace: str | None) -> list[st
         if not state.cache.serves(namespace):
             raise ApiError(404, "NotFound", f'namespace "{namespace}" is not served by this API (TJ_API_NAMESPACES)')
         return [namespace]
-    namespaces = state.cache.namespaces()
-    if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, "")):
-        return namespaces
-    checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {PLURAL}")
-    return [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
+    return listable_namespaces(state, caller, PLURAL)
 
 
 @router.get("/whoami", response_model=Whoami, responses=ERRORS, summary="The caller, as Kubernetes knows them")

@@ -7,7 +7,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from trainingjob.kube.reviews import Access
 from trainingjob.model import GROUP, PLURAL, VERSION, TrainingJob
 from trainingjob_api.body import MANIFEST_BODY, manifest
 from trainingjob_api.deps import (
@@ -21,9 +20,9 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
+    listable_namespaces,
 )
 from trainingjob_api.job_cache import CachedJob, Key
-from trainingjob_api.limits import bound_checks
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted, TrainingJobList, public_manifest
 from trainingjob_api.selectors import SelectorError, parse
@@ -122,11 +121,7 @@ def list_jobs(
 def list_all_jobs(
     caller: AuthenticatedCaller, state: State, *, selector: Selector = None, limit: Limit = None, token: Continue = None
 ) -> Response:
-    namespaces = state.cache.namespaces()
-    if not state.authorizer.allows(caller, Access("list", GROUP, PLURAL, "")):
-        checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {PLURAL}")
-        namespaces = [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, PLURAL, ns))]
-    return _page(state, namespaces, selector, limit, token)
+    return _page(state, listable_namespaces(state, caller, PLURAL), selector, limit, token)
 
 
 @router.get(

@@ -7,13 +7,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainingjob.kube.reviews import Access, Caller
-from trainingjob.model import API_VERSION, GROUP
+from trainingjob.kube.reviews import Caller
+from trainingjob.model import API_VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import BestTrial
 from trainingjob_api.body import manifest_body, sweep_manifest
-from trainingjob_api.deps import AppState, AuthenticatedCaller, JobPermission, Name, Namespace, Permission, State
-from trainingjob_api.limits import bound_checks
+from trainingjob_api.deps import (
+    AppState,
+    AuthenticatedCaller,
+    JobPermission,
+    Name,
+    Namespace,
+    Permission,
+    State,
+    listable_namespaces,
+)
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted
 from trainingjob_sdk.manifests import create_body
@@ -96,11 +104,7 @@ def list_sweeps(namespace: Namespace, _: CanList, state: State) -> Response:
 def list_all_sweeps(caller: AuthenticatedCaller, state: State) -> Response:
     """One list per namespace: the namespaces are those the API's job cache holds jobs in (a sweep's trials are
     jobs), each kept only if the caller may list sweeps there."""
-    allowed = state.authorizer.allows
-    namespaces = state.cache.namespaces()
-    if not allowed(caller, Access("list", GROUP, SWEEP_PLURAL, "")):  # else one review per namespace, bounded
-        checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {SWEEP_PLURAL}")
-        namespaces = [ns for ns in checked if allowed(caller, Access("list", GROUP, SWEEP_PLURAL, ns))]
+    namespaces = listable_namespaces(state, caller, SWEEP_PLURAL)
     return _list_response([raw for ns in namespaces for raw in _sweeps(state).list(ns)])
 
 

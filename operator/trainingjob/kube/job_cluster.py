@@ -95,11 +95,13 @@ class KubernetesCluster:
 
     def progress(self, pod: Manifest) -> Report:
         """Rank 0's last words, or its progress endpoint's answer when it comes in time (kube/pod_reads.py)."""
-        final, address = last_words(pod), pod_address(pod)
-        if final is not None or not self.read_progress or address is None:
-            return final or (None, None)
-        uid = str(pod["metadata"].get("uid", ""))
         nothing: Report = (None, None)
+        final, address = last_words(pod), pod_address(pod)
+        if final is not None:
+            return final
+        if not self.read_progress or address is None:
+            return nothing
+        uid = str(pod["metadata"].get("uid", ""))
         return self.pod_reads.read(f"{uid}/progress", partial(ask_progress, address), nothing)
 
     def gang(self, pod: Manifest) -> Gang | None:
