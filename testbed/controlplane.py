@@ -2,6 +2,7 @@
 scheduler and kwok with fake GPU nodes (cluster tier). Built from source by scripts/build-controlplane.sh."""
 
 import contextlib
+import json
 import os
 import shutil
 import ssl
@@ -11,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client, config
@@ -24,6 +26,22 @@ CLUSTER_BINARIES = (*ENVTEST_BINARIES, "kube-controller-manager", "kube-schedule
 GPU_NODES = ("gpu-node-0", "gpu-node-1")
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 _STARTUP_TIMEOUT = 90.0
+# The audit log keeps who changed TrainingJobs and TrainingSweeps, and who read pod logs, as a cluster's would:
+# the REST API's tests read it to see whom Kubernetes took a write for (the caller, not the API).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [{"group": "trainingjob.io", "resources": ["trainingjobs", "trainingsweeps"]}],
+        },
+        {"level": "Metadata", "resources": [{"group": "", "resources": ["pods/log"]}]},
+        {"level": "None"},
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,7 @@ class ControlPlane:
         self.kubeconfig = write_kubeconfig(
             root / "admin.kubeconfig", self.server_url, self.pki.cert, "admin", self.admin
         )
+        self.audit_log = root / "audit.log"  # JSON lines, one per audited request (AUDIT_POLICY)
 
     def user_kubeconfig(self, user: str, groups: tuple[str, ...] = ()) -> Path:
         """A kubeconfig for a client-certificate user with no rights but what RBAC grants it."""
@@ -142,8 +161,25 @@ class ControlPlane:
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             "--profiling=false",
+            f"--audit-policy-file={self._audit_policy()}",
+            f"--audit-log-path={self.audit_log}",
         ]
         self._start_apiserver()
+
+    def _audit_policy(self) -> Path:
+        path = self.root / "audit-policy.yaml"
+        path.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return path
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log's events so far (the last line may be half written: it is left out)."""
+        if not self.audit_log.exists():
+            return []
+        events = []
+        for line in self.audit_log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                events.append(json.loads(line))
+        return events
 
     def _listen_args(self) -> list[str]:
         # Owner references with blockOwnerDeletion need update on the owner's finalizers, as on clusters

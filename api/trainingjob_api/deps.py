@@ -1,11 +1,13 @@
 """FastAPI dependencies: the app's state, the caller (TokenReview) and their permission (SubjectAccessReview)."""
 
+import logging
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from trainingjob.kube.impersonation import Headers, NotActedFor, impersonation_headers
 from trainingjob.kube.reviews import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.job_cache import JobCache
@@ -17,6 +19,8 @@ from trainingjob_api.problems import ApiError, unauthorized
 from trainingjob_api.settings import ApiSettings
 from trainingjob_api.streams import StreamGuard
 from trainingjob_sdk.kube import KubeJobs
+
+log = logging.getLogger(__name__)
 
 NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
@@ -51,7 +55,7 @@ _bearer = HTTPBearer(auto_error=False, description="A Kubernetes bearer token, c
 
 
 def authenticated(
-    state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    request: Request, state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise unauthorized("an Authorization: Bearer <Kubernetes token> header is required")
@@ -61,6 +65,7 @@ def authenticated(
         hint = f" for the audience {audience} (kubectl create token NAME --audience {audience})" if audience else ""
         raise unauthorized(f"the bearer token was not accepted by Kubernetes (TokenReview){hint}")
     state.rates.take(caller.username)
+    request.state.caller = caller.username  # an RBAC denial of the caller, as the API acted for them, is theirs
     return caller
 
 
@@ -88,6 +93,28 @@ def listable_namespaces(state: AppState, caller: Caller, plural: str) -> list[st
         return namespaces
     checked = bound_checks(namespaces, state.settings.max_access_checks, f"list {plural}")
     return [ns for ns in checked if state.authorizer.allows(caller, Access("list", GROUP, plural, ns))]
+
+
+def acting_for(state: AppState, caller: Caller, verb: str, plural: str, *, namespace: str, name: str) -> KubeJobs:
+    """The API's jobs client acting as `caller` (Kubernetes impersonation): RBAC, admission policies and the audit
+    log see the caller. Logged with who asked, the verb and the object; 403 for a caller the API never acts for."""
+    headers = acting_headers(caller)
+    log.info("acting for user %r: %s %s %s/%s", caller.username, verb, plural, namespace, name)
+    return state.jobs.acting_as(headers)
+
+
+def acting_headers(caller: Caller) -> Headers:
+    """The headers that make a request to Kubernetes the caller's own; 403 for a caller the API never acts for."""
+    try:
+        return impersonation_headers(caller)
+    except NotActedFor as refusal:
+        raise ApiError(403, "Forbidden", str(refusal)) from None
+
+
+def new_name(body: dict[str, Any]) -> str:
+    """The name an object to create will have, as far as is known: `prefix*` for metadata.generateName."""
+    metadata = body["metadata"]
+    return str(metadata.get("name") or f"{metadata.get('generateName', '')}*")
 
 
 def require(state: AppState, caller: Caller, access: Access) -> None:

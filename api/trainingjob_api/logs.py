@@ -1,5 +1,6 @@
 """Pod logs relayed without a thread per stream: an async HTTP client to the apiserver with the API's own
-credentials, and a bound on how many log streams one caller, and all callers together, may follow at once."""
+credentials, acting as the caller, and a bound on how many log streams one caller, and all callers together, may
+follow at once."""
 
 import logging
 import ssl
@@ -14,6 +15,7 @@ from kubernetes.client.rest import should_bypass_proxies
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from trainingjob.kube.impersonation import Headers
 from trainingjob_api.problems import ApiError
 
 log = logging.getLogger(__name__)
@@ -85,14 +87,16 @@ class PodLogs:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=8),
         )  # fmt: skip
 
-    async def open(self, namespace: str, pod: str, params: dict[str, str | int]) -> httpx.Response:
-        """The log response, status and headers read, its body not yet (the caller closes it)."""
+    async def open(self, namespace: str, pod: str, params: dict[str, str | int], acting: Headers) -> httpx.Response:
+        """The log response, status and headers read, its body not yet (the caller closes it); asked as the user
+        the `acting` headers impersonate."""
         auth = self._configuration.auth_settings().values()
-        headers = {each["key"]: each["value"] for each in auth if each["in"] == "header"}
+        headers = [(each["key"], each["value"]) for each in auth if each["in"] == "header"]
         follow = params.get("follow") == "true"
         request = self._client.build_request(
             "GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params,
-            headers={**headers, "Accept-Encoding": "identity"},  # compressed, a followed log would come in lumps
+            # identity: compressed, a followed log would come in lumps
+            headers=[*headers, ("Accept-Encoding", "identity"), *acting],
             timeout=httpx.Timeout(self._timeout, read=None if follow else self._timeout),
             extensions={"sni_hostname": name} if (name := self._configuration.tls_server_name) else None,
         )  # fmt: skip

@@ -52,15 +52,20 @@ RBAC_DENIAL = re.compile(r'is forbidden: User "')
 THROTTLED_RETRY_SECONDS = "1"
 
 
+def denies(message: str, caller: str) -> bool:
+    """Whether an RBAC denial is of `caller` themself (a request the API made as them), not of the API."""
+    return bool(caller) and f'User "{caller}" cannot ' in message and "cannot impersonate" not in message
+
+
 def unauthorized(message: str) -> ApiError:
     return ApiError(401, "Unauthorized", message)
 
 
-def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
+def from_sdk(error: sdk.TrainingJobError, what: str, caller: str = "") -> ApiError:
     """The caller's view of an SDK error about `what`: what concerns the request (not found, invalid, conflicting,
-    refused by a quota or an admission policy) as it is; no answer as 503, throttling as 503 with Retry-After;
-    anything else (the API's own identity refused, Kubernetes failing) logged and told as 502 without the
-    apiserver's words."""
+    refused by a quota or an admission policy, or by RBAC for the `caller` the API acted as) as it is; no answer as
+    503, throttling as 503 with Retry-After; anything else (the API's own identity refused, Kubernetes failing)
+    logged and told as 502 without the apiserver's words."""
     if isinstance(error, sdk.NotFound):
         return ApiError(404, error.reason, error.message)
     if isinstance(error, sdk.Invalid):
@@ -68,8 +73,8 @@ def from_sdk(error: sdk.TrainingJobError, what: str) -> ApiError:
         return ApiError(422, "Invalid", error.message, fields)
     if isinstance(error, sdk.Conflict):
         return ApiError(409, error.reason, error.message)
-    if isinstance(error, sdk.Forbidden) and not RBAC_DENIAL.search(error.message):
-        return ApiError(403, "Forbidden", error.message)  # a ResourceQuota, an admission webhook or policy
+    if isinstance(error, sdk.Forbidden) and (not RBAC_DENIAL.search(error.message) or denies(error.message, caller)):
+        return ApiError(403, "Forbidden", error.message)  # a quota, an admission policy, the caller's own RBAC
     if isinstance(error, sdk.Unavailable) and error.status in (None, 429):
         log.warning("%s (for %s)", error.message, what)
         message = error.message if error.status is None else "Kubernetes is throttling requests; try again"
@@ -106,7 +111,7 @@ async def _on_api_error(_: Request, error: Exception) -> JSONResponse:
 
 async def _on_sdk_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, sdk.TrainingJobError)
-    mapped = from_sdk(error, _subject(request))
+    mapped = from_sdk(error, _subject(request), getattr(request.state, "caller", ""))
     return problem_response(mapped.problem, mapped.headers)
 
 

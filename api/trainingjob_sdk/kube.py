@@ -14,6 +14,7 @@ from urllib3.exceptions import HTTPError
 from trainingjob.children import timeline
 from trainingjob.children.naming import CONTAINER_NAME, job_selector
 from trainingjob.kube.client import NoCluster, connect
+from trainingjob.kube.impersonation import Headers, Impersonating
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob_sdk import pods
 from trainingjob_sdk.errors import Conflict, NotConfigured, Unavailable, unreachable_reason
@@ -49,6 +50,11 @@ class KubeJobs:
 
     def close(self) -> None:
         self.api.close()
+
+    def acting_as(self, headers: Headers) -> "KubeJobs":
+        """These jobs through the same connections, every request made as the user `headers` impersonate (see
+        trainingjob.kube.impersonation): the REST API's writes and log reads for its caller."""
+        return KubeJobs(Impersonating(self.api, headers), self.namespace, self.timeout)
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.namespace

@@ -1,6 +1,7 @@
 """The Helm chart against the envtest tier's apiserver: every rendered object accepted, install then uninstall
 (the CRD survives), and the REST API's identity under exactly the chart's RBAC."""
 
+import json
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -14,7 +15,12 @@ from testbed.controlplane import ControlPlane
 from testbed.crds import install_crd
 from testbed.helm import Helm
 from testbed.processes import poll_until
+from tests.support.builders import job_manifest
 from tests.support.chart import MONITORING, VALUE_SETS, ChartIdentity, in_namespace
+
+from trainingjob.kube.impersonation import SA_EXTRAS, Impersonating, impersonation_headers
+from trainingjob.kube.reviews import Caller
+from trainingjob.model import GROUP, PLURAL, VERSION
 
 pytestmark = pytest.mark.envtest
 Manifest = dict[str, Any]
@@ -147,5 +153,45 @@ def test_the_api_identity_can_authenticate_and_authorize_callers_but_not_read_se
             with pytest.raises(client.ApiException) as refused:
                 client.CoreV1Api(api).list_namespaced_secret(envtest_ns)
             assert refused.value.status == 403
+            writes_only_as_a_caller(api, apiserver, envtest_ns)
     finally:
         identity.remove()
+
+
+def writes_only_as_a_caller(api: client.ApiClient, admin: client.ApiClient, namespace: str) -> None:
+    """The chart's API identity may not create a job as itself, nor read a pod's log; it may as a caller who may
+    (a ServiceAccount, with its groups, uid and pod extras), and not as one who may not."""
+    job = job_manifest("as-a-caller")
+    custom = partial(client.CustomObjectsApi(api).create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL)
+    with pytest.raises(client.ApiException) as itself:
+        custom(job, dry_run="All")
+    assert itself.value.status == 403
+    with pytest.raises(client.ApiException) as logs:
+        client.CoreV1Api(api).read_namespaced_pod_log("any", namespace)
+    assert logs.value.status == 403 and "pods/log" in str(logs.value.body)
+    rules = [client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL], verbs=["create"])]
+    rbac = client.RbacAuthorizationV1Api(admin)
+    rbac.create_namespaced_role(namespace, client.V1Role(metadata={"name": "submitter"}, rules=rules))
+    subject = client.RbacV1Subject(kind="ServiceAccount", name="submitter", namespace=namespace)
+    ref = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="submitter")
+    binding = client.V1RoleBinding(metadata={"name": "submitter"}, role_ref=ref, subjects=[subject])
+    rbac.create_namespaced_role_binding(namespace, binding)
+    extra = tuple((key, ("x",)) for key in SA_EXTRAS)
+    caller = Caller(f"system:serviceaccount:{namespace}:submitter", "u-1", ("system:serviceaccounts",), extra)
+    as_caller = client.CustomObjectsApi(Impersonating(api, impersonation_headers(caller)))
+
+    def created() -> bool:
+        try:
+            as_caller.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job, dry_run="All")
+        except client.ApiException as error:
+            if error.status != 403:  # refused until the RoleBinding is in force; nothing else is expected
+                raise
+            return False
+        return True
+
+    poll_until(created, timeout=30.0, what="a create as the caller allowed")
+    stranger = client.CustomObjectsApi(Impersonating(api, impersonation_headers(Caller("stranger"))))
+    with pytest.raises(client.ApiException) as not_theirs:
+        stranger.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, job, dry_run="All")
+    assert not_theirs.value.status == 403
+    assert 'User "stranger" cannot create' in json.loads(not_theirs.value.body)["message"]

@@ -11,6 +11,7 @@ from typing import Any, cast
 from fastapi.testclient import TestClient
 from kubernetes import client
 
+from trainingjob.kube.impersonation import Headers
 from trainingjob.kube.reviews import Access, Authenticator, Authorizer, Caller, TtlCache
 from trainingjob_api.app import create_app
 from trainingjob_api.deps import AppState, get_state
@@ -39,6 +40,11 @@ class Jobs:
     def __init__(self, cache: JobCache) -> None:
         self.cache = cache
         self.stored: dict[tuple[str, str], Manifest] = {}
+        self.acted_for: list[Headers] = []  # the impersonation of each write, in order
+
+    def acting_as(self, headers: Headers) -> "Jobs":
+        self.acted_for.append(headers)
+        return self
 
     def create(self, body: Manifest, namespace: str) -> Manifest:
         stored = copy.deepcopy(body)

@@ -26,8 +26,7 @@ VALUE_SETS = {
     "api-serving-one-namespace": {"api.namespaces": "{{ns}}"},
     "monitoring": MONITORING,
     "no-metrics": {"operator.metricsPort": "0"},
-    "read-only-api-pinned-images": {
-        "api.trainingJobVerbs": "{get,list,watch}",
+    "pinned-images": {
         "operator.image.digest": "sha256:" + "a" * 64,
         "api.image.tag": "1.2.3",
         "operator.extraEnv[0].name": "TJ_OPERATOR_READ_PROGRESS",

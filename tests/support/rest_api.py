@@ -11,6 +11,7 @@ from kubernetes import client
 from testbed.controlplane import ControlPlane
 from tests.support.builders import job_manifest
 
+from trainingjob.kube.impersonation import SA_EXTRAS
 from trainingjob.model import API_VERSION, GROUP, KIND, PLURAL
 from trainingjob.model.sweep import SWEEP_PLURAL
 from trainingjob_sdk import Client
@@ -29,14 +30,25 @@ AUDIENCE = "trainingjob-api"
 
 # What a monitoring system's identity has: the API's metrics and why it is not ready, nothing about jobs.
 MONITOR_RULES = [client.V1PolicyRule(non_resource_urls=["/metrics"], verbs=["get"])]
-# What the API's own identity needs: jobs, pods and their logs, events, and the two review APIs.
-SERVER_RULES = [
-    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL, SWEEP_PLURAL], verbs=ALL_VERBS),  # as the chart's
-    client.V1PolicyRule(api_groups=[""], resources=["pods", "events"], verbs=["get", "list"]),
-    client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
+# What the API's own identity has, as the chart grants it: jobs, sweeps, pods and events to read, the two review
+# APIs, and impersonation; it writes jobs and reads logs only as its caller (trainingjob.kube.impersonation).
+# The first two are those a Role grants in each namespace the API serves (api.namespaces); the others are cluster-
+# scoped in Kubernetes.
+SERVER_JOB_RULES = [
+    client.V1PolicyRule(api_groups=[GROUP], resources=[PLURAL, SWEEP_PLURAL], verbs=READ_VERBS),
+    client.V1PolicyRule(api_groups=[""], resources=["pods", "events"], verbs=READ_VERBS),
+]
+SERVER_CLUSTER_RULES = [
     client.V1PolicyRule(api_groups=["authentication.k8s.io"], resources=["tokenreviews"], verbs=["create"]),
     client.V1PolicyRule(api_groups=["authorization.k8s.io"], resources=["subjectaccessreviews"], verbs=["create"]),
+    client.V1PolicyRule(api_groups=[""], resources=["users", "groups", "serviceaccounts"], verbs=["impersonate"]),
+    client.V1PolicyRule(
+        api_groups=["authentication.k8s.io"],
+        resources=["uids", *(f"userextras/{key}" for key in SA_EXTRAS)],
+        verbs=["impersonate"],
+    ),
 ]
+SERVER_RULES = SERVER_JOB_RULES + SERVER_CLUSTER_RULES
 
 
 @dataclass(frozen=True)

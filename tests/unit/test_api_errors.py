@@ -120,3 +120,22 @@ def test_throttling_is_503_with_a_retry_after() -> None:
     code, body, headers = answer(Unavailable(f"{OWN_IDENTITY}: too many requests", status=429))
     assert (code, body["reason"], headers["retry-after"]) == (503, "ServiceUnavailable", "1")
     assert "serviceaccount" not in str(body)
+
+
+CALLER = "system:serviceaccount:team:ada"
+
+
+@pytest.mark.parametrize(
+    ("message", "status"),
+    [
+        pytest.param(f'trainingjobs "mnist" is forbidden: User "{CALLER}" cannot get resource', 403, id="the caller's"),
+        pytest.param(OWN_IDENTITY, 502, id="the API's own"),
+        pytest.param(
+            f'users "{CALLER}" is forbidden: User "system:serviceaccount:tj:api" cannot impersonate resource "users"',
+            502, id="impersonation refused to the API",
+        ),
+        pytest.param('is forbidden: User "system:serviceaccount:team:ada2" cannot get', 502, id="a longer name"),
+    ],
+)  # fmt: skip
+def test_an_rbac_denial_is_the_callers_only_when_it_names_them(message: str, status: int) -> None:
+    assert problems.from_sdk(Forbidden(message, status=403), "it", CALLER).problem.status == status

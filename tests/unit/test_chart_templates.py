@@ -11,13 +11,16 @@ from typing import Any
 import pytest
 import yaml
 from cryptography import x509
+from kubernetes import client
 from pydantic.alias_generators import to_camel
 from testbed.helm import Helm, HelmError
 from testbed.pki import CertPair
 from tests.support.chart import MONITORING, VALUE_SETS, in_namespace, operator_env
 from tests.support.https import https
+from tests.support.rest_api import SERVER_CLUSTER_RULES, SERVER_JOB_RULES
 
 from trainingjob.generate import chart_settings
+from trainingjob.kube.impersonation import SA_EXTRAS
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.settings import OperatorSettings
 from trainingjob_api.settings import SYSTEM_NAMESPACES, ApiSettings
@@ -45,7 +48,7 @@ REFUSED = {
     "metrics-port": ({"operator.metricsPort": "70000"}, "/operator/metricsPort"),
     "log-level": ({"operator.logLevel": "LOUD"}, "/operator/logLevel"),
     "digest": ({"operator.image.digest": "latest"}, "/operator/image/digest"),
-    "wildcard-verb": ({"api.trainingJobVerbs": "{*}"}, "/api/trainingJobVerbs/0"),
+    "removed-api-verbs": ({"api.trainingJobVerbs": "{get,list,watch}"}, "trainingJobVerbs"),
     "service-type": ({"api.service.type": "Headless"}, "/api/service/type"),
     "duration": ({"monitoring.prometheusRule.stuckFor": "soon"}, "/monitoring/prometheusRule/stuckFor"),
     "env-not-a-string": (
@@ -78,7 +81,51 @@ def test_rbac_has_no_wildcards_and_never_reads_secrets(helm: Helm, values: dict[
         named = rule.get("resources", []) + rule.get("apiGroups", []) + rule.get("nonResourceURLs", [])
         assert not any("*" in each for each in rule["verbs"] + named), rule
         assert "secrets" not in rule.get("resources", []) or rule["verbs"] == ["create"], rule
-        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+        assert not {"escalate", "bind"} & set(rule["verbs"]), rule
+        assert "impersonate" not in rule["verbs"] or rule in IMPERSONATION, rule
+
+
+# Impersonation, the API's only (it writes jobs and reads logs as its caller): never of anything else.
+IMPERSONATION = [
+    {"apiGroups": [""], "resources": ["users", "groups", "serviceaccounts"], "verbs": ["impersonate"]},
+    {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["uids", *(f"userextras/{key}" for key in SA_EXTRAS)],
+        "verbs": ["impersonate"],
+    },
+]
+
+
+def _triples(rules: list[Manifest]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize("namespaced", [False, True], ids=["cluster-wide", "namespaced"])
+def test_the_api_may_read_jobs_and_write_them_only_as_its_caller(helm: Helm, namespaced: bool) -> None:
+    values = {"api.namespaces": "{team-a}"} if namespaced else {}
+    objects = helm.template("rel", "tj-system", values)
+    api = [o for o in objects if o["metadata"]["name"].endswith("-api")]
+    rules = {kind: [r for o in api if o["kind"] == kind for r in o["rules"]] for kind in ("ClusterRole", "Role")}
+    job_rules, cluster_rules = (_triples(as_json(r)) for r in (SERVER_JOB_RULES, SERVER_CLUSTER_RULES))
+    # The REST API's tests run it with the chart's rights, Roles in the namespaces it serves or cluster-wide.
+    if namespaced:
+        assert (_triples(rules["Role"]), _triples(rules["ClusterRole"])) == (job_rules, cluster_rules)
+    else:
+        assert (rules["Role"], _triples(rules["ClusterRole"])) == ([], job_rules | cluster_rules)
+    granted = _triples(rules["Role"] + rules["ClusterRole"])
+    assert not {t for t in granted if t[0] == "trainingjob.io" and t[2] not in {"get", "list", "watch"}}
+    assert ("", "pods/log", "get") not in granted
+
+
+def as_json(rules: list[Any]) -> list[Manifest]:
+    found: list[Manifest] = client.ApiClient().sanitize_for_serialization(rules)
+    return found
 
 
 def test_the_operator_runs_alone_hardened_and_probed(helm: Helm) -> None:
@@ -147,7 +194,8 @@ def test_an_api_serving_some_namespaces_has_rights_there_only(helm: Helm) -> Non
     assert sorted(r["metadata"]["namespace"] for r in api_roles) == ["team-a", "team-b"]
     assert all("trainingjobs" in r["rules"][0]["resources"] for r in api_roles)
     (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-api")]
-    assert [r["resources"] for r in cluster_role["rules"]] == [["tokenreviews"], ["subjectaccessreviews"]]
+    assert [r["resources"] for r in cluster_role["rules"][:2]] == [["tokenreviews"], ["subjectaccessreviews"]]
+    assert cluster_role["rules"][2:] == IMPERSONATION  # cluster-scoped in Kubernetes: no Role can grant it
     api = next(d for d in kinds["Deployment"] if d["metadata"]["name"].endswith("-api"))
     env = {e["name"]: e.get("value") for e in api["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["TJ_API_NAMESPACES"] == '["team-a","team-b"]' and "TJ_API_EXCLUDED_NAMESPACES" not in env

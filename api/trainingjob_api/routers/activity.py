@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
+from trainingjob.kube.impersonation import Headers
 from trainingjob.kube.reviews import Access
 from trainingjob.model import GROUP, PLURAL
 from trainingjob_api.deps import (
@@ -27,6 +28,7 @@ from trainingjob_api.deps import (
     Namespace,
     State,
     Token,
+    acting_headers,
     stream_guard,
 )
 from trainingjob_api.job_cache import CachedJob
@@ -120,7 +122,8 @@ async def job_logs(
         params: dict[str, str | int] = {"container": CONTAINER_NAME, "follow": str(follow).lower()}
         if tail_lines is not None:
             params["tailLines"] = tail_lines
-        upstream = await _open_log(state, found["metadata"]["namespace"], found["metadata"]["name"], params)
+        where = found["metadata"]["namespace"], found["metadata"]["name"]
+        upstream = await _open_log(state, *where, params, acting_headers(caller))
     except BaseException:
         release()
         raise
@@ -130,14 +133,16 @@ async def job_logs(
     return LogStream(upstream, release, lambda chunks: guarded(chunks, guard, no_ending))
 
 
-async def _open_log(state: AppState, namespace: str, pod: str, params: dict[str, str | int]) -> httpx.Response:
-    upstream = await state.pod_logs.open(namespace, pod, params)
+async def _open_log(
+    state: AppState, namespace: str, pod: str, params: dict[str, str | int], acting: Headers
+) -> httpx.Response:
+    upstream = await state.pod_logs.open(namespace, pod, params, acting)
     if upstream.status_code >= 400:
-        raise await _log_error(upstream, pod)
+        raise await _log_error(upstream, pod, dict(acting).get("Impersonate-User", ""))
     return upstream
 
 
-async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
+async def _log_error(upstream: httpx.Response, pod: str, caller: str) -> ApiError:
     try:
         body = (await upstream.aread())[:65536].decode(errors="replace")
     finally:
@@ -147,7 +152,7 @@ async def _log_error(upstream: httpx.Response, pod: str) -> ApiError:
     if error.status in (400, 404):  # no node or kubelet yet, container not started: Kubernetes says which
         reason, _ = kubernetes_message(error)
         return ApiError(502, "LogsUnavailable", f"{what} are not available from Kubernetes: {reason}")
-    return from_sdk(typed(error, what), what)
+    return from_sdk(typed(error, what), what, caller)
 
 
 @router.get(

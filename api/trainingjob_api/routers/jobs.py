@@ -20,7 +20,9 @@ from trainingjob_api.deps import (
     Name,
     Namespace,
     State,
+    acting_for,
     listable_namespaces,
+    new_name,
 )
 from trainingjob_api.job_cache import CachedJob, Key
 from trainingjob_api.problems import ApiError, Problem
@@ -93,10 +95,12 @@ def _list_response(jobs: list[CachedJob], following: str | None, resource_versio
     summary="Create a job from its manifest (JSON or YAML), named by metadata.name or metadata.generateName",
 )
 def create_job(
-    namespace: Namespace, _: CanCreate, state: State, job: Annotated[TrainingJob, Depends(manifest)]
+    namespace: Namespace, caller: CanCreate, state: State, job: Annotated[TrainingJob, Depends(manifest)]
 ) -> Response:
     """Named by metadata.name, or by metadata.generateName: the response says the name Kubernetes gave it."""
-    return _job_response(state.jobs.create(create_body(job, namespace), namespace), 201)
+    body = create_body(job, namespace)
+    jobs = acting_for(state, caller, "create", PLURAL, namespace=namespace, name=new_name(body))
+    return _job_response(jobs.create(body, namespace), 201)
 
 
 @router.get(
@@ -140,8 +144,8 @@ def get_job(namespace: Namespace, name: Name, _: CanGet, state: State) -> Respon
 @router.delete(
     "/namespaces/{namespace}/trainingjobs/{name}", response_model=Deleted, responses=ERRORS, summary="Delete a job"
 )
-def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> Deleted:
-    state.jobs.delete(name, namespace)
+def delete_job(namespace: Namespace, name: Name, caller: CanDelete, state: State) -> Deleted:
+    acting_for(state, caller, "delete", PLURAL, namespace=namespace, name=name).delete(name, namespace)
     return Deleted(namespace=namespace, name=name)
 
 
@@ -151,9 +155,10 @@ def delete_job(namespace: Namespace, name: Name, _: CanDelete, state: State) -> 
     responses=ERRORS,
     summary="Suspend a job: its pods checkpoint and stop, the job is kept",
 )
-def suspend_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
+def suspend_job(namespace: Namespace, name: Name, caller: CanPatch, state: State) -> Response:
     """409 JobFinished for a finished job; the patch is made on the version whose phase was read."""
-    return _job_response(state.jobs.set_suspend(name, True, namespace))
+    jobs = acting_for(state, caller, "suspend", PLURAL, namespace=namespace, name=name)
+    return _job_response(jobs.set_suspend(name, True, namespace))
 
 
 @router.post(
@@ -162,6 +167,7 @@ def suspend_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> 
     responses=ERRORS,
     summary="Resume a suspended job from its newest checkpoint",
 )
-def resume_job(namespace: Namespace, name: Name, _: CanPatch, state: State) -> Response:
+def resume_job(namespace: Namespace, name: Name, caller: CanPatch, state: State) -> Response:
     """409 JobFinished for a finished job; the patch is made on the version whose phase was read."""
-    return _job_response(state.jobs.set_suspend(name, False, namespace))
+    jobs = acting_for(state, caller, "resume", PLURAL, namespace=namespace, name=name)
+    return _job_response(jobs.set_suspend(name, False, namespace))

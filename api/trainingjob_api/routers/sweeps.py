@@ -20,7 +20,9 @@ from trainingjob_api.deps import (
     Namespace,
     Permission,
     State,
+    acting_for,
     listable_namespaces,
+    new_name,
 )
 from trainingjob_api.problems import ApiError, Problem
 from trainingjob_api.schemas import Deleted
@@ -79,10 +81,12 @@ def _response(sweep: dict[str, Any], status_code: int = 200) -> Response:
     summary="Create a sweep from its manifest (JSON or YAML), named by metadata.name",
 )
 def create_sweep(
-    namespace: Namespace, _: CanCreate, state: State, sweep: Annotated[TrainingSweep, Depends(sweep_manifest)]
+    namespace: Namespace, caller: CanCreate, state: State, sweep: Annotated[TrainingSweep, Depends(sweep_manifest)]
 ) -> Response:
     """Checked by the model first: a parameter whose values the job would refuse is named (422)."""
-    return _response(_sweeps(state).create(create_body(sweep, namespace), namespace), 201)
+    body = create_body(sweep, namespace)
+    jobs = acting_for(state, caller, "create", SWEEP_PLURAL, namespace=namespace, name=new_name(body))
+    return _response(KubeSweeps(jobs).create(body, namespace), 201)
 
 
 @router.get(
@@ -140,6 +144,7 @@ def best_trial(namespace: Namespace, name: Name, _: CanGet, state: State) -> Bes
     responses=ERRORS,
     summary="Delete a sweep (its trials' jobs go after it)",
 )
-def delete_sweep(namespace: Namespace, name: Name, _: CanDelete, state: State) -> Deleted:
-    _sweeps(state).delete(name, namespace)
+def delete_sweep(namespace: Namespace, name: Name, caller: CanDelete, state: State) -> Deleted:
+    jobs = acting_for(state, caller, "delete", SWEEP_PLURAL, namespace=namespace, name=name)
+    KubeSweeps(jobs).delete(name, namespace)
     return Deleted(namespace=namespace, name=name)

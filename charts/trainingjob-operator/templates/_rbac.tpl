@@ -101,16 +101,28 @@ operator under exactly these rules.
   verbs: [get, create, update]
 {{- end }}
 {{- define "tj.api.jobRules" -}}
-# The jobs themselves: read (list/watch feed the API's cache) and, by default, submit/suspend/delete; sweeps with
-# the same verbs (the API creates, reads, lists and deletes them for callers whose own rights allow it).
+# The jobs and sweeps, read: list/watch feed the API's cache. The API writes them only as its caller
+# (impersonation, below), so it holds no write right of its own.
 - apiGroups: [trainingjob.io]
   resources: [trainingjobs, trainingsweeps]
-  verbs: {{ toJson .Values.api.trainingJobVerbs }}
-# A job's pods and events, and the logs of its ranks.
+  verbs: [get, list, watch]
+# A job's pods and events (a replica's pod is found before its log is read, as the caller).
 - apiGroups: [""]
   resources: [pods, events]
   verbs: [get, list, watch]
+{{- end }}
+{{- define "tj.api.impersonationRules" -}}
+# Acting as its caller: every write, and every log read, is made as the user TokenReview named, with their
+# groups, uid and ServiceAccount extras, so RBAC, admission policies and the audit log see the caller. Never
+# for members of system:masters or system:nodes (refused in the API's code).
 - apiGroups: [""]
-  resources: [pods/log]
-  verbs: [get]
+  resources: [users, groups, serviceaccounts]
+  verbs: [impersonate]
+- apiGroups: [authentication.k8s.io]
+  resources:
+    - uids
+    {{- range list "credential-id" "node-name" "node-uid" "pod-name" "pod-uid" }}
+    - userextras/authentication.kubernetes.io/{{ . }}
+    {{- end }}
+  verbs: [impersonate]
 {{- end }}

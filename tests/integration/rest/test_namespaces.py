@@ -14,7 +14,8 @@ from testbed.controlplane import ControlPlane
 from testbed.processes import free_port, poll_until
 from tests.support.rest_api import (
     ALL_VERBS,
-    SERVER_RULES,
+    SERVER_CLUSTER_RULES,
+    SERVER_JOB_RULES,
     TIMEOUT,
     grant,
     jobs_path,
@@ -29,8 +30,6 @@ from trainingjob_api.settings import ApiSettings
 from trainingjob_sdk.rest import SAME_SITE
 
 pytestmark = pytest.mark.envtest
-REVIEWS = [r for r in SERVER_RULES if r.api_groups not in ([GROUP], [""])]
-JOB_RULES = [r for r in SERVER_RULES if r not in REVIEWS]
 
 
 @pytest.fixture
@@ -41,8 +40,8 @@ def scoped_api(trainingjob_crd: ControlPlane, envtest_ns: str, tmp_path: Any) ->
         system = f"tj-scoped-{uuid.uuid4().hex[:6]}"
         client.CoreV1Api(admin).create_namespace(client.V1Namespace(metadata={"name": system}))
         token = service_account(admin, system, "api", audience=None)
-        grant(admin, f"{system}-reviews", (system, "api"), REVIEWS)
-        grant(admin, system, (system, "api"), JOB_RULES, namespace=envtest_ns)
+        grant(admin, f"{system}-reviews", (system, "api"), SERVER_CLUSTER_RULES)
+        grant(admin, system, (system, "api"), SERVER_JOB_RULES, namespace=envtest_ns)
         grant(admin, f"{system}-caller", (envtest_ns, "caller"), [client.V1PolicyRule(
             api_groups=[GROUP], resources=[PLURAL], verbs=ALL_VERBS)])  # fmt: skip
         caller = service_account(admin, envtest_ns, "caller")
