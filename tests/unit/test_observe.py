@@ -103,3 +103,36 @@ def test_a_running_trainer_is_not_blamed_on_a_sidecar() -> None:
     crashing = {"name": "shipper", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
     state = _initializing(crashing, trainer={"running": {}})
     assert (state.waiting, state.reason) == ("", "")
+
+
+def _with_trainer(phase: str, trainer: dict[str, Any], last: dict[str, Any] | None = None) -> PodState:
+    manifest = pod(make_job(), Replica("worker", 0), 1, phase=phase)
+    shipper = {"name": "istio-proxy", "state": {"running": {}}}
+    ours = {"name": "trainer", "state": trainer, **({"lastState": last} if last else {})}
+    manifest["status"]["containerStatuses"] = [shipper, ours]
+    state = pod_state(manifest, "trainer")
+    assert state is not None
+    return state
+
+
+ENDED_0, ENDED_1 = {"terminated": {"exitCode": 0}}, {"terminated": {"exitCode": 1, "reason": "Error"}}
+
+
+@pytest.mark.parametrize(
+    ("phase", "trainer", "last", "seen_as", "held_up"),
+    [
+        pytest.param("Running", ENDED_0, None, "Succeeded", True, id="trainer done, sidecar running"),
+        pytest.param("Running", ENDED_1, None, "Failed", True, id="trainer failed, sidecar running"),
+        pytest.param("Running", {"running": {}}, None, "Running", False, id="trainer running"),
+        pytest.param("Running", {"running": {}}, ENDED_1, "Running", False, id="an earlier run is no verdict"),
+        pytest.param("Failed", ENDED_0, None, "Failed", False, id="the kubelet's verdict stands"),
+        pytest.param("Pending", {"waiting": {"reason": "ContainerCreating"}}, None, "Pending", False, id="waiting"),
+        pytest.param("Running", {"terminated": "hostile"}, None, "Running", False, id="hostile"),
+    ],
+)
+def test_the_trainer_container_decides_whatever_a_sidecar_does(
+    phase: str, trainer: dict[str, Any], last: dict[str, Any] | None, seen_as: str, held_up: bool
+) -> None:
+    state = _with_trainer(phase, trainer, last)
+    unfinished = seen_as in {"Running", "Pending"}
+    assert (state.phase, state.held_up, state.holds_its_node) == (seen_as, held_up, held_up or unfinished)

@@ -98,3 +98,24 @@ def test_a_worker_that_succeeded_and_then_went_still_counts_as_done() -> None:
         at(3),
     )
     assert job.status and job.status.phase == Phase.SUCCEEDED and job.status.workers.succeeded == 2
+
+
+def _held_up(exit_code: int) -> dict[str, object]:
+    """A pod whose trainer ended with `exit_code` while an injected sidecar keeps it Running."""
+    trainer = {"name": "trainer", "state": {"terminated": {"exitCode": exit_code, "reason": "Completed"}}}
+    return {"phase": "Running", "containerStatuses": [trainer, {"name": "istio-proxy", "state": {"running": {}}}]}
+
+
+def test_a_job_whose_trainers_ended_succeeds_and_deletes_the_pods_its_sidecars_hold_up() -> None:
+    job, _ = step(make_job(workers=2), [])
+    done = pods_of(job, 1, {n: _held_up(0) for n in ("job-worker-0-1", "job-worker-1-1")})
+    job, result = step(job, done, at(1))
+    assert job.status and job.status.phase == Phase.SUCCEEDED and job.status.workers.succeeded == 2
+    assert sorted(result.delete) == ["job-worker-0-1", "job-worker-1-1"]  # cleanPodPolicy Running: they hold GPUs
+
+
+def test_a_trainer_that_failed_under_a_running_sidecar_fails_its_attempt() -> None:
+    job, _ = step(make_job(workers=2), [])
+    job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": _held_up(1)}), at(1))
+    assert job.status and job.status.attempt == 2 and job.status.last_failure
+    assert job.status.last_failure.pod == "job-worker-1-1" and job.status.last_failure.exit_code == 1

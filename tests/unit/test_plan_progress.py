@@ -26,6 +26,16 @@ def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:
     assert job.status.last_failure.failure_class == FailureClass.STALLED and job.status.last_failure.reason == "Stalled"
 
 
+def test_an_attempt_whose_rank0_finished_training_is_never_stalled_while_it_waits() -> None:
+    job = running(progressDeadlineSeconds=60)
+    report = Progress(step=500, last_heartbeat_time=at(30), attempt=1, finished=True)
+    job, _ = step(job, pods_of(job, 1), at(80), progress=report)
+    assert job.status and job.status.progress and job.status.progress.finished is True
+    job, _ = step(job, pods_of(job, 1), at(3600))  # worker 0 waits an hour for the slower workers
+    assert job.status and job.status.phase == Phase.RUNNING and job.status.attempt == 1
+    assert job.status.restarts.stalled == 0
+
+
 @pytest.mark.parametrize("read_progress", [True, False], ids=["never-reported", "operator-does-not-read"])
 def test_an_attempt_that_never_reports_is_never_called_stalled(read_progress: bool) -> None:
     job = running(progressDeadlineSeconds=60)

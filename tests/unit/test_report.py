@@ -74,6 +74,16 @@ def test_bad_optional_fields_are_left_out_not_fatal(fields: dict[str, object]) -
     assert all(value is None or not isinstance(value, float) or math.isfinite(value) for value in dumped.values())
 
 
+@pytest.mark.parametrize(
+    ("said", "finished"),
+    [(True, True), (False, None), ("yes", None), (1, None), (None, None)],
+    ids=["finished", "not-yet", "text", "a-number", "absent"],
+)
+def test_only_a_literal_true_says_the_trainer_finished(said: object, finished: bool | None) -> None:
+    progress, _ = progress_from_report({"step": 7} | ({} if said is None else {"finished": said}))
+    assert progress is not None and progress.finished is finished
+
+
 def test_a_report_of_the_run_becomes_its_total_estimate_and_metrics() -> None:
     report = {
         "step": 300,

@@ -134,6 +134,7 @@ class PsWorker:
         self._broadcast({"op": "done", "worker": self.index})
         if not report.is_reporter:
             return
+        report.update(finished=True, etaSeconds=0.0)  # silent while it waits: the operator must not call it stalled
         replies = self.wait_for_everyone()
         self._broadcast({"op": "pull"})
         stats = [reply["stats"] for reply in replies]

@@ -73,6 +73,7 @@ class PodState:
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
+    held_up: bool = False  # its trainer has ended, other containers (an injected sidecar) keep the pod up
     log_tail: str = ""
 
     @property
@@ -87,6 +88,11 @@ class PodState:
     def has_failed(self) -> bool:
         """Failed, or on its way out through an eviction, preemption or node loss."""
         return self.phase == PodPhase.FAILED or (self.disrupted and self.phase != PodPhase.SUCCEEDED)
+
+    @property
+    def holds_its_node(self) -> bool:
+        """Whether the pod still holds what it was given on its node: unfinished, or held up by a sidecar."""
+        return not self.is_finished or self.held_up
 
     @property
     def is_up(self) -> bool:
@@ -152,6 +158,18 @@ def _init_trouble(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping
     return None
 
 
+def _phase(reported: Any, trainer: Mapping[str, Any]) -> PodPhase:
+    """The pod's phase as the job sees it: the trainer's container decides. Its pods never restart a container
+    (restartPolicy Never), so once the trainer's own state is terminated the pod is Succeeded (exit 0) or Failed,
+    whatever other containers (a mesh's injected sidecar, a log shipper) do to keep the pod Running."""
+    phase = PodPhase(reported) if reported in PodPhase.__members__.values() else PodPhase.PENDING
+    now = trainer.get("state")
+    ended = now.get("terminated") if isinstance(now, Mapping) else None
+    if phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or not isinstance(ended, Mapping):
+        return phase
+    return PodPhase.SUCCEEDED if ended.get("exitCode") == 0 else PodPhase.FAILED
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -198,14 +216,16 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
     reason = bounded(status.get("reason") or terminated.get("reason") or disruption.get("reason"), REASON_LENGTH)
     message = bounded(status.get("message") or terminated.get("message") or disruption.get("message"), MESSAGE_LENGTH)
     over_own_limit = reason == "Evicted" and _OWN_LIMIT_EVICTIONS.search(message) is not None
-    phase = str(status.get("phase"))
+    phase = _phase(status.get("phase"), ours)
+    held_up = phase != status.get("phase")
     waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
     return PodState(
         name=bounded(metadata.get("name"), 253),
         uid=bounded(metadata.get("uid"), 64),
         replica=identity[0],
         attempt=identity[1],
-        phase=PodPhase(phase) if phase in PodPhase.__members__.values() else PodPhase.PENDING,
+        phase=phase,
+        held_up=held_up,
         created=_parse_time(metadata.get("creationTimestamp")),
         ready=_condition(status, "Ready").get("status") == "True",
         deleting_since=_parse_time(metadata.get("deletionTimestamp")),

@@ -75,6 +75,7 @@ def progress_from_report(report: Any) -> Report:
             first_step_time=_time(report.get("firstStepTime")),
             checkpoint_stall_seconds=_seconds(report.get("checkpointStallSeconds")),
             checkpoint_pacing=pacing_status(report.get("checkpointPacing")),
+            finished=True if report.get("finished") is True else None,
         )
     except ValidationError:
         return None, None

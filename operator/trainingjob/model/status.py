@@ -187,6 +187,9 @@ class Progress(ApiModel):
     """Seconds this attempt's checkpoint saves have held training up so far, as rank 0 reported."""
     checkpoint_pacing: CheckpointPacing | None = None
     """How often this attempt checkpoints and why (jobs with a checkpoint volume)."""
+    finished: Bool | None = None
+    """True once rank 0 of this attempt said it has finished training (a parameter-server worker 0 may then wait,
+    silent, for slower workers): progressDeadlineSeconds no longer applies to the attempt."""
 
 
 class Goodput(ApiModel):

@@ -12,11 +12,12 @@ from trainingjob.plan.types import Context, Decision
 
 
 def to_clean(pods: list[PodState], policy: CleanPodPolicy) -> tuple[str, ...]:
-    """The pods cleanPodPolicy removes: All, the unfinished ones (Running), or None."""
+    """The pods cleanPodPolicy removes: All, those still holding their node (Running: unfinished, or held up by
+    a sidecar after their trainer ended), or None."""
     if policy == CleanPodPolicy.ALL:
         chosen = pods
     elif policy == CleanPodPolicy.RUNNING:
-        chosen = [p for p in pods if not p.is_finished]
+        chosen = [p for p in pods if p.holds_its_node]
     else:
         chosen = []
     return tuple(p.name for p in chosen if not p.deleting)

@@ -1,6 +1,7 @@
 """The trainer's progress: record rank 0's latest report (a step never goes back), and restart an attempt
 as Stalled when it has reported once and then not for progressDeadlineSeconds. An attempt that never
-reports (a program without the progress endpoint, or the operator not reading it) is never called stalled."""
+reports (a program without the progress endpoint, or the operator not reading it), or whose rank 0 said it
+finished training, is never called stalled."""
 
 from datetime import timedelta
 
@@ -30,6 +31,7 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
                     "resumed_from_step": reported.resumed_from_step,
                     "first_step_time": reported.first_step_time,
                     "checkpoint_stall_seconds": reported.checkpoint_stall_seconds,
+                    "finished": reported.finished,
                 }
             )
         update["progress"] = estimate.for_people(reported)
@@ -63,6 +65,8 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.progress_deadline_seconds
     source = heartbeat_source(ctx, status)
     if limit is None or source is None or source.last_heartbeat_time is None or status.phase != Phase.RUNNING:
+        return None
+    if source.finished:  # done training, rank 0 may wait in silence for the others (parameter-server mode)
         return None
     expires = source.last_heartbeat_time + timedelta(seconds=limit)
     if ctx.now < expires:
