@@ -6,6 +6,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.model.base import ApiModel, Int, Quantity, list_map, parse_quantity, unique_by
+from trainingjob.model.budget import role_rules
 from trainingjob.model.containers import (
     Argument,
     Container,
@@ -115,6 +116,7 @@ class RoleSpec(ApiModel):
     """How long a stopped pod has to write its final checkpoint and exit before it is killed."""
 
     cross_field_rules = (
+        *role_rules(),
         Rule(
             field="args",
             cel="!has(self.args) || has(self.command)",

@@ -26,7 +26,7 @@ class Reason(StrEnum):
 class Rule:
     """A rule over one object: `cel` for the CRD, `holds` for pydantic; both report on `field`."""
 
-    field: str  # wire path relative to the object, e.g. "trainer.stalenessBound"
+    field: str  # wire path relative to the object, e.g. "trainer.stalenessBound"; "" for the object itself
     cel: str
     message: str
     reason: Reason
@@ -35,12 +35,13 @@ class Rule:
     def to_cel(self) -> dict[str, str]:
         rule = {"rule": self.cel, "message": self.message, "reason": self.reason.value}
         # The apiserver takes fieldPath only below spec and status; metadata rules name the field in message.
-        return rule if self.field.startswith("metadata.") else {**rule, "fieldPath": f".{self.field}"}
+        whole = not self.field or self.field.startswith("metadata.")
+        return rule if whole else {**rule, "fieldPath": f".{self.field}"}
 
     def to_error(self, model: BaseModel) -> InitErrorDetails:
         return InitErrorDetails(
             type=PydanticCustomError(_error_type(self.reason), self.message),
-            loc=tuple(self.field.split(".")),
+            loc=tuple(self.field.split(".")) if self.field else (),
             input=_value_at(model, self.field),
         )
 
@@ -51,7 +52,7 @@ def _error_type(reason: Reason) -> str:
 
 def _value_at(model: BaseModel, wire_path: str) -> Any:
     value: Any = model.model_dump(by_alias=True, exclude_none=True)
-    for key in wire_path.split("."):
+    for key in wire_path.split(".") if wire_path else ():
         value = value.get(key) if isinstance(value, dict) else None
     return value
 

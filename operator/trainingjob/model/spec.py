@@ -5,10 +5,11 @@ from enum import StrEnum
 from functools import partial
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, model_validator
 from pydantic.alias_generators import to_snake
 
 from trainingjob.model.base import ApiModel, Bool, Float, Int, Str
+from trainingjob.model.budget import check_spec_size
 from trainingjob.model.policy import CheckpointSpec, RunPolicy, SchedulingSpec
 from trainingjob.model.roles import ParameterServerSpec, WorkerSpec
 from trainingjob.model.rules import FixedPresence, Immutable, Reason, Rule
@@ -259,3 +260,8 @@ class TrainingJobSpec(ApiModel):
             for containers in ("volumeMounts", "initContainers", "sidecars")
         ),
     )
+
+    @model_validator(mode="after")
+    def _within_budget(self) -> "TrainingJobSpec":
+        check_spec_size(self.model_dump(mode="json", by_alias=True, exclude_none=True), type(self).__name__)
+        return self
