@@ -68,8 +68,8 @@ class _Scope:
     cache: "JobCache"
     namespace: str | None
 
-    def replace(self, items: list[dict[str, Any]], version: str) -> None:
-        jobs = {(j.namespace, j.name): j for j in map(CachedJob.from_raw, items)}
+    def replace(self, items: list[CachedJob], version: str) -> None:
+        jobs = {(j.namespace, j.name): j for j in items}
         self.cache._replace_all(self.namespace, jobs)
 
     def apply(self, kind: str, item: dict[str, Any]) -> None:
@@ -112,6 +112,7 @@ class JobCache:
             page=settings.list_page_size,
             watch_seconds=settings.watch_timeout_seconds,
             connect_timeout=kube.timeout,
+            keep=CachedJob.from_raw,  # a page's jobs are made bytes before the next is read
         )
 
     @property

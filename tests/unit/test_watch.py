@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trainingjob.kube.watch import Informer, Source
+from trainingjob.kube.watch import Informer, Source, list_all
 
 pytestmark = pytest.mark.fast
 Manifest = dict[str, Any]
@@ -121,3 +121,18 @@ def test_a_watch_that_cannot_resume_is_replaced_by_a_list_that_drops_what_went_m
 def test_a_list_refused_as_expired_is_started_again() -> None:
     _, sink, _ = run([Answer({"kind": "Status", "code": 410}, status=410), listed(pod("a", 5), version=10)])
     assert sink.lists == 1 and sink.objects == {"a": "5"}
+
+
+def test_a_list_keeps_what_keep_makes_of_each_page_before_reading_the_next() -> None:
+    first = Answer({"items": [pod("a", 1), pod("b", 2)], "metadata": {"resourceVersion": "2", "continue": "next"}})
+    api = Apiserver([first, listed(pod("c", 3), version=2)])
+    kept: list[tuple[str, int]] = []
+
+    def keep(item: Manifest) -> str:
+        kept.append((item["metadata"]["name"], len(api.asked)))  # how many pages were asked for by then
+        return str(item["metadata"]["name"])
+
+    items, version = list_all(api, Source("pods", "/api/v1/pods", "job"), page=2, keep=keep)
+    assert (items, version) == (["a", "b", "c"], "2")
+    assert kept == [("a", 1), ("b", 1), ("c", 2)]  # the first page went through keep before the second was read
+    assert [query.get("continue") for query in api.asked] == [None, "next"]

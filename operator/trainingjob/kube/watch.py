@@ -58,7 +58,7 @@ class Source:
 class Sink(Protocol):
     """Where an informer puts what it reads: a whole list (read at `version`), then one event at a time."""
 
-    def replace(self, items: list[Manifest], version: str) -> None: ...
+    def replace(self, items: list[Any], version: str) -> None: ...  # what the informer's `keep` made of each
     def apply(self, kind: str, item: Manifest) -> None: ...
 
 
@@ -79,15 +79,18 @@ def request(api: Any, path: str, query: list[tuple[str, Any]], timeout: Any) -> 
     return response
 
 
-def list_all(api: Any, source: Source, page: int = PAGE, timeout: Any = (5, 60)) -> tuple[list[Manifest], str]:
-    """Every object of the source, read page by page, and the list's resourceVersion (Expired if a continue token
+def list_all(
+    api: Any, source: Source, page: int = PAGE, timeout: Any = (5, 60), keep: Callable[[Manifest], Any] = lambda o: o
+) -> tuple[list[Any], str]:
+    """Every object of the source, read page by page, as `keep` makes it of each (one page at a time: what it
+    drops is gone before the next page is read), and the list's resourceVersion (Expired if a continue token
     expired: start over)."""
-    items: list[Manifest] = []
+    items: list[Any] = []
     version, token = "", ""
     while True:
         query = source.query(("limit", page), *([("continue", token)] if token else []))
         found = json.loads(request(api, source.path, query, timeout).data)
-        items += found.get("items") or []
+        items += map(keep, found.get("items") or [])
         version = version or str(found["metadata"]["resourceVersion"])
         token = str(found["metadata"].get("continue") or "")
         if not token:
@@ -139,8 +142,9 @@ class Informer:
         page: int = PAGE,
         watch_seconds: int = WATCH_SECONDS,
         connect_timeout: float = 5.0,
+        keep: Callable[[Manifest], Any] = lambda o: o,
     ) -> None:
-        self.api, self.source, self.sink, self.on_relist = api, source, sink, on_relist
+        self.api, self.source, self.sink, self.on_relist, self.keep = api, source, sink, on_relist, keep
         self.page, self.watch_seconds, self.connect_timeout = page, watch_seconds, connect_timeout
         self.version = ""  # the newest resourceVersion seen: the list's, then each event's and bookmark's
         self.synced, self.current = threading.Event(), threading.Event()
@@ -197,7 +201,7 @@ class Informer:
         return delay
 
     def _list(self) -> None:
-        items, self.version = list_all(self.api, self.source, self.page, (self.connect_timeout, 60))
+        items, self.version = list_all(self.api, self.source, self.page, (self.connect_timeout, 60), self.keep)
         self.sink.replace(items, self.version)
         log.debug("%s: listed %d at version %s", self.source.resource, len(items), self.version)
         self.synced.set()
