@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node setup lint fmt test test-fast crds \
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node setup lint fmt test test-fast crds locks \
 	dist run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
@@ -142,3 +142,6 @@ crds: venv ## regenerate crds/ (and the chart's copy) and the chart's operator s
 	$(PY) -m trainingjob.generate.crd --out crds
 	cp crds/*.yaml charts/trainingjob-operator/crds/
 	$(PY) -m trainingjob.generate.chart_settings
+
+locks: venv ## regenerate the images' hash-locked requirements (trainer-image/, operator/, api/) from uv.lock
+	$(PY) -m testbed.image_locks --uv $(UV)

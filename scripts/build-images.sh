@@ -4,8 +4,9 @@
 #   bash scripts/build-images.sh [trainer|operator|api|provisioner ...]     (default: all four)
 # provisioner is the node tier's volume provisioner (testbed/provisioner), not a product image.
 # Stdout: one line per image, "<name> <key> <archive> <public-ref>"; logs go to stderr.
-# The base images python:3.11-slim and python:3.11-slim-bookworm are made locally from Debian packages
-# (mmdebstrap): only PyPI and Debian's mirror need to be reachable. Each image is built once per key, the
+# Every Dockerfile takes its base as the build argument PYTHON_IMAGE, whose default is Docker Hub's
+# python:3.11-slim-bookworm by digest; here it is a stand-in made locally from Debian packages (mmdebstrap), so
+# only PyPI and Debian's mirror need to be reachable. Each image is built once per key, the
 # sha256 of its Dockerfile, the files it copies and the base recipe; the archive is the cache.
 # Podman's storage lives under the cache (never /var/lib/containers).
 set -euo pipefail
@@ -26,14 +27,13 @@ for name in "${names[@]}"; do
   case $name in trainer|operator|api|provisioner) ;; *) die "unknown image '$name' (expected: ${ALL_IMAGES[*]})" ;; esac
 done
 
-# The base image: Debian bookworm with its python3 (3.11), pip and venv, standing in for python:3.11-slim.
+# The base image: Debian bookworm with its python3 (3.11), pip and venv, standing in for python:3.11-slim-bookworm.
 # Every line here goes into each image's key: change the recipe and every image is rebuilt.
 BASE_SUITE=bookworm
 BASE_PACKAGES=python3,python3-pip,python3-venv,ca-certificates,passwd
 BASE_RECIPE="r2 mmdebstrap --variant=minbase $BASE_SUITE {main,updates,security} include=$BASE_PACKAGES
 nodocs; rm EXTERNALLY-MANAGED; /usr/local/bin/python->python3, pip->pip3; empty /etc/pip.conf
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8; CMD [\"python3\"]"
-BASE_TAGS=(docker.io/library/python:3.11-slim docker.io/library/python:3.11-slim-bookworm)
 DEBIAN_MIRROR=${TJ_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 DEBIAN_SECURITY_MIRROR=${TJ_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 
@@ -125,7 +125,7 @@ ensure_base() {
   else
     timed "base image $base_ref (mmdebstrap $BASE_SUITE: ${BASE_PACKAGES//,/ })" make_base
   fi
-  local tag old
+  local old
   for old in $(pm images --noheading --format '{{.Repository}}:{{.Tag}}'); do
     case $old in
       "$base_ref") ;;
@@ -133,7 +133,10 @@ ensure_base() {
         pm rmi --force "$old" >/dev/null || log "WARNING: could not remove $old" ;;
     esac
   done
-  for tag in "${BASE_TAGS[@]}"; do pm tag "$base_ref" "$tag"; done
+  # Earlier runs tagged the stand-in with Docker Hub's names; no build reads them now (PYTHON_IMAGE names it).
+  for old in docker.io/library/python:3.11-slim docker.io/library/python:3.11-slim-bookworm; do
+    pm untag "$base_ref" "$old" 2>/dev/null || true
+  done
 }
 
 # Per image: its Dockerfile, its build context (relative to the repository) and the paths it copies from there.
@@ -147,9 +150,9 @@ dockerfile_of() {
 context_of() { case $1 in trainer) echo trainer-image ;; provisioner) echo testbed/provisioner ;; *) echo . ;; esac; }
 sources_of() {
   case $1 in
-    trainer) echo trainer-image/trainer ;;
-    operator) echo pyproject.toml uv.lock operator/trainingjob ;;
-    api) echo pyproject.toml uv.lock operator/trainingjob api/trainingjob_api api/trainingjob_sdk ;;
+    trainer) echo trainer-image/requirements.lock trainer-image/trainer ;;
+    operator) echo operator/requirements.lock operator/trainingjob ;;
+    api) echo api/requirements.lock operator/trainingjob api/trainingjob_api api/trainingjob_sdk ;;
     provisioner) echo testbed/provisioner/provisioner.py ;;
   esac
 }
@@ -181,20 +184,6 @@ key_of() {  # key_of NAME: 12 hex of the sha256 over the base recipe, the Docker
   } | hash12
 }
 
-check_trainer_pins() {  # the trainer Dockerfile pins by hand what uv.lock pins: they must agree
-  local pin pkg version locked
-  while read -r pin; do
-    pkg=${pin%%==*} version=${pin#*==}
-    locked=$(awk -v want="$pkg" '
-      function norm(s) { s = tolower(s); gsub(/[_.]/, "-", s); return s }
-      /^\[\[package\]\]/ { name = "" }
-      /^name = / { gsub(/"/, "", $3); name = norm($3) }
-      /^version = / && name == norm(want) { gsub(/"/, "", $3); print $3; exit }' "$repo/uv.lock")
-    [ "$locked" = "$version" ] ||
-      die "trainer-image/Dockerfile pins $pkg==$version but uv.lock has ${locked:-no $pkg}; make them agree"
-  done < <(grep -oE '^ +[A-Za-z0-9_.-]+==[^ \\]+' "$repo/trainer-image/Dockerfile")
-}
-
 stage_context() {  # stage_context NAME DIR: the Dockerfile and exactly the hashed files, nothing else
   local name=$1 dir=$2 ctx
   ctx=$(context_of "$name")
@@ -207,7 +196,7 @@ stage_context() {  # stage_context NAME DIR: the Dockerfile and exactly the hash
 build_image() {  # build_image NAME KEY ARCHIVE PUBLIC_REF
   local name=$1 key=$2 archive=$3 public=$4 local_ref="localhost/trainingjob/$1:$2" work="$img_dir/tmp/$1-$2"
   local build_args=(--pull=never --network=host --layers --force-rm --runtime-flag "root=$img_dir/podman/runc"
-    -f Dockerfile.build -t "$local_ref" -t "$public") host_file
+    --build-arg "PYTHON_IMAGE=$base_ref" -f Dockerfile.build -t "$local_ref" -t "$public") host_file
   for host_file in "$HOST_CA" "$HOST_PIP_CONF"; do
     if [ -f "$host_file" ]; then build_args+=(-v "$host_file:$host_file:ro"); fi
   done
@@ -227,7 +216,6 @@ build_image() {  # build_image NAME KEY ARCHIVE PUBLIC_REF
 
 total=$SECONDS
 log "cache: $img_dir (base key $base_key)"
-for name in "${names[@]}"; do [ "$name" != trainer ] || check_trainer_pins; done
 base_ready=false
 results=()
 for name in "${names[@]}"; do
