@@ -1,10 +1,12 @@
 """Manifests as users write them where the model and the apiserver once judged differently, or both let through
 what the pods then refused: YAML scalars that mean one thing to kubectl and another to PyYAML, metadata the
-apiserver checks itself, and pod fields Kubernetes checks only when the pods are made."""
+apiserver checks itself, and pod fields Kubernetes checks only when the pods are made (corpus_pod_fields holds
+those a bare Pod proves)."""
 
 from dataclasses import dataclass
 from textwrap import dedent, indent
 
+from tests.support.corpus_pod_fields import POD_INVALID, POD_VALID
 from tests.support.corpus_trainingjob import Case, command_job, job, resources, with_value
 
 from trainingjob.model import TrainingJob
@@ -159,6 +161,8 @@ ADMISSION_INVALID = [
     ),
 ]
 
+ADMISSION_VALID += [case.case for case in POD_VALID]
+ADMISSION_INVALID += [case.case for case in POD_INVALID]
 ADMISSION_CASES = ADMISSION_VALID + ADMISSION_INVALID
 
 
