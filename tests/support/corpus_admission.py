@@ -72,6 +72,24 @@ YAML_CASES = [
 ]
 
 
+def configmap_yaml(data: str) -> str:
+    """A ConfigMap manifest (as written beside a job for `tjctl run`) whose data is the YAML block `data`."""
+    return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: code\ndata:\n" + indent(
+        dedent(data).strip() + "\n", "  "
+    )
+
+
+# ConfigMaps as local mode reads them and kubectl applies them: `field` is the data key a refusal names.
+CONFIGMAP_YAML_CASES = [
+    YamlCase("configmap-sexagesimal-stays-text", configmap_yaml("warmup: 1:30\nsteps: '100'")),
+    YamlCase("configmap-date-stays-text", configmap_yaml("since: 2024-01-31\nname: 1e3x")),
+    YamlCase("configmap-octal-is-a-number", configmap_yaml("mode: 0o17"), "data.mode"),
+    YamlCase("configmap-exponent-is-a-number", configmap_yaml("lr: 1e-3"), "data.lr"),
+    YamlCase("configmap-y-is-a-boolean", configmap_yaml("debug: y"), "data.debug"),
+    YamlCase("configmap-integer", configmap_yaml("workers: 4"), "data.workers"),
+]
+
+
 def _meta(**fields: object) -> dict[str, object]:
     manifest = job()
     manifest["metadata"] = {**manifest["metadata"], **fields}
