@@ -11,10 +11,11 @@ from rich.text import Text
 
 from tjctl import display, local_checks
 from tjctl.exits import FAILED, OK
+from tjctl.local_configmaps import configmaps_in
 from tjctl.output import Ui
 from tjctl.progress_bar import JobProgress, status_line
 from trainingjob.local.cluster import Chaos, LocalCluster, run_local
-from trainingjob.local.files import ConfigMaps, configmaps_in
+from trainingjob.local.files import ConfigMaps
 from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Event
 
@@ -22,6 +23,7 @@ from trainingjob.plan import Event
 def command(args: argparse.Namespace, ui: Ui) -> int:
     """Check the file, --kill and this machine before anything starts; then run the job to its end."""
     manifest, job = local_checks.load(args.file)
+    configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
     chaos = local_checks.chaos(args.kill, job)
     local_checks.check_programs(job)
     workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)
@@ -29,7 +31,6 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
     kept = () if args.resume else ("checkpoints", "logs")
     local_checks.clear_workdir(workdir, ("configmaps", "volumes", *kept))
     total = job.spec.trainer.steps if job.spec.trainer else None
-    configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
     return run(manifest, total, workdir, chaos, ui.out, configmaps=configmaps)
 
 

@@ -1,10 +1,12 @@
 """Manifests as users write them where the model and the apiserver once judged differently, or both let through
 what the pods then refused: YAML scalars that mean one thing to kubectl and another to PyYAML, metadata the
-apiserver checks itself, and pod fields Kubernetes checks only when the pods are made."""
+apiserver checks itself, and pod fields Kubernetes checks only when the pods are made (corpus_pod_fields holds
+those a bare Pod proves)."""
 
 from dataclasses import dataclass
 from textwrap import dedent, indent
 
+from tests.support.corpus_pod_fields import POD_INVALID, POD_VALID
 from tests.support.corpus_trainingjob import Case, command_job, job, resources, with_value
 
 from trainingjob.model import TrainingJob
@@ -67,6 +69,24 @@ YAML_CASES = [
         yaml_job(_DDP + "workers: {replicas: 2.5}\ntrainer: {steps: 100}"),
         "spec.workers.replicas",
     ),
+]
+
+
+def configmap_yaml(data: str) -> str:
+    """A ConfigMap manifest (as written beside a job for `tjctl run`) whose data is the YAML block `data`."""
+    return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: code\ndata:\n" + indent(
+        dedent(data).strip() + "\n", "  "
+    )
+
+
+# ConfigMaps as local mode reads them and kubectl applies them: `field` is the data key a refusal names.
+CONFIGMAP_YAML_CASES = [
+    YamlCase("configmap-sexagesimal-stays-text", configmap_yaml("warmup: 1:30\nsteps: '100'")),
+    YamlCase("configmap-date-stays-text", configmap_yaml("since: 2024-01-31\nname: 1e3x")),
+    YamlCase("configmap-octal-is-a-number", configmap_yaml("mode: 0o17"), "data.mode"),
+    YamlCase("configmap-exponent-is-a-number", configmap_yaml("lr: 1e-3"), "data.lr"),
+    YamlCase("configmap-y-is-a-boolean", configmap_yaml("debug: y"), "data.debug"),
+    YamlCase("configmap-integer", configmap_yaml("workers: 4"), "data.workers"),
 ]
 
 
@@ -159,6 +179,8 @@ ADMISSION_INVALID = [
     ),
 ]
 
+ADMISSION_VALID += [case.case for case in POD_VALID]
+ADMISSION_INVALID += [case.case for case in POD_INVALID]
 ADMISSION_CASES = ADMISSION_VALID + ADMISSION_INVALID
 
 

@@ -1,10 +1,14 @@
 """Local mode's stand-ins for ConfigMap and emptyDir volumes, and the paths moved to them."""
 
+import re
 from pathlib import Path
 
 import pytest
+from tests.support.corpus_admission import CONFIGMAP_YAML_CASES, YamlCase, configmap_yaml
 
-from trainingjob.local.files import configmaps_in, mount_folders, relocate
+from tjctl.exits import UsageError
+from tjctl.local_configmaps import configmaps_in
+from trainingjob.local.files import mount_folders, relocate
 
 pytestmark = pytest.mark.fast
 
@@ -33,6 +37,27 @@ def test_configmaps_are_read_from_the_yaml_files_beside_the_job(tmp_path: Path) 
     (tmp_path / "broken.yaml").write_text("a: [")
     (tmp_path / "notes.md").write_text("kind: ConfigMap")
     assert configmaps_in(tmp_path) == {"code": {"train.py": 'print("hi")', "extra.txt": "1"}}
+
+
+READ_AS_KUBECTL = {  # what each valid case's data is to kubectl (test_crd_yaml.py checks it against kubectl)
+    "configmap-sexagesimal-stays-text": {"warmup": "1:30", "steps": "100"},
+    "configmap-date-stays-text": {"since": "2024-01-31", "name": "1e3x"},
+}
+
+
+@pytest.mark.parametrize("case", CONFIGMAP_YAML_CASES, ids=[case.id for case in CONFIGMAP_YAML_CASES])
+def test_configmaps_are_read_as_kubectl_reads_them(tmp_path: Path, case: YamlCase) -> None:
+    (tmp_path / "code.yaml").write_text(case.text)
+    if case.field is None:
+        assert configmaps_in(tmp_path) == {"code": READ_AS_KUBECTL[case.id]}
+        return
+    with pytest.raises(UsageError, match=re.escape(case.field)):
+        configmaps_in(tmp_path)
+
+
+def test_yaml_kubectl_would_not_read_is_skipped(tmp_path: Path) -> None:
+    (tmp_path / "anchors.yaml").write_text(configmap_yaml("a: &x text\nb: *x"))
+    assert configmaps_in(tmp_path) == {}
 
 
 def test_a_configmap_volume_becomes_a_folder_of_its_files(tmp_path: Path) -> None:

@@ -236,7 +236,8 @@ def render(resource: Resource = JOB) -> str:
 
 
 def render_all() -> str:
-    """Every CRD of the project, as one multi-document YAML stream (`tjctl crds | kubectl apply -f -`)."""
+    """Every CRD of the project, as one multi-document YAML stream (`tjctl crds | kubectl apply --server-side -f -`:
+    client-side apply would copy each into an annotation, and they are larger than an annotation may be)."""
     return "---\n".join(render(resource) for resource in RESOURCES)
 
 

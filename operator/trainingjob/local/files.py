@@ -6,25 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-ConfigMaps = dict[str, dict[str, str]]
+ConfigMaps = dict[str, dict[str, str]]  # name -> data, from the manifests beside the job's (tjctl reads them)
 _SYSTEM_MOUNTS = ("/dev/shm", "/var/run/")  # the runtime's shared memory, the job key: local mode has its own
-
-
-def configmaps_in(folder: Path) -> ConfigMaps:
-    """name -> data of every ConfigMap the YAML files in `folder` define (files that are not YAML are skipped)."""
-    found: ConfigMaps = {}
-    for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
-        try:
-            documents = list(yaml.safe_load_all(path.read_text()))
-        except (yaml.YAMLError, OSError, UnicodeDecodeError):
-            continue
-        for document in documents:
-            if isinstance(document, dict) and document.get("kind") == "ConfigMap":
-                name = str(document.get("metadata", {}).get("name", ""))
-                found[name] = {str(key): str(value) for key, value in (document.get("data") or {}).items()}
-    return found
 
 
 def _configmap_folder(source: Mapping[str, Any], configmaps: ConfigMaps, root: Path) -> Path:

@@ -1,5 +1,6 @@
 """The TrainingJob API: the one pydantic model behind the CRD, the operator and the REST API."""
 
+from trainingjob.model.affinity import Affinity
 from trainingjob.model.base import ApiModel, parse_quantity
 from trainingjob.model.containers import Container, EnvFromSource
 from trainingjob.model.history import (
@@ -23,7 +24,7 @@ from trainingjob.model.job import (
     TrainingJob,
 )
 from trainingjob.model.metadata import ObjectMeta
-from trainingjob.model.pod import Affinity, EnvVar, EnvVarSource, PullPolicy, Resources, Toleration
+from trainingjob.model.pod import EnvVar, EnvVarSource, PullPolicy, Resources, Toleration
 from trainingjob.model.podspec import PodMetadata, TopologySpreadConstraint
 from trainingjob.model.policy import (
     CheckpointSpec,

@@ -1,8 +1,10 @@
 """Pod settings of a role: a structural subset of the Kubernetes pod spec, validated like Kubernetes does."""
 
 import json
+import re
+from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -11,6 +13,7 @@ from trainingjob.model.base import (
     DNS_SUBDOMAIN,
     LABEL_VALUE,
     QUALIFIED_NAME,
+    QUANTITY,
     ApiModel,
     Bool,
     Int,
@@ -144,6 +147,7 @@ def _extended(name: str) -> bool:
 
 _EXTENDED_CEL = "k.contains('/') && !k.contains('kubernetes.io/')"
 STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+HUGEPAGES = "hugepages-"
 _LONGEST_EXTENDED_DOMAIN = 253 - len("requests.")  # Kubernetes also names the resource's quota requests.NAME
 
 
@@ -177,18 +181,48 @@ def _requests_within_limits(resources: "Resources") -> bool:
 
 
 def _extended_are_whole(resources: "Resources") -> bool:
-    amounts = [*(resources.requests or {}).items(), *(resources.limits or {}).items()]
-    return all(parse_quantity(v) % 1 == 0 for k, v in amounts if _extended(k))
+    return all(parse_quantity(v) % 1 == 0 for k, v in _amounts(resources) if _extended(k))
 
 
 def _extended_requests_are_limits(resources: "Resources") -> bool:
-    """An extended resource cannot be overcommitted: a request needs the same limit."""
+    """An extended resource or huge pages cannot be overcommitted: a request needs the same limit."""
     limits = resources.limits or {}
     return all(
         k in limits and parse_quantity(v) == parse_quantity(limits[k])
         for k, v in (resources.requests or {}).items()
-        if _extended(k)
+        if _extended(k) or k.startswith(HUGEPAGES)
     )
+
+
+def _page_size(name: str) -> Decimal | None:
+    """The page size of hugepages-SIZE: a positive whole number of bytes, or None."""
+    size = name.removeprefix(HUGEPAGES)
+    if not re.fullmatch(QUANTITY, size) or (value := parse_quantity(size)) <= 0 or value % 1:
+        return None
+    return value
+
+
+def _huge_pages_whole(resources: "Resources") -> bool:
+    """Every hugepages-SIZE amount is a whole number of pages of a valid SIZE (0 included)."""
+    for name, amount in _amounts(resources):
+        if name.startswith(HUGEPAGES):
+            size, value = _page_size(name), parse_quantity(amount)
+            if size is None or value % 1 or value % size:
+                return False
+    return True
+
+
+def _huge_pages_with_cpu_or_memory(resources: "Resources") -> bool:
+    names = {name for name, _ in _amounts(resources)}
+    return not any(n.startswith(HUGEPAGES) for n in names) or bool(names & {"cpu", "memory"})
+
+
+def _amounts(resources: "Resources") -> list[tuple[str, int | str]]:
+    return [*(resources.requests or {}).items(), *(resources.limits or {}).items()]
+
+
+_BOTH_CEL = "[has(self.requests) ? self.requests : {}, has(self.limits) ? self.limits : {}]"
+_SIZE_CEL = f"quantity(k.substring({len(HUGEPAGES)}))"
 
 
 class Resources(ApiModel):
@@ -212,21 +246,37 @@ class Resources(ApiModel):
         ),
         Rule(
             field="limits",
-            cel="[has(self.requests) ? self.requests : {}, has(self.limits) ? self.limits : {}].all(m,"
-            f" m.all(k, !({_EXTENDED_CEL}) || quantity(string(m[k])).isInteger()))",
+            cel=f"{_BOTH_CEL}.all(m, m.all(k, !({_EXTENDED_CEL}) || quantity(string(m[k])).isInteger()))",
             message="extended resources such as nvidia.com/gpu must be whole numbers",
             reason=Reason.INVALID,
             holds=_extended_are_whole,
         ),
         Rule(
             field="requests",
-            cel=f"!has(self.requests) || self.requests.all(k, !({_EXTENDED_CEL}) || has(self.limits)"
-            " && k in self.limits && quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k])))"
-            " == 0)",
-            message="an extended resource such as nvidia.com/gpu cannot be overcommitted: set its limit, equal to"
-            " its request (or set only the limit)",
+            cel=f"!has(self.requests) || self.requests.all(k, !({_EXTENDED_CEL} || k.startsWith('{HUGEPAGES}'))"
+            " || has(self.limits) && k in self.limits"
+            " && quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k]))) == 0)",
+            message="an extended resource such as nvidia.com/gpu, or hugepages-SIZE, cannot be overcommitted: set"
+            " its limit, equal to its request (or set only the limit)",
             reason=Reason.INVALID,
             holds=_extended_requests_are_limits,
+        ),
+        Rule(
+            field="limits",
+            cel=f"{_BOTH_CEL}.all(m, m.all(k, !k.startsWith('{HUGEPAGES}') || isQuantity(k.substring({len(HUGEPAGES)}))"
+            f" && {_SIZE_CEL}.isInteger() && {_SIZE_CEL}.asInteger() > 0 && quantity(string(m[k])).isInteger()"
+            f" && quantity(string(m[k])).asInteger() % {_SIZE_CEL}.asInteger() == 0))",
+            message="hugepages-SIZE needs a SIZE of whole bytes (2Mi, 1Gi) and a whole number of pages of it",
+            reason=Reason.INVALID,
+            holds=_huge_pages_whole,
+        ),
+        Rule(
+            field="limits",
+            cel=f"!{_BOTH_CEL}.exists(m, m.exists(k, k.startsWith('{HUGEPAGES}')))"
+            f" || {_BOTH_CEL}.exists(m, 'cpu' in m || 'memory' in m)",
+            message="huge pages need a cpu or memory request or limit beside them",
+            reason=Reason.FORBIDDEN,
+            holds=_huge_pages_with_cpu_or_memory,
         ),
     )
 
@@ -261,15 +311,3 @@ class Toleration(ApiModel):
             holds=lambda t: t.toleration_seconds is None or t.effect == TaintEffect.NO_EXECUTE,
         ),
     )
-
-
-class Affinity(ApiModel):
-    """Kubernetes pod affinity, passed to the pods unchanged; only its three top-level keys are checked
-    here."""
-
-    node_affinity: dict[str, Any] | None = None
-    """A core/v1 NodeAffinity, e.g. requiredDuringSchedulingIgnoredDuringExecution on a GPU type label."""
-    pod_affinity: dict[str, Any] | None = None
-    """A core/v1 PodAffinity."""
-    pod_anti_affinity: dict[str, Any] | None = None
-    """A core/v1 PodAntiAffinity, e.g. to spread workers over nodes."""

@@ -5,6 +5,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
+from trainingjob.model.affinity import Affinity
 from trainingjob.model.base import ApiModel, Int, Quantity, list_map, parse_quantity, unique_by
 from trainingjob.model.budget import role_rules
 from trainingjob.model.containers import (
@@ -17,7 +18,7 @@ from trainingjob.model.containers import (
     ObjectName,
     WorkingDir,
 )
-from trainingjob.model.pod import Affinity, PullPolicy, Resources, Toleration
+from trainingjob.model.pod import PullPolicy, Resources, Toleration
 from trainingjob.model.podspec import (
     SPREAD_KEYS,
     LabelKey,

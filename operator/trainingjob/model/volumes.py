@@ -1,12 +1,23 @@
-"""Volumes and volume mounts: the common sources typed and checked, the rare ones passed through."""
+"""Volumes and volume mounts, every source typed and checked as Kubernetes checks a pod's (volume_files and
+volume_claims hold the larger sources)."""
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
-from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int, Quantity, ShortStr, Str
+from trainingjob.model.base import DNS_LABEL, ApiModel, Bool, Quantity, Str
 from trainingjob.model.rules import Reason, Rule
+from trainingjob.model.volume_claims import CsiSource, EphemeralSource
+from trainingjob.model.volume_files import (
+    ABSOLUTE_PATH_WITHOUT_BACKSTEPS,
+    RELATIVE_PATH,
+    DownwardAPISource,
+    FileMode,
+    KeyPaths,
+    ObjectName,
+    ProjectedSource,
+)
 
 CHECKPOINT_VOLUME_NAME = "tj-checkpoint"  # the operator mounts spec.checkpoint.volume under this name
 KEY_VOLUME_NAME = "tj-key"  # ... and the job's key Secret under this one
@@ -15,8 +26,6 @@ SHM_PATH = "/dev/shm"
 RESERVED_VOLUME_PREFIX = "tj-"
 RESERVED_MOUNT_ROOT = "/var/run/trainingjob"  # where the operator mounts what it adds (the key)
 AbsolutePath = Annotated[Str, Field(pattern=r"^/", max_length=1024)]
-ObjectName = Annotated[Str, Field(pattern=DNS_SUBDOMAIN, max_length=253)]
-FileMode = Annotated[Int, Field(ge=0, le=0o777)]
 
 
 class PersistentVolumeClaimSource(ApiModel):
@@ -35,13 +44,6 @@ class EmptyDirSource(ApiModel):
     """Empty for the node's disk, Memory for a tmpfs."""
     size_limit: Quantity | None = None
     """The most the directory may hold, e.g. 10Gi."""
-
-
-# A relative path without a '..' element, in a regex that pydantic and the apiserver (RE2: no lookaround) both read:
-# elements that are not '..', between single slashes.
-_ELEMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+|\.)"
-RELATIVE_PATH = rf"^{_ELEMENT}(?:/{_ELEMENT})*$"
-ABSOLUTE_PATH_WITHOUT_BACKSTEPS = rf"^(?:/{_ELEMENT}?)+$"
 
 
 class HostPathType(StrEnum):
@@ -67,23 +69,12 @@ class HostPathSource(ApiModel):
     BlockDevice; not checked when unset or empty."""
 
 
-class KeyToPath(ApiModel):
-    """Projects one key of a ConfigMap or Secret to a file."""
-
-    key: ShortStr
-    """The key to project."""
-    path: Annotated[Str, Field(pattern=RELATIVE_PATH, max_length=1024)]
-    """Relative path of the file in the volume: no leading '/', no '..' element (as a pod's volume requires)."""
-    mode: FileMode | None = None
-    """File mode bits, e.g. 0644 (420 in decimal)."""
-
-
 class ConfigMapSource(ApiModel):
     """The keys of a ConfigMap as files."""
 
     name: ObjectName
     """Name of the ConfigMap."""
-    items: Annotated[list[KeyToPath], Field(max_length=64)] | None = None
+    items: KeyPaths = None
     """The keys to project; every key when unset."""
     default_mode: FileMode | None = None
     """Mode bits of the files, e.g. 0644 (420 in decimal)."""
@@ -96,7 +87,7 @@ class SecretSource(ApiModel):
 
     secret_name: ObjectName
     """Name of the Secret."""
-    items: Annotated[list[KeyToPath], Field(max_length=64)] | None = None
+    items: KeyPaths = None
     """The keys to project; every key when unset."""
     default_mode: FileMode | None = None
     """Mode bits of the files, e.g. 0400 (256 in decimal)."""
@@ -137,14 +128,14 @@ class Volume(ApiModel):
     """The keys of a Secret as files."""
     nfs: NfsSource | None = None
     """An NFS export."""
-    csi: dict[str, Any] | None = None
-    """A core/v1 CSIVolumeSource, passed to the pod unchanged."""
-    ephemeral: dict[str, Any] | None = None
-    """A core/v1 EphemeralVolumeSource, passed to the pod unchanged."""
-    projected: dict[str, Any] | None = None
-    """A core/v1 ProjectedVolumeSource, passed to the pod unchanged."""
-    downward_api: dict[str, Any] | None = Field(default=None, alias="downwardAPI")
-    """A core/v1 DownwardAPIVolumeSource, passed to the pod unchanged."""
+    csi: CsiSource | None = None
+    """A volume of an installed CSI driver, e.g. secrets-store.csi.k8s.io."""
+    ephemeral: EphemeralSource | None = None
+    """A PersistentVolumeClaim made for each pod and deleted with it."""
+    projected: ProjectedSource | None = None
+    """Several sources of files (Secrets, ConfigMaps, pod fields, service account tokens) in one directory."""
+    downward_api: DownwardAPISource | None = Field(default=None, alias="downwardAPI")
+    """Fields and resources of the pod as files."""
 
     cross_field_rules = (
         Rule(
