@@ -21,6 +21,11 @@ def _sidecar_security(**context: Any) -> Manifest:
     return command_job(sidecars=[sidecar(securityContext=context)])
 
 
+def _csi_secret(name: str) -> dict[str, Any]:
+    """A csi volume whose driver is given the Secret `name` (nodePublishSecretRef) to mount with."""
+    return {"name": "k", "csi": {"driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": name}}}
+
+
 def _env_secret(name: str) -> dict[str, Any]:
     return {"name": "STOLEN", "valueFrom": {"secretKeyRef": {"name": name, "key": "key"}}}
 
@@ -132,6 +137,11 @@ HOSTILE = [
         command_job(volumes=[{"name": "k", "projected": {"sources": [{"secret": {"name": OTHER_JOBS_KEY}}]}}]),
         "spec.workers.volumes",
     ),
+    Case(
+        "other-jobs-key-for-a-csi-driver",
+        command_job(volumes=[_csi_secret(OTHER_JOBS_KEY)]),
+        "spec.workers.volumes",
+    ),
     Case("host-root", _host_path("/"), "spec.workers.volumes"),
     Case("host-etc", _host_path("/etc"), "spec.workers.volumes"),
     Case(
@@ -161,6 +171,10 @@ HONEST = [
     ),
     Case("own-secret", command_job(env=[_env_secret("hf-token")], envFrom=[{"secretRef": {"name": "wandb"}}])),
     Case("secret-named-like-a-key", command_job(volumes=[{"name": "k", "secret": {"secretName": "ssh-key-pair"}}])),
+    Case(
+        "csi-with-its-own-secret",
+        command_job(volumes=[_csi_secret("vault-creds")]),
+    ),
     Case("own-priority", command_job(priorityClassName="training-high")),
     Case("other-user", _security(runAsUser=2000, runAsGroup=2000)),
 ]
