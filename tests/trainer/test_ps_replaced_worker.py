@@ -97,3 +97,6 @@ def test_worker_0_gives_up_retryably_once_an_unfinished_worker_stays_silent(
     assert "not releasing the parameter servers" in worker0.text()
     progress = read_json(tmp_path / "progress.json")
     assert progress is not None and progress["finished"] is False
+    # It kept its heartbeat through the wait (at least WAIT seconds after its first step), so the operator never
+    # took the wait for a stall; a worker 0 silent while it waited would show its last step's time.
+    assert progress["heartbeat"] - progress["firstStepTime"] >= WAIT / 2, progress

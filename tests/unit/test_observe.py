@@ -105,9 +105,11 @@ def test_a_running_trainer_is_not_blamed_on_a_sidecar() -> None:
     assert (state.waiting, state.reason) == ("", "")
 
 
-def _with_trainer(phase: str, trainer: dict[str, Any], last: dict[str, Any] | None = None) -> PodState:
+def _with_trainer(
+    phase: str, trainer: dict[str, Any], last: dict[str, Any] | None = None, sidecar: str = "running"
+) -> PodState:
     manifest = pod(make_job(), Replica("worker", 0), 1, phase=phase)
-    shipper = {"name": "istio-proxy", "state": {"running": {}}}
+    shipper = {"name": "istio-proxy", "state": {sidecar: {}}}
     ours = {"name": "trainer", "state": trainer, **({"lastState": last} if last else {})}
     manifest["status"]["containerStatuses"] = [shipper, ours]
     state = pod_state(manifest, "trainer")
@@ -136,3 +138,8 @@ def test_the_trainer_container_decides_whatever_a_sidecar_does(
     state = _with_trainer(phase, trainer, last)
     unfinished = seen_as in {"Running", "Pending"}
     assert (state.phase, state.held_up, state.holds_its_node) == (seen_as, held_up, held_up or unfinished)
+
+
+def test_a_pod_whose_containers_all_ended_is_not_held_up_while_the_kubelet_tears_it_down() -> None:
+    state = _with_trainer("Running", ENDED_0, sidecar="terminated")
+    assert (state.phase, state.held_up, state.holds_its_node) == ("Succeeded", False, False)

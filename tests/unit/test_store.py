@@ -242,3 +242,35 @@ def test_what_the_operator_wrote_is_remembered_by_kind_and_never_swallows_a_tria
     assert stores.jobs.get("ns", "s-0") and stores.jobs.get("ns", "j")
     assert len(stores.trials) == 0  # its watch event, not the write, changes the trials store (and wakes the sweep)
     assert stores.sweeps.get("ns", "s") and not stores.sweeps.get("ns", "j")
+
+
+EVENT = st.tuples(
+    st.sampled_from(["ADDED", "MODIFIED", "DELETED", "saw", "relist"]),
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(1, 9),
+    st.sampled_from(["job", "other", None]),
+)
+
+
+@given(st.lists(EVENT, max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_a_packed_store_answers_as_a_plain_one(events: list[tuple[str, str, int, str | None]]) -> None:
+    """Jobs are kept packed (compact JSON); whatever the events, every read answers as the plain store's, and a
+    reader that changes what it got changes nothing stored."""
+    plain, packed = by_label(), Store(lambda m: (m["metadata"].get("labels") or {}).get(JOB_LABEL), packed=True)
+    for kind, name, version, job in events:
+        manifest = obj(name, version, job=job, spec={"env": [{"name": "A", "value": str(version)}]})
+        if kind == "saw":
+            woken = plain.saw(copy.deepcopy(manifest)), packed.saw(copy.deepcopy(manifest))
+        elif kind == "relist":
+            woken = plain.replace([copy.deepcopy(manifest)], str(version)), packed.replace([manifest], str(version))
+        else:
+            woken = plain.apply(kind, copy.deepcopy(manifest)), packed.apply(kind, manifest)
+        assert woken[0] == woken[1]
+        for each in ("a", "b", "c"):
+            assert plain.get(NS, each) == packed.get(NS, each)
+        for group in ("job", "other"):
+            assert plain.of_job(NS, group) == packed.of_job(NS, group)
+    for found in packed.of_job(NS, "job"):
+        found["metadata"]["name"] = "changed"
+    assert plain.of_job(NS, "job") == packed.of_job(NS, "job")

@@ -150,6 +150,10 @@ class ProgressReporter:
         if now - self._file_written_at >= self._file_interval:
             self.flush()
 
+    def alive(self) -> None:
+        """The heartbeat, now, without a step: progressDeadlineSeconds is measured from it."""
+        self.update(heartbeat=self._clock())
+
     def update(self, **fields: Any) -> None:
         """Set extra fields (accuracy, lastCheckpoint*, staleness, ...) and write the file now."""
         with self._lock:

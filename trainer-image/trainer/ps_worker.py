@@ -2,6 +2,7 @@
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -134,8 +135,7 @@ class PsWorker:
         self._broadcast({"op": "done", "worker": self.index})
         if not report.is_reporter:
             return
-        report.update(finished=True, etaSeconds=0.0)  # silent while it waits: the operator must not call it stalled
-        replies = self.wait_for_everyone()
+        replies = self.wait_for_everyone(report.alive)
         self._broadcast({"op": "pull"})
         stats = [reply["stats"] for reply in replies]
         self.evaluate(report)
@@ -154,8 +154,9 @@ class PsWorker:
         report.update(**summary)
         self._broadcast({"op": "finish"})
 
-    def wait_for_everyone(self) -> list[Message]:
-        """Worker 0's final wait: until every worker told every shard it is done, however long one still trains.
+    def wait_for_everyone(self, alive: Callable[[], None] = lambda: None) -> list[Message]:
+        """Worker 0's final wait: until every worker told every shard it is done, however long one still trains;
+        `alive` is called at each poll (the heartbeat: the operator must not take the wait for a stall).
 
         A worker that is not done but has been silent on every shard for the wait deadline (and at least that
         long into this wait, so a restarted one has time to come back) is gone: a RetryableError, and the
@@ -163,6 +164,7 @@ class PsWorker:
         """
         deadline, started, announced = self.env.master_wait_seconds, time.monotonic(), False
         while True:
+            alive()
             replies = self._broadcast({"op": "wait_done", "timeout": min(DONE_POLL_SECONDS, deadline)})
             missing = sorted(set(range(self.env.num_workers)) - set.intersection(*(set(r["done"]) for r in replies)))
             if not missing:

@@ -77,6 +77,11 @@ class RunReport:
         elif pacing:
             self.progress.update(**pacing)
 
+    def alive(self) -> None:
+        """A heartbeat without a step: rank 0 is waiting, not stalled (worker 0 waiting for slower workers)."""
+        if self.progress is not None:
+            self.progress.alive()
+
     def update(self, **fields: Any) -> None:
         """Extra fields (the final summary)."""
         if self.progress is not None:

@@ -73,7 +73,7 @@ class PodState:
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
-    held_up: bool = False  # its trainer has ended, other containers (an injected sidecar) keep the pod up
+    held_up: bool = False  # its trainer has ended, another container (an injected sidecar) runs on
     log_tail: str = ""
 
     @property
@@ -170,6 +170,15 @@ def _phase(reported: Any, trainer: Mapping[str, Any]) -> PodPhase:
     return PodPhase.SUCCEEDED if ended.get("exitCode") == 0 else PodPhase.FAILED
 
 
+def _others_running(status: Mapping[str, Any], container: str) -> bool:
+    """Whether a container besides the trainer runs: an injected sidecar that keeps the pod up. (Without one, a
+    pod whose containers all ended is still Running for a moment, until the kubelet has torn it down.)"""
+    return any(
+        c.get("name") != container and isinstance(c.get("state"), Mapping) and "running" in c["state"]
+        for c in _mappings(status.get("containerStatuses"))
+    )
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -217,7 +226,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
     message = bounded(status.get("message") or terminated.get("message") or disruption.get("message"), MESSAGE_LENGTH)
     over_own_limit = reason == "Evicted" and _OWN_LIMIT_EVICTIONS.search(message) is not None
     phase = _phase(status.get("phase"), ours)
-    held_up = phase != status.get("phase")
+    held_up = phase != status.get("phase") and _others_running(status, container)
     waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
     return PodState(
         name=bounded(metadata.get("name"), 253),

@@ -44,13 +44,14 @@ _job_label, _sweep_label = _label(JOB_LABEL), _label(SWEEP_LABEL)
 @dataclass
 class Stores:
     """The operator's memory of the cluster: jobs by name, pods and Services by their job label; sweeps by name,
-    and their trials' jobs by their sweep label."""
+    and their trials' jobs by their sweep label. Jobs are kept packed (compact JSON, read back on each read): a job
+    at the size budget costs 130 KiB so, about 800 KiB as Python objects (bench/bench_sizes.py)."""
 
-    jobs: Store = field(default_factory=lambda: Store(_own_name))
+    jobs: Store = field(default_factory=lambda: Store(_own_name, packed=True))
     pods: Store = field(default_factory=lambda: Store(_job_label, keep=essentials))
     services: Store = field(default_factory=lambda: Store(_job_label))
     sweeps: Store = field(default_factory=lambda: Store(_own_name))
-    trials: Store = field(default_factory=lambda: Store(_sweep_label))
+    trials: Store = field(default_factory=lambda: Store(_sweep_label, packed=True))
 
     def saw(self, manifest: Manifest) -> None:
         """Take in what the apiserver answered to a write: a job's status, a pod, a Service or a sweep's status.

@@ -8,13 +8,17 @@ of what it has just written. An older version never replaces a newer one, and an
 deleted (its UID is remembered for a while), whichever order a watch event and a write's answer arrive in.
 
 Readers get the stored mappings themselves, not copies: nothing may change them. Every update replaces an
-object whole, so what a reader holds is a consistent snapshot of one version.
+object whole, so what a reader holds is a consistent snapshot of one version. A store made with `packed` keeps
+each object as compact JSON instead (a TrainingJob's many small parts cost several times their bytes as Python
+objects) and gives every reader a fresh copy.
 """
 
+import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 Manifest = dict[str, Any]
@@ -38,6 +42,22 @@ def without_managed_fields(manifest: Manifest) -> Manifest:
     return {**manifest, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One stored object: what `_put` needs to compare and index it, and the object, as is or packed."""
+
+    uid: str
+    version: str
+    job: str | None
+    value: Manifest | bytes
+
+    def manifest(self) -> Manifest:
+        if isinstance(self.value, bytes):
+            found: Manifest = json.loads(self.value)
+            return found
+        return self.value
+
+
 def _identity(manifest: Mapping[str, Any]) -> tuple[Key, str, str]:
     metadata = manifest.get("metadata") or {}
     key = (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
@@ -46,19 +66,20 @@ def _identity(manifest: Mapping[str, Any]) -> tuple[Key, str, str]:
 
 class Store:
     """The objects of one kind: by namespace and name, and by the job they belong to (`job_of` names it, or None
-    for an object of no job). `keep` trims what is stored to what the operator reads."""
+    for an object of no job). `keep` trims what is stored to what the operator reads; `packed` keeps it as JSON."""
 
     def __init__(
         self,
         job_of: Callable[[Manifest], str | None],
         *,
         keep: Callable[[Manifest], Manifest] = without_managed_fields,
+        packed: bool = False,
         tombstone_seconds: float = TOMBSTONE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._job_of, self._keep = job_of, keep
-        self._objects: dict[Key, Manifest] = {}
-        self._by_job: dict[Key, dict[str, Manifest]] = {}
+        self._job_of, self._keep, self._packed = job_of, keep, packed
+        self._objects: dict[Key, _Entry] = {}
+        self._by_job: dict[Key, dict[str, _Entry]] = {}
         self._gone: OrderedDict[str, float] = OrderedDict()  # UID -> when it was seen deleted
         self._tombstone_seconds, self._clock = tombstone_seconds, clock
         self._lock = threading.Lock()
@@ -67,12 +88,13 @@ class Store:
     # -- reads ---------------------------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> Manifest | None:
-        return self._objects.get((namespace, name))
+        entry = self._objects.get((namespace, name))
+        return None if entry is None else entry.manifest()
 
     def of_job(self, namespace: str, job: str) -> list[Manifest]:
         with self._lock:
-            found = list(self._by_job.get((namespace, job), {}).values())
-        return sorted(found, key=lambda m: str(m["metadata"].get("name")))
+            found = sorted(self._by_job.get((namespace, job), {}).items())
+        return [entry.manifest() for _, entry in found]
 
     def seen_deleted(self, uid: str) -> bool:
         return uid in self._gone
@@ -108,8 +130,8 @@ class Store:
         with self._lock:
             changed: set[Key] = set()
             for key, old in list(self._objects.items()):
-                if key not in listed and not newer(_identity(old)[2], version):
-                    changed |= self._delete(old)
+                if key not in listed and not newer(old.version, version):
+                    changed |= self._gone_from_list(key, old)
             for manifest in listed.values():
                 changed |= self._put(manifest)
         self._synced.set()
@@ -120,14 +142,16 @@ class Store:
         if uid in self._gone:
             return set()  # an answer that arrived after the watch said the object was deleted
         old = self._objects.get(key)
-        if old is not None and not newer(version, _identity(old)[2]):
+        if old is not None and not newer(version, old.version):
             return set()
         kept = self._keep(manifest)
-        changed = self._unindex(old) if old is not None else set()
-        self._objects[key] = kept
         job = self._job_of(kept)
+        value = json.dumps(kept, separators=(",", ":")).encode() if self._packed else kept
+        entry = _Entry(uid, version, job, value)
+        changed = self._unindex(key, old) if old is not None else set()
+        self._objects[key] = entry
         if job is not None:
-            self._by_job.setdefault((key[0], job), {})[key[1]] = kept
+            self._by_job.setdefault((key[0], job), {})[key[1]] = entry
             changed.add((key[0], job))
         return changed
 
@@ -136,14 +160,21 @@ class Store:
         old = self._objects.get(key)
         if uid:
             self._bury(uid)
-        if old is None or (uid and _identity(old)[1] != uid):
+        if old is None or (uid and old.uid != uid):
             return set()  # not stored, or a namesake created after it is (a name is free only once it is gone)
-        del self._objects[key]
-        return self._unindex(old)
+        return self._drop(key, old)
 
-    def _unindex(self, old: Manifest) -> set[Key]:
-        key = _identity(old)[0]
-        job = self._job_of(old)
+    def _gone_from_list(self, key: Key, old: _Entry) -> set[Key]:
+        if old.uid:
+            self._bury(old.uid)
+        return self._drop(key, old)
+
+    def _drop(self, key: Key, old: _Entry) -> set[Key]:
+        del self._objects[key]
+        return self._unindex(key, old)
+
+    def _unindex(self, key: Key, old: _Entry) -> set[Key]:
+        job = old.job
         if job is None:
             return set()
         members = self._by_job.get((key[0], job), {})
