@@ -18,8 +18,7 @@ sys.path[:0] = [str(REPO), str(REPO / "operator"), str(REPO / "api")]
 from testbed.processes import poll_until  # noqa: E402
 
 from trainingjob.kube.client import connect  # noqa: E402
-from trainingjob.kube.watch import Informer  # noqa: E402
-from trainingjob.runtime.memory import Stores, Waking, sources  # noqa: E402
+from trainingjob.runtime.memory import Stores, sources, store_informer  # noqa: E402
 from trainingjob_api.job_cache import JobCache  # noqa: E402
 from trainingjob_api.kube import Kube  # noqa: E402
 from trainingjob_api.settings import ApiSettings  # noqa: E402
@@ -44,8 +43,11 @@ def wait_for(count: Any, jobs: int) -> None:
 def operator(kubeconfig: str, namespace: str, jobs: int) -> object:
     stores = Stores()
     api = connect(kubeconfig).api
-    sinks = [Waking(store, lambda keys: None) for store in stores.all]  # as the operator's, no reconcile woken
-    informers = [Informer(api, source, sink) for source, sink in zip(sources(namespace), sinks, strict=True)]
+    # As the operator's (runtime.memory.store_informer), no reconcile woken.
+    informers = [
+        store_informer(api, source, store, lambda keys: None)
+        for source, store in zip(sources(namespace), stores.all, strict=True)
+    ]
     for informer in informers:
         informer.start()
     wait_for(lambda: len(stores.jobs), jobs)

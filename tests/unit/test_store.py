@@ -14,8 +14,9 @@ from tests.support.fake_cluster import FakeCluster
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, Replica
 from trainingjob.children.observe import essentials, pod_state
 from trainingjob.children.progress_report import final_report
+from trainingjob.kube.watch import PAGE
 from trainingjob.runtime.cached import CachedCluster
-from trainingjob.runtime.memory import Stores
+from trainingjob.runtime.memory import PACKED_PAGE, Stores, sources, store_informer
 from trainingjob.runtime.store import Store, newer
 from trainingjob.sweep.trials import SWEEP_LABEL
 
@@ -263,7 +264,8 @@ def test_a_packed_store_answers_as_a_plain_one(events: list[tuple[str, str, int,
         if kind == "saw":
             woken = plain.saw(copy.deepcopy(manifest)), packed.saw(copy.deepcopy(manifest))
         elif kind == "relist":
-            woken = plain.replace([copy.deepcopy(manifest)], str(version)), packed.replace([manifest], str(version))
+            listed = [packed.kept(manifest)]  # as an informer hands a list over: each kept as its page came in
+            woken = plain.replace([copy.deepcopy(manifest)], str(version)), packed.replace(listed, str(version))
         else:
             woken = plain.apply(kind, copy.deepcopy(manifest)), packed.apply(kind, manifest)
         assert woken[0] == woken[1]
@@ -274,3 +276,12 @@ def test_a_packed_store_answers_as_a_plain_one(events: list[tuple[str, str, int,
     for found in packed.of_job(NS, "job"):
         found["metadata"]["name"] = "changed"
     assert plain.of_job(NS, "job") == packed.of_job(NS, "job")
+
+
+def test_a_packed_store_is_listed_in_small_pages_each_kept_before_the_next() -> None:
+    stores = Stores()
+    made = {store: store_informer(None, source, store, lambda keys: None) for store, source in zip(
+        stores.all, sources("ns"), strict=True)}  # fmt: skip
+    assert {store.packed: informer.page for store, informer in made.items()} == {True: PACKED_PAGE, False: PAGE}
+    assert all(informer.keep == store.kept for store, informer in made.items())
+    assert stores.jobs.packed and stores.trials.packed and not stores.pods.packed

@@ -25,7 +25,7 @@ from trainingjob.plan import Settings
 from trainingjob.reconcile.job import reconcile
 from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster
 from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace, lead
-from trainingjob.runtime.memory import Stores, Waking, sources
+from trainingjob.runtime.memory import Stores, sources, store_informer
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.runtime.queue import Key, ReconcileQueue
 from trainingjob.settings import OperatorSettings
@@ -170,7 +170,7 @@ class Controller:
         wakes = (jobs, jobs, jobs, sweeps, sweeps)  # in the order of sources()
         relisted = self.metrics.cache_relists.labels
         self.informers = [
-            Informer(self.connection.api, source, Waking(store, wake), on_relist=lambda r: relisted(r).inc())
+            store_informer(self.connection.api, source, store, wake, on_relist=lambda r: relisted(r).inc())
             for source, store, wake in zip(sources(self.options.namespace), self.stores.all, wakes, strict=True)
         ]
         for informer in self.informers:

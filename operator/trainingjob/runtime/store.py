@@ -43,9 +43,11 @@ def without_managed_fields(manifest: Manifest) -> Manifest:
 
 
 @dataclass(frozen=True, slots=True)
-class _Entry:
-    """One stored object: what `_put` needs to compare and index it, and the object, as is or packed."""
+class Kept:
+    """One object as a store keeps it (Store.kept): what it needs to compare and index it, and the object, trimmed
+    and, in a packed store, as JSON."""
 
+    key: Key
     uid: str
     version: str
     job: str | None
@@ -78,8 +80,8 @@ class Store:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._job_of, self._keep, self._packed = job_of, keep, packed
-        self._objects: dict[Key, _Entry] = {}
-        self._by_job: dict[Key, dict[str, _Entry]] = {}
+        self._objects: dict[Key, Kept] = {}
+        self._by_job: dict[Key, dict[str, Kept]] = {}
         self._gone: OrderedDict[str, float] = OrderedDict()  # UID -> when it was seen deleted
         self._tombstone_seconds, self._clock = tombstone_seconds, clock
         self._lock = threading.Lock()
@@ -95,6 +97,10 @@ class Store:
         with self._lock:
             found = sorted(self._by_job.get((namespace, job), {}).items())
         return [entry.manifest() for _, entry in found]
+
+    @property
+    def packed(self) -> bool:
+        return self._packed
 
     def seen_deleted(self, uid: str) -> bool:
         return uid in self._gone
@@ -124,9 +130,17 @@ class Store:
         with self._lock:
             return self._put(manifest)
 
-    def replace(self, manifests: Iterable[Manifest], version: str) -> set[Key]:
+    def kept(self, manifest: Manifest) -> Kept:
+        """The object as this store keeps it: an informer makes each listed page so before it reads the next, so
+        the page's parsed objects are gone before the next page's are made."""
+        key, uid, version = _identity(manifest)
+        trimmed = self._keep(manifest)
+        value = json.dumps(trimmed, separators=(",", ":")).encode() if self._packed else trimmed
+        return Kept(key, uid, version, self._job_of(trimmed), value)
+
+    def replace(self, manifests: Iterable[Manifest | Kept], version: str) -> set[Key]:
         """A whole list, read at `version`: objects not in it are gone, unless written after it was read."""
-        listed = {_identity(m)[0]: m for m in manifests}
+        listed = {entry.key: entry for entry in map(self._as_kept, manifests)}
         with self._lock:
             changed: set[Key] = set()
             for key, old in list(self._objects.items()):
@@ -137,17 +151,17 @@ class Store:
         self._synced.set()
         return changed
 
-    def _put(self, manifest: Manifest) -> set[Key]:
-        key, uid, version = _identity(manifest)
-        if uid in self._gone:
+    def _as_kept(self, item: Manifest | Kept) -> Kept:
+        return item if isinstance(item, Kept) else self.kept(item)
+
+    def _put(self, item: Manifest | Kept) -> set[Key]:
+        entry = self._as_kept(item)
+        key, job = entry.key, entry.job
+        if entry.uid in self._gone:
             return set()  # an answer that arrived after the watch said the object was deleted
         old = self._objects.get(key)
-        if old is not None and not newer(version, old.version):
+        if old is not None and not newer(entry.version, old.version):
             return set()
-        kept = self._keep(manifest)
-        job = self._job_of(kept)
-        value = json.dumps(kept, separators=(",", ":")).encode() if self._packed else kept
-        entry = _Entry(uid, version, job, value)
         changed = self._unindex(key, old) if old is not None else set()
         self._objects[key] = entry
         if job is not None:
@@ -164,16 +178,16 @@ class Store:
             return set()  # not stored, or a namesake created after it is (a name is free only once it is gone)
         return self._drop(key, old)
 
-    def _gone_from_list(self, key: Key, old: _Entry) -> set[Key]:
+    def _gone_from_list(self, key: Key, old: Kept) -> set[Key]:
         if old.uid:
             self._bury(old.uid)
         return self._drop(key, old)
 
-    def _drop(self, key: Key, old: _Entry) -> set[Key]:
+    def _drop(self, key: Key, old: Kept) -> set[Key]:
         del self._objects[key]
         return self._unindex(key, old)
 
-    def _unindex(self, key: Key, old: _Entry) -> set[Key]:
+    def _unindex(self, key: Key, old: Kept) -> set[Key]:
         job = old.job
         if job is None:
             return set()
