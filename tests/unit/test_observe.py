@@ -143,3 +143,25 @@ def test_the_trainer_container_decides_whatever_a_sidecar_does(
 def test_a_pod_whose_containers_all_ended_is_not_held_up_while_the_kubelet_tears_it_down() -> None:
     state = _with_trainer("Running", ENDED_0, sidecar="terminated")
     assert (state.phase, state.held_up, state.holds_its_node) == ("Succeeded", False, False)
+
+
+REPORT = '{"step": 6221, "attempt": 2, "finished": false}'
+
+
+@pytest.mark.parametrize(
+    ("said", "code", "message"),
+    [
+        pytest.param(REPORT, 137, "the trainer exited with code 137 after step 6221", id="the trainer's last report"),
+        pytest.param('{"attempt": 1}', 1, "the trainer exited with code 1", id="a report without a step"),
+        pytest.param('{"step": true}', 1, "the trainer exited with code 1", id="a hostile step"),
+        pytest.param("{not json", 1, "{not json", id="braces, not json"),
+        pytest.param("CUDA out of memory", 1, "CUDA out of memory", id="a message in words"),
+        pytest.param("[1, 2]", 1, "[1, 2]", id="json, not an object"),
+    ],
+)  # fmt: skip
+def test_the_trainers_last_report_is_said_in_words(said: str, code: int, message: str) -> None:
+    manifest = pod(make_job(), Replica("worker", 1), 1, phase="Failed")
+    ended = {"terminated": {"exitCode": code, "reason": "Error", "message": said}}
+    manifest["status"]["containerStatuses"] = [{"name": "trainer", "state": ended}]
+    state = pod_state(manifest, "trainer")
+    assert state is not None and state.message == message

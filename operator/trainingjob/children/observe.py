@@ -2,6 +2,7 @@
 how it is doing or how it ended. Everything copied out of a pod is bounded here, so nothing a kubelet, a
 webhook or a hostile pod writes can make a status the apiserver refuses."""
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -170,6 +171,23 @@ def _phase(reported: Any, trainer: Mapping[str, Any]) -> PodPhase:
     return PodPhase.SUCCEEDED if ended.get("exitCode") == 0 else PodPhase.FAILED
 
 
+def _in_words(message: Any, exit_code: Any) -> Any:
+    """A container's termination message for people: the trainer's is its last progress report (JSON, read as
+    progress elsewhere), said as words; any other message as it is."""
+    if not isinstance(message, str) or not message.lstrip().startswith("{"):
+        return message
+    try:
+        report = json.loads(message)
+    except ValueError:
+        return message
+    if not isinstance(report, dict):
+        return message
+    step = report.get("step")
+    after = f" after step {step}" if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else ""
+    code = _exit_code(exit_code)
+    return f"the trainer exited{f' with code {code}' if code is not None else ''}{after}"
+
+
 def _others_running(status: Mapping[str, Any], container: str) -> bool:
     """Whether a container besides the trainer runs: an injected sidecar that keeps the pod up. (Without one, a
     pod whose containers all ended is still Running for a moment, until the kubelet has torn it down.)"""
@@ -223,7 +241,8 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         terminated, waiting = trouble
     disruption, scheduled = _condition(status, "DisruptionTarget"), _condition(status, "PodScheduled")
     reason = bounded(status.get("reason") or terminated.get("reason") or disruption.get("reason"), REASON_LENGTH)
-    message = bounded(status.get("message") or terminated.get("message") or disruption.get("message"), MESSAGE_LENGTH)
+    said = _in_words(terminated.get("message"), terminated.get("exitCode"))
+    message = bounded(status.get("message") or said or disruption.get("message"), MESSAGE_LENGTH)
     over_own_limit = reason == "Evicted" and _OWN_LIMIT_EVICTIONS.search(message) is not None
     phase = _phase(status.get("phase"), ours)
     held_up = phase != status.get("phase") and _others_running(status, container)
