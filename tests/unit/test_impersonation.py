@@ -11,7 +11,7 @@ from tests.support.api_app import JOBS, TOKENS, served
 from tests.support.builders import job_manifest
 from urllib3 import HTTPHeaderDict
 
-from trainingjob.kube.impersonation import SA_EXTRAS, Impersonating, NotActedFor, impersonation_headers
+from trainingjob.kube.impersonation import Impersonating, NotActedFor, impersonation_headers
 from trainingjob.kube.reviews import Caller
 
 pytestmark = pytest.mark.fast
@@ -54,10 +54,6 @@ def test_the_headers_carry_who_tokenreview_named(caller: Caller, headers: list[t
 def test_callers_the_api_never_acts_for(caller: Caller, says: str) -> None:
     with pytest.raises(NotActedFor, match=says):
         impersonation_headers(caller)
-
-
-def test_every_sa_extra_is_the_token_kind_kubernetes_sets() -> None:
-    assert all(key.startswith("authentication.kubernetes.io/") for key in SA_EXTRAS) and len(set(SA_EXTRAS)) == 5
 
 
 class Sent(Exception):  # noqa: N818

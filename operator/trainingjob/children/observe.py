@@ -159,15 +159,14 @@ def _init_trouble(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping
     return None
 
 
-def _phase(reported: Any, trainer: Mapping[str, Any]) -> PodPhase:
+def _phase(reported: PodPhase, trainer: Mapping[str, Any]) -> PodPhase:
     """The pod's phase as the job sees it: the trainer's container decides. Its pods never restart a container
     (restartPolicy Never), so once the trainer's own state is terminated the pod is Succeeded (exit 0) or Failed,
     whatever other containers (a mesh's injected sidecar, a log shipper) do to keep the pod Running."""
-    phase = PodPhase(reported) if reported in PodPhase.__members__.values() else PodPhase.PENDING
     now = trainer.get("state")
     ended = now.get("terminated") if isinstance(now, Mapping) else None
-    if phase in (PodPhase.SUCCEEDED, PodPhase.FAILED) or not isinstance(ended, Mapping):
-        return phase
+    if reported in (PodPhase.SUCCEEDED, PodPhase.FAILED) or not isinstance(ended, Mapping):
+        return reported
     return PodPhase.SUCCEEDED if ended.get("exitCode") == 0 else PodPhase.FAILED
 
 
@@ -244,8 +243,10 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
     said = _in_words(terminated.get("message"), terminated.get("exitCode"))
     message = bounded(status.get("message") or said or disruption.get("message"), MESSAGE_LENGTH)
     over_own_limit = reason == "Evicted" and _OWN_LIMIT_EVICTIONS.search(message) is not None
-    phase = _phase(status.get("phase"), ours)
-    held_up = phase != status.get("phase") and _others_running(status, container)
+    raw = str(status.get("phase"))
+    reported = PodPhase(raw) if raw in PodPhase.__members__.values() else PodPhase.PENDING
+    phase = _phase(reported, ours)
+    held_up = phase != reported and _others_running(status, container)
     waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
     return PodState(
         name=bounded(metadata.get("name"), 253),

@@ -79,8 +79,13 @@ def request(api: Any, path: str, query: list[tuple[str, Any]], timeout: Any) -> 
     return response
 
 
+def as_is(manifest: Manifest) -> Manifest:
+    """What an informer keeps of an object by default: the object."""
+    return manifest
+
+
 def list_all(
-    api: Any, source: Source, page: int = PAGE, timeout: Any = (5, 60), keep: Callable[[Manifest], Any] = lambda o: o
+    api: Any, source: Source, page: int = PAGE, timeout: Any = (5, 60), keep: Callable[[Manifest], Any] = as_is
 ) -> tuple[list[Any], str]:
     """Every object of the source, read page by page, as `keep` makes it of each (one page at a time: what it
     drops is gone before the next page is read), and the list's resourceVersion (Expired if a continue token
@@ -142,7 +147,7 @@ class Informer:
         page: int = PAGE,
         watch_seconds: int = WATCH_SECONDS,
         connect_timeout: float = 5.0,
-        keep: Callable[[Manifest], Any] = lambda o: o,
+        keep: Callable[[Manifest], Any] = as_is,
     ) -> None:
         self.api, self.source, self.sink, self.on_relist, self.keep = api, source, sink, on_relist, keep
         self.page, self.watch_seconds, self.connect_timeout = page, watch_seconds, connect_timeout

@@ -155,13 +155,14 @@ class Store:
         return item if isinstance(item, Kept) else self.kept(item)
 
     def _put(self, item: Manifest | Kept) -> set[Key]:
-        entry = self._as_kept(item)
-        key, job = entry.key, entry.job
-        if entry.uid in self._gone:
+        key, uid, version = (item.key, item.uid, item.version) if isinstance(item, Kept) else _identity(item)
+        if uid in self._gone:
             return set()  # an answer that arrived after the watch said the object was deleted
         old = self._objects.get(key)
-        if old is not None and not newer(entry.version, old.version):
-            return set()
+        if old is not None and not newer(version, old.version):
+            return set()  # nothing to trim or pack
+        entry = self._as_kept(item)
+        job = entry.job
         changed = self._unindex(key, old) if old is not None else set()
         self._objects[key] = entry
         if job is not None:
