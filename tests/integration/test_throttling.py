@@ -42,7 +42,9 @@ def plane() -> Iterator[ControlPlane]:
 
 def test_a_throttling_apiserver_slows_the_operator_down_instead_of_failing_its_reconciles(plane: ControlPlane) -> None:
     kubeconfig = plane.user_kubeconfig(OPERATOR_USER)
-    with operator_running(kubeconfig, TJ_OPERATOR_MAX_WRITES_IN_FLIGHT="16") as operator:
+    # The scraper's token is made with the admin's kubeconfig (system:masters, never throttled): made as the
+    # operator's user, its writes met the same 429s the test provokes, and the scrape failed.
+    with operator_running(kubeconfig, plane.kubeconfig, TJ_OPERATOR_MAX_WRITES_IN_FLIGHT="16") as operator:
         with plane.api_client() as api:
             h = Harness(api, "team", operator)
             h.create(job_manifest("wide", workers=RANKS))
@@ -53,7 +55,12 @@ def test_a_throttling_apiserver_slows_the_operator_down_instead_of_failing_its_r
                 return len(pods) == RANKS and not gated
 
             poll_until(created, timeout=120, what=f"{RANKS} pods created and released from the tracking gate")
-        throttled = operator.metric("trainingjob_writes_throttled_total")
+        # The operator reviews the scraper's token with a TokenReview, a write this apiserver may answer 429 too:
+        # a refused scrape (-1) is asked again until one answers.
+        throttled = poll_until(
+            lambda: (found := operator.metric("trainingjob_writes_throttled_total")) >= 0 and found,
+            timeout=60, what="a scrape of the operator's metrics answered",
+        )  # fmt: skip
         limit = operator.metric("trainingjob_writes_in_flight_limit")
         log = operator.log()
     print(f"429s: {throttled:.0f}; write limit now {limit:.1f} of 16")
