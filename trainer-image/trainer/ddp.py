@@ -15,15 +15,17 @@ from trainer import faults
 from trainer.checkpoint import Checkpointer
 from trainer.collectives import all_gather_bytes, all_gather_json, broadcast_bytes, from_bytes, to_bytes
 from trainer.config import TrainerConfig
-from trainer.contract import CHECKPOINT_DIR, ExitCode
+from trainer.contract import CHECKPOINT_DIR, JOB_KEY_FILE, ExitCode
 from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import ConfigError, RetryableError
 from trainer.pacing import WARMUP_STEPS, AgreementSchedule, StepTimer
+from trainer.ps_auth import read_job_key
 from trainer.recipe import Recipe
 from trainer.rendezvous import wait_for_port
 from trainer.reporting import RunReport, checkpoint_pacing
 from trainer.signals import StopFlag
+from trainer.signed_store import SignedStore
 from trainer.steps import accumulate_gradients, evaluate_share, means
 from trainer.training import (
     build_optimizer,
@@ -65,7 +67,8 @@ def attempt_store(env: TrainerEnv, timeout: timedelta) -> Store:
     """Rank 0's TCPStore on MASTER_PORT (the others join it), every key under `attempt-N/`: a process of another
     attempt that reaches this store (one that outlived its attempt) looks for its peers under its own prefix, never
     meets this attempt's ranks, and times out. The store does not wait for a count of clients (a stray client
-    would count)."""
+    would count). Its values are signed with the job key (trainer/signed_store.py) when the pod has it, as every
+    pod the operator or local mode makes does."""
     store = TCPStore(
         env.master_addr,
         env.master_port,
@@ -75,7 +78,11 @@ def attempt_store(env: TrainerEnv, timeout: timedelta) -> Store:
         wait_for_workers=False,
         multi_tenant=True,
     )
-    return PrefixStore(f"attempt-{env.attempt}", store)
+    prefixed = PrefixStore(f"attempt-{env.attempt}", store)
+    if env.job_key_file is None:
+        log.warning("no job key (%s): the rendezvous store's values are not signed", JOB_KEY_FILE)
+        return prefixed
+    return SignedStore(prefixed, read_job_key(env.job_key_file), env.attempt)
 
 
 def run_ddp_rank(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:
