@@ -10,14 +10,15 @@ from tests.support.builders import SWEEP_PARAMETERS, T0, make_sweep, sweep_manif
 from trainingjob.model.history import EvaluationPoint
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob.model.sweep_space import Parameter
-from trainingjob.model.sweep_status import ObjectivePoint
-from trainingjob.sweep.sampling import grid_order, next_parameters, trial_budget
+from trainingjob.model.sweep_status import ObjectivePoint, Trial
+from trainingjob.sweep.sampling import grid_order, grid_position, next_parameters, trial_budget
 from trainingjob.sweep.space import grid_point, grid_size
 from trainingjob.sweep.trials import curve
 
 pytestmark = pytest.mark.fast
 
 LR = SWEEP_PARAMETERS[0]
+WIDTHS = {"name": "width", "path": "workers.replicas", "type": "Int", "min": 1, "max": 3}
 
 
 def _refusal(parameters: list[dict[str, Any]], **spec: Any) -> str:
@@ -80,14 +81,45 @@ def test_a_grid_lists_every_combination_the_last_parameter_fastest() -> None:
     assert stepped.grid() == pytest.approx([0.0, 0.3, 0.6, 0.9])
 
 
-def test_a_grid_runs_whole_in_order_or_a_seeded_sample_of_max_trials() -> None:
+def test_a_grid_runs_each_combination_once_in_the_seeds_order() -> None:
     grid: dict[str, Any] = {"search": {"algorithm": "Grid"}, "parameters": [SWEEP_PARAMETERS[1]]}
     whole = make_sweep(maxTrials=10, **grid)
-    assert trial_budget(whole.spec) == 3 and grid_order(whole.spec) == [0, 1, 2]
-    part = make_sweep(maxTrials=2, **grid)
-    order = grid_order(part.spec)
-    assert trial_budget(part.spec) == 2 and len(set(order)) == 2 and order == grid_order(part.spec)
-    assert [p["batch"] for p in next_parameters(whole.spec, [], 3)] == [16, 32, 64]
+    assert trial_budget(whole.spec) == 3 and sorted(grid_order(whole.spec)) == [0, 1, 2]
+    assert sorted(p["batch"] for p in next_parameters(whole.spec, [], 3)) == [16, 32, 64]
+    assert next_parameters(whole.spec, [], 5) == next_parameters(whole.spec, [], 3)  # the budget bounds it
+    # The cluster, browser and e2e sweep tests name a two-value grid's trials by their order under seed 0.
+    assert [grid_position(2, 0, n) for n in range(2)] == [0, 1]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000, 4099], ids=lambda size: f"size-{size}")
+def test_the_grid_order_is_a_permutation_for_every_seed(size: int) -> None:
+    for seed in (0, 1, 2**31 - 1):
+        assert sorted(grid_position(size, seed, n) for n in range(size)) == list(range(size))
+    if size >= 64:  # another seed, another order; and not the grid's own order
+        assert [grid_position(size, 0, n) for n in range(16)] != [grid_position(size, 1, n) for n in range(16)]
+        assert [grid_position(size, 0, n) for n in range(16)] != list(range(16))
+
+
+def _ran(parameters: list[dict[str, Any]]) -> list[Trial]:
+    return [Trial(number=n, job_name=f"t-{n}", parameters=p) for n, p in enumerate(parameters)]
+
+
+def test_raising_max_trials_continues_the_grid_without_repeats() -> None:
+    space: dict[str, Any] = {"search": {"algorithm": "Grid", "seed": 5}, "parameters": [SWEEP_PARAMETERS[1], WIDTHS]}
+    small, large = make_sweep(maxTrials=3, **space), make_sweep(maxTrials=9, **space)
+    first = next_parameters(small.spec, [], 3)
+    assert next_parameters(small.spec, _ran(first), 2) == []  # its budget is spent
+    rest = next_parameters(large.spec, _ran(first), 6)
+    assert first + rest == next_parameters(large.spec, [], 9)  # the same order, continued
+    assert len({tuple(sorted(p.items())) for p in first + rest}) == 9  # every combination, once
+
+
+def test_a_grid_skips_combinations_earlier_trials_ran_in_another_order() -> None:
+    sweep = make_sweep(maxTrials=9, search={"algorithm": "Grid"}, parameters=[SWEEP_PARAMETERS[1], WIDTHS])
+    earlier = [{"batch": 16, "width": 1}, {"batch": 64, "width": 3}]  # what an older operator's order chose
+    rest = next_parameters(sweep.spec, _ran(earlier), 7)
+    assert len(rest) == 7 and not any(p in earlier for p in rest)
+    assert len({tuple(sorted(p.items())) for p in earlier + rest}) == 9
 
 
 @pytest.mark.parametrize("algorithm", ["Random", "TPE"])

@@ -49,9 +49,9 @@ class SearchSpec(ApiModel):
     """How the next trial's parameters are chosen."""
 
     algorithm: Algorithm = Algorithm.TPE
-    """Grid (each combination once: all of them in order when maxTrials covers the grid, else a seeded sample of
-    maxTrials; Float parameters need a step), Random, or TPE (Bayesian: the Tree-structured Parzen Estimator, which
-    samples at random for its first startupTrials)."""
+    """Grid (each combination once, in the seed's random order of the whole grid, as many as maxTrials: raising
+    maxTrials continues the same order; Float parameters need a step), Random, or TPE (Bayesian: the
+    Tree-structured Parzen Estimator, which samples at random for its first startupTrials)."""
     seed: Annotated[Int, Field(ge=0, le=2**31 - 1)] = 0
     """Seeds the samplers: the same sweep with the same results samples the same parameters."""
     startup_trials: Annotated[Int, Field(ge=0, le=MAX_TRIALS)] = 5

@@ -1,8 +1,12 @@
 """Which parameters the next trials run with: a grid in a seeded order, or Optuna's random or TPE sampler asked
-with every earlier trial told."""
+with every earlier trial told.
 
-import random
-from collections.abc import Sequence
+A grid's order is one seeded permutation of all its combinations, whatever maxTrials says, so raising maxTrials
+continues it; the next trials take the first combinations in that order that no trial has run yet, so no
+combination runs twice, even for a sweep whose earlier trials followed another order."""
+
+import hashlib
+from collections.abc import Iterator, Sequence
 
 from trainingjob.model.sweep import Algorithm, TrainingSweepSpec
 from trainingjob.model.sweep_space import Value
@@ -18,22 +22,59 @@ def trial_budget(spec: TrainingSweepSpec) -> int:
     return spec.max_trials
 
 
-def grid_order(spec: TrainingSweepSpec) -> list[int]:
-    """The grid's combinations in the order trials take them: all of them in order when the sweep runs the whole
-    grid, else a seeded random sample of maxTrials of them (never a corner of the grid)."""
+FEISTEL_ROUNDS = 4
+
+
+def _feistel(value: int, half_bits: int, seed: int) -> int:
+    """A seeded bijection of [0, 2**(2*half_bits)): a balanced Feistel network whose rounds hash the seed."""
+    mask = (1 << half_bits) - 1
+    left, right = value >> half_bits, value & mask
+    for round_number in range(FEISTEL_ROUNDS):
+        digest = hashlib.blake2b(f"{seed}:{round_number}:{right}".encode(), digest_size=8).digest()
+        left, right = right, left ^ (int.from_bytes(digest, "big") & mask)
+    return (left << half_bits) | right
+
+
+def grid_position(size: int, seed: int, position: int) -> int:
+    """The combination at `position` of the grid's seeded permutation (a bijection of [0, size)): the Feistel
+    network's, walked until it lands inside the grid. Never materialised, so a grid of any size costs nothing."""
+    half_bits = max(1, ((size - 1).bit_length() + 1) // 2)
+    index = _feistel(position, half_bits, seed)
+    while index >= size:
+        index = _feistel(index, half_bits, seed)
+    return index
+
+
+def grid_order(spec: TrainingSweepSpec) -> Iterator[int]:
+    """The grid's combinations in the order trials take them: the sweep seed's permutation of the whole grid."""
     size = grid_size(spec.parameters)
-    if spec.max_trials >= size:
-        return list(range(size))
-    return random.Random(spec.search.seed).sample(range(size), spec.max_trials)
+    return (grid_position(size, spec.search.seed, position) for position in range(size))
+
+
+def _point_key(values: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
+    return tuple(sorted(values.items()))
+
+
+def _next_grid_points(spec: TrainingSweepSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Value]]:
+    """The first `count` combinations in the grid's order that no trial has run, within the trial budget."""
+    count = min(count, trial_budget(spec) - len(trials))
+    taken = {_point_key(t.parameters) for t in trials}
+    points: list[dict[str, Value]] = []
+    for index in grid_order(spec):
+        if len(points) >= count:
+            break
+        point = grid_point(spec.parameters, index)
+        if _point_key(point) not in taken:
+            points.append(point)
+    return points
 
 
 def next_parameters(spec: TrainingSweepSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Value]]:
     """Parameters for the next `count` trials (numbered from len(trials)): each drawn as if the ones before it,
     these included, were running."""
-    first = len(trials)
     if spec.search.algorithm == Algorithm.GRID:
-        order = grid_order(spec)
-        return [grid_point(spec.parameters, order[n]) for n in range(first, min(first + count, len(order)))]
+        return _next_grid_points(spec, trials, count)
+    first = len(trials)
     space = distributions(spec.parameters)
     drawn: list[dict[str, Value]] = []
     known = list(trials)
