@@ -14,6 +14,7 @@ from tjctl.exits import UsageError
 from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.specs import TRAINER_COMMAND
 from trainingjob.local.cluster import BESIDE_PYTHON, Chaos
+from trainingjob.local.files import ConfigMaps
 from trainingjob.model import API_VERSION, KIND, Mode, RoleSpec, TrainingJob
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob_sdk import Invalid
@@ -26,30 +27,39 @@ PYTHONS = ("python", "python3")
 KINDS = {ROLE_WORKER: "workers", ROLE_PS: "parameter servers"}
 
 
-def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
-    """The one manifest in `path` and its validated job; Invalid naming the file and each field otherwise."""
+CONFIGMAP = "ConfigMap"  # beside the job or sweep, in the same file: what its pods' ConfigMap volumes hold
+
+
+def _the_one(path: Path, kind: str, command: str) -> dict[str, Any]:
+    """The one document of `path` that is not a ConfigMap (ConfigMaps may come with it, as kubectl applies them)."""
     readable(path)
     found = documents(path)
-    if len(found) != 1:
-        has = f"this file has {len(found)} documents ({kinds_in(found)})"
-        alone = "put the TrainingJob in a file of its own (local mode needs no claim: its volumes are folders)"
-        raise Invalid(f"{path}: tjctl run runs one TrainingJob; {has}: {alone}", status=None)
-    if found[0].get("kind") == SWEEP_KIND:
+    main = [d for d in found if d.get("kind") != CONFIGMAP]
+    if len(main) == 1 and main[0].get("kind") == kind:
+        return main[0]
+    has = f"{len(found)} documents ({kinds_in(found)})" if len(found) > 1 else kinds_in(found) or "no document"
+    claim = any(d.get("kind") == "PersistentVolumeClaim" for d in found)
+    hint = ": local mode needs no claim, its volumes are folders" if claim else ""
+    said = f"{path}: {command} runs one {kind}, with any ConfigMaps it mounts; this file has {has}{hint}"
+    raise Invalid(said, status=None)
+
+
+def load(path: Path) -> tuple[dict[str, Any], TrainingJob]:
+    """The one TrainingJob in `path` and its validated model; Invalid naming the file and each field otherwise."""
+    readable(path)
+    if any(d.get("kind") == SWEEP_KIND for d in documents(path)):
         raise UsageError(f"{path} is a TrainingSweep: run it with tjctl sweep run {path}")
-    job = to_create(found[0], str(path))
+    manifest = _the_one(path, KIND, "tjctl run")
+    job = to_create(manifest, str(path))
     if not job.metadata.name:
         raise Invalid(f"{path}: metadata.name is required (tjctl run names its work folder after it)", status=None)
-    return found[0], job
+    return manifest, job
 
 
 def load_sweep(path: Path, *, parallelism: int | None = None) -> tuple[dict[str, Any], TrainingSweep]:
     """The one TrainingSweep in `path` (with `parallelism`, if given, in place of its own) and its validated model;
     Invalid naming the file and each field otherwise."""
-    readable(path)
-    found = documents(path)
-    if len(found) != 1 or found[0].get("kind") != SWEEP_KIND:
-        raise Invalid(f"{path}: tjctl sweep run runs one TrainingSweep; this file has {kinds_in(found)}", status=None)
-    manifest = found[0]
+    manifest = _the_one(path, SWEEP_KIND, "tjctl sweep run")
     if parallelism is not None and isinstance(manifest.get("spec"), dict):
         manifest = {**manifest, "spec": {**manifest["spec"], "parallelism": parallelism}}
     try:
@@ -108,11 +118,29 @@ def chaos(value: str | None, job: TrainingJob) -> Chaos | None:
     return Chaos(f"{slot.role}-{slot.index}", step)
 
 
-def _commands(job: TrainingJob) -> list[tuple[str, ...]]:
+def _roles(job: TrainingJob) -> list[RoleSpec]:
     roles: list[RoleSpec] = [job.spec.workers]
     if job.spec.mode == Mode.PARAMETER_SERVER and job.spec.parameter_servers is not None:
         roles.append(job.spec.parameter_servers)
-    return [tuple(role.command) if role.command else TRAINER_COMMAND for role in roles]
+    return roles
+
+
+def _commands(job: TrainingJob) -> list[tuple[str, ...]]:
+    return [tuple(role.command) if role.command else TRAINER_COMMAND for role in _roles(job)]
+
+
+def check_configmaps(job: TrainingJob, configmaps: ConfigMaps, command: str) -> None:
+    """UsageError, before anything starts, for a ConfigMap the pods mount (not optional) whose manifest is neither
+    beside the file nor in it: local mode has no cluster to find it in."""
+    for role in _roles(job):
+        for volume in role.volumes or []:
+            source = volume.config_map
+            if source is not None and not source.optional and source.name not in configmaps:
+                raise UsageError(
+                    f"{command}: the pods mount ConfigMap {source.name!r} (volume {volume.name!r}); put its manifest"
+                    f" in the same file or a YAML file beside it (kubectl create configmap {source.name}"
+                    f" --from-file=... --dry-run=client -o yaml > {source.name}.yaml)"
+                )
 
 
 def check_programs(job: TrainingJob) -> None:

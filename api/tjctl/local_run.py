@@ -24,6 +24,7 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
     """Check the file, --kill and this machine before anything starts; then run the job to its end."""
     manifest, job = local_checks.load(args.file)
     configmaps = configmaps_in(args.file.resolve().parent)  # what the pods' ConfigMap volumes hold
+    local_checks.check_configmaps(job, configmaps, "tjctl run")
     chaos = local_checks.chaos(args.kill, job)
     local_checks.check_programs(job)
     workdir = args.workdir or Path(".tjctl") / str(job.metadata.name)

@@ -15,7 +15,9 @@ from rich.text import Text
 
 from tjctl import display, local_checks
 from tjctl.exits import FAILED, OK, UsageError
+from tjctl.local_configmaps import configmaps_in
 from tjctl.output import Ui
+from trainingjob.local.files import ConfigMaps
 from trainingjob.model.sweep import Goal, TrainingSweep
 from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus, Trial, TrialPhase
 from trainingjob.plan import Event
@@ -31,14 +33,24 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
         raise UsageError(
             f"tjctl sweep run: the samplers and pruners come from Optuna, which this Python lacks: {INSTALL}"
         )
-    local_checks.check_programs(local_checks.trial_job(sweep))
+    trial = local_checks.trial_job(sweep)
+    local_checks.check_programs(trial)
+    configmaps = configmaps_in(args.file.resolve().parent)  # what the trials' ConfigMap volumes hold
+    local_checks.check_configmaps(trial, configmaps, "tjctl sweep run")
     workdir = args.workdir or Path(".tjctl") / str(sweep.metadata.name)
     local_checks.claim_workdir(workdir, named=args.workdir is not None)
     local_checks.clear_workdir(workdir)  # trials are numbered from 0 again: no folder of an earlier run
-    return run(manifest, sweep, workdir, ui.out)
+    return run(manifest, sweep, workdir, ui.out, configmaps=configmaps)
 
 
-def run(manifest: dict[str, Any], sweep: TrainingSweep, workdir: Path, console: Console) -> int:
+def run(
+    manifest: dict[str, Any],
+    sweep: TrainingSweep,
+    workdir: Path,
+    console: Console,
+    *,
+    configmaps: ConfigMaps | None = None,
+) -> int:
     """Run to the end; 0 when the sweep succeeded (a trial succeeded and none went over the failure budget)."""
     from trainingjob.local.sweep import run_sweep  # noqa: PLC0415  (it imports Optuna: only for this command)
 
@@ -55,7 +67,7 @@ def run(manifest: dict[str, Any], sweep: TrainingSweep, workdir: Path, console: 
         if event.type == "Warning":
             console.print(Text.assemble(f"{job} ", (event.reason, "yellow"), f": {event.message}"))
 
-    status, _ = run_sweep(manifest, workdir, on_status=on_status, on_event=on_event)
+    status, _ = run_sweep(manifest, workdir, on_status=on_status, on_event=on_event, configmaps=configmaps)
     if status is None:
         console.print("[red]The sweep ended without a status.[/]")
         return FAILED

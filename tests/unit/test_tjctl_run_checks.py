@@ -3,6 +3,7 @@ reaches, a file that is not one valid TrainingJob, and a machine without the pro
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ from tests.support.builders import claim_manifest, job_manifest
 from tjctl import local_checks
 from tjctl.cli import main
 from tjctl.exits import UsageError
+from tjctl.local_configmaps import configmaps_in
 from trainingjob.local.cluster import Chaos
 from trainingjob.model import TrainingJob
 
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.fast
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _file(tmp_path: Path, *manifests: dict[str, object]) -> str:
+def _file(tmp_path: Path, *manifests: dict[str, Any]) -> str:
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump_all(manifests))
     return str(path)
@@ -64,11 +66,11 @@ def test_a_kill_of_a_parameter_server_is_checked_against_their_number(tmp_path: 
 
 def test_a_file_that_is_not_one_valid_named_job_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     two = _file(tmp_path, job_manifest("a"), job_manifest("b"))
-    _refused(["run", two], capsys, "tjctl run runs one TrainingJob; this file has 2 documents")
+    _refused(["run", two], capsys, "tjctl run runs one TrainingJob, with any ConfigMaps it mounts; this file has 2 doc")
     claim = claim_manifest()
     with_claim = _file(tmp_path, claim, job_manifest("a"))
-    _refused(["run", with_claim], capsys, "(a PersistentVolumeClaim, a TrainingJob): put the TrainingJob in a file")
-    _refused(["run", _file(tmp_path, claim)], capsys, "is a PersistentVolumeClaim, not a TrainingJob")
+    _refused(["run", with_claim], capsys, "(a PersistentVolumeClaim, a TrainingJob): local mode needs no claim")
+    _refused(["run", _file(tmp_path, claim)], capsys, "runs one TrainingJob, with any", "has a PersistentVolumeClaim")
     unnamed = job_manifest("x")
     unnamed["metadata"] = {"generateName": "x-"}
     _refused(["run", _file(tmp_path, unnamed)], capsys, "metadata.name is required")
@@ -131,3 +133,20 @@ def test_tjctls_own_workdir_is_marked_and_cleared_of_what_a_run_left(tmp_path: P
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="not a folder"):
         local_checks.claim_workdir(tmp_path / "file", named=True)
+
+
+def test_a_job_with_its_configmap_in_the_same_file_runs_and_a_missing_one_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = job_manifest("j")
+    job["spec"]["workers"]["volumes"] = [{"name": "code", "configMap": {"name": "recipe"}}]
+    job["spec"]["workers"]["volumeMounts"] = [{"name": "code", "mountPath": "/code"}]
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "recipe"}, "data": {"r.py": "x = 1"}}
+    path = Path(_file(tmp_path, configmap, job))
+    manifest, model = local_checks.load(path)
+    assert manifest["kind"] == "TrainingJob" and model.metadata.name == "j"
+    local_checks.check_configmaps(model, configmaps_in(tmp_path), "tjctl run")  # found in the same file
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    _refused(["run", _file(alone, job), "--workdir", str(alone / "work")], capsys, "mount ConfigMap 'recipe'")
+    assert not (alone / "work").exists()

@@ -10,8 +10,11 @@ import yaml
 from rich.console import Console
 from tests.support.builders import job_manifest, make_sweep, sweep_manifest
 
+from tjctl import local_checks
 from tjctl.cli import main
+from tjctl.local_configmaps import configmaps_in
 from tjctl.sweep_run import changes, ranked, summary
+from trainingjob.local.sweep import LocalSweep
 from trainingjob.model.sweep import Goal
 from trainingjob.model.sweep_status import BestTrial, SweepPhase, TrainingSweepStatus, Trial, TrialCounts, TrialPhase
 
@@ -75,7 +78,7 @@ def test_a_file_that_is_not_one_sweep_is_refused_saying_which_command_runs_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     job = _file(tmp_path, job_manifest("j"))
-    _refused(["sweep", "run", job], capsys, "tjctl sweep run runs one TrainingSweep; this file has a TrainingJob")
+    _refused(["sweep", "run", job], capsys, "runs one TrainingSweep, with any ConfigMaps", "file has a TrainingJob")
     server = ["--server", "http://127.0.0.1:9", "--token", "t"]  # refused before anything is sent
     _refused([*server, "sweep", "submit", job], capsys, "is a TrainingJob, not a TrainingSweep: submit it as a job")
     sweep = _file(tmp_path, sweep_manifest("s"))
@@ -154,3 +157,38 @@ def test_the_summary_counts_the_trials_and_names_the_best() -> None:
         "Succeeded: 2 trials in 1m10s: 1 succeeded, 1 pruned, 0 failed. Best: trial 0 (sweep-0), accuracy 0.9800"
         " with lr=0.00316, batch=64"
     )
+
+
+def _mounting(manifest: dict[str, Any], configmap: str) -> dict[str, Any]:
+    """`manifest` (a sweep) with its trials' workers mounting the ConfigMap `configmap` at /code."""
+    workers = manifest["spec"]["template"]["spec"].setdefault("workers", {})
+    workers["volumes"] = [{"name": "code", "configMap": {"name": configmap}}]
+    workers["volumeMounts"] = [{"name": "code", "mountPath": "/code"}]
+    return manifest
+
+
+def test_a_sweep_mounting_a_configmap_nowhere_beside_it_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    sweep = _file(tmp_path, _mounting(sweep_manifest("s"), "recipe"))
+    _refused(["sweep", "run", sweep, "--workdir", str(work)], capsys, "mount ConfigMap 'recipe' (volume 'code')")
+    assert not work.exists()
+
+
+@pytest.mark.parametrize("beside", [True, False], ids=["in-a-file-beside", "in-the-same-file"])
+def test_a_sweeps_configmaps_reach_its_trials_jobs(tmp_path: Path, beside: bool) -> None:
+
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "recipe"}, "data": {"r.py": "x = 1"}}
+    sweep = _mounting(sweep_manifest("s"), "recipe")
+    if beside:
+        (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(configmap))
+        path = Path(_file(tmp_path, sweep))
+    else:
+        path = Path(_file(tmp_path, configmap, sweep))
+    manifest, model = local_checks.load_sweep(path)
+    found = configmaps_in(path.parent)
+    local_checks.check_configmaps(local_checks.trial_job(model), found, "tjctl sweep run")  # no refusal
+    local = LocalSweep(manifest, tmp_path / "work", configmaps=found)
+    local.create_job("local", {"metadata": {"name": "s-0"}, "spec": {}})
+    assert local.jobs["s-0"].configmaps == {"recipe": {"r.py": "x = 1"}}

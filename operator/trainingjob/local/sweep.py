@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trainingjob.local.cluster import LOCAL_SETTINGS, LocalCluster, merge_patched
+from trainingjob.local.files import ConfigMaps
 from trainingjob.local.pod import Manifest, now_stamp
 from trainingjob.model.sweep_status import TrainingSweepStatus
 from trainingjob.plan import Event
@@ -34,6 +35,7 @@ class LocalSweep:
     sweep: Manifest
     workdir: Path
     on_event: TrialEvent = lambda job, event: None
+    configmaps: ConfigMaps = field(default_factory=dict)  # the ConfigMaps beside the sweep's manifest
     jobs: dict[str, LocalCluster] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -65,7 +67,10 @@ class LocalSweep:
         name = str(manifest["metadata"]["name"])
         if name not in self.jobs:
             self.jobs[name] = LocalCluster(
-                copy.deepcopy(manifest), self.workdir / name, lambda event: self.on_event(name, event)
+                copy.deepcopy(manifest),
+                self.workdir / name,
+                lambda event: self.on_event(name, event),
+                configmaps=dict(self.configmaps),
             )
 
     def suspend_job(self, namespace: str, name: str) -> None:
@@ -141,7 +146,9 @@ def run_sweep(
     *,
     on_status: Callable[[TrainingSweepStatus], None] = lambda status: None,
     on_event: TrialEvent = lambda job, event: None,
+    configmaps: ConfigMaps | None = None,
 ) -> tuple[TrainingSweepStatus | None, LocalSweep]:
-    """Run a sweep (checked valid by the caller) to its end on this machine: its final status and its trials."""
-    sweep = LocalSweep(copy.deepcopy(manifest), workdir, on_event)
+    """Run a sweep (checked valid by the caller) to its end on this machine: its final status and its trials.
+    `configmaps` (name -> data) stand in for the cluster's, for the trials' ConfigMap volumes."""
+    sweep = LocalSweep(copy.deepcopy(manifest), workdir, on_event, dict(configmaps or {}))
     return sweep.run(on_status), sweep
