@@ -110,12 +110,12 @@ def _why(trial: Trial, metric: str) -> str:
 
 
 def ranked(trials: Sequence[Trial], sweep: TrainingSweep) -> Table:
-    """The trials, best first: those with an objective by it (succeeded before the others), then the rest."""
+    """The trials, best first: those with an objective by it, whatever their phase (shown beside: a pruned trial's
+    objective is the last before it was stopped), then the rest."""
     sign = -1.0 if sweep.spec.objective.goal == Goal.MAXIMIZE else 1.0
 
-    def key(trial: Trial) -> tuple[int, float, int]:
-        score = sign * trial.objective if trial.objective is not None else float("inf")
-        return (trial.phase != TrialPhase.SUCCEEDED, score, trial.number)
+    def key(trial: Trial) -> tuple[float, int]:
+        return (sign * trial.objective if trial.objective is not None else float("inf"), trial.number)
 
     names = [p.name for p in sweep.spec.parameters]
     table = Table(box=None, pad_edge=False)

@@ -17,7 +17,7 @@ from trainingjob.model.sweep_status import SweepPhase, TrainingSweepStatus, Tria
 pytestmark = pytest.mark.e2e
 
 STEPS = 1000  # long enough that a trial stopped early visibly stops: the pruned one is stopped near step 50
-HOLD = 900  # an evaluation step that a trial's curve keeps once thinned to 16 points
+HOLD = 750  # an evaluation step at one of the sixteenths of the run its curve is taken at (12/16 of 1000)
 # Grid order: a learning rate that learns within 50 steps, then one that cannot (adam at 1e-5 stays near chance).
 GOOD_THEN_HOPELESS = [{"name": "lr", "path": "trainer.learningRate", "type": "Categorical", "values": [0.01, 1e-5]}]
 

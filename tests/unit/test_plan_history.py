@@ -167,3 +167,15 @@ def test_a_curve_stays_small_ordered_and_spans_the_run(gaps: list[int], half: in
     assert steps[0] == gaps[0]  # the first point is always kept
     assert step_now - steps[-1] < every  # the newest point is never further back than the spacing
     assert all(b - a >= every for a, b in itertools.pairwise(steps))  # evenly spread
+
+
+@pytest.mark.parametrize("spacing", [7, 60, 1000], ids=lambda spacing: f"every-{spacing}-steps")
+def test_a_curve_seen_further_apart_than_its_spacing_stays_even(spacing: int) -> None:
+    # Reconciles see evaluations further apart than the series' own spacing: thinning must not leave the old part
+    # sparse and the new part dense (early stopping compares trials along these curves).
+    series: list[MetricPoint] = []
+    every = 1
+    for number in range(1, 501):
+        series, every = added(series, every, _point(spacing * number), limit=64)
+    gaps = {b.step - a.step for a, b in itertools.pairwise(series)}
+    assert len(series) > 32 and gaps == {every}, (sorted(gaps), every)

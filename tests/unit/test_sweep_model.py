@@ -11,6 +11,7 @@ from trainingjob.model.history import EvaluationPoint
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob.model.sweep_space import Parameter
 from trainingjob.model.sweep_status import ObjectivePoint, Trial
+from trainingjob.sweep.pruning import at_its_end
 from trainingjob.sweep.sampling import grid_order, grid_position, next_parameters, trial_budget
 from trainingjob.sweep.space import grid_point, grid_size
 from trainingjob.sweep.trials import curve
@@ -143,3 +144,34 @@ def test_a_curve_keeps_at_most_16_points_at_the_same_steps_for_every_trial() -> 
     assert {p.step for p in longer} <= {p.step for p in long} | set(range(0, 701, 80))
     assert all(p.step % 40 == 0 for p in long) and long[0] == ObjectivePoint(step=40, value=0.04)
     assert curve(evaluations(50), "accuracy")[-1].step == 50 and curve(evaluations(50), "loss") == []
+
+
+def test_a_curve_with_total_steps_takes_the_same_sixteenths_for_every_trial() -> None:
+    def evaluations(every: int, last: int) -> list[EvaluationPoint]:
+        return [EvaluationPoint(step=s, time=T0, metrics={"accuracy": s / 1000}) for s in range(every, last + 1, every)]
+
+    dense, sparse = curve(evaluations(10, 490), "accuracy", 1600), curve(evaluations(70, 490), "accuracy", 1600)
+    assert [p.step for p in dense] == [p.step for p in sparse] == [100, 200, 300, 400]  # only the marks reached
+    assert [p.value for p in dense] == [0.1, 0.2, 0.3, 0.4]
+    assert [p.value for p in sparse] == [0.07, 0.21, 0.28, 0.42]  # the evaluation nearest each mark
+    whole = curve(evaluations(10, 1600), "accuracy", 1600)
+    assert len(whole) == 16 and whole[-1].step == 1600
+    assert curve(evaluations(10, 50), "accuracy", 1600) == [] and curve(evaluations(10, 50), "loss", 1600) == []
+
+
+@pytest.mark.parametrize(
+    ("step", "objective_step", "total", "at_end"),
+    [
+        (1000, 950, 1000, True),
+        (400, 1000, 1000, True),
+        (999, 950, 1000, False),
+        (1000, 1000, None, False),
+        (None, None, 1000, False),
+    ],
+    ids=["reported-last-step", "evaluated-last-step", "one-step-short", "total-unknown", "nothing-reported"],
+)
+def test_a_trial_is_at_its_end_once_it_reached_its_total_steps(
+    step: int | None, objective_step: int | None, total: int | None, at_end: bool
+) -> None:
+    trial = Trial(number=0, job_name="t-0", parameters={}, step=step, objective_step=objective_step, total_steps=total)
+    assert at_its_end(trial) is at_end

@@ -1,9 +1,13 @@
 """The sweep planner: trials started up to parallelism with their parameters in the status first, observed from
 their jobs, stopped early, counted against the failure budget, and ranked; nothing repeated after a crash."""
 
-import pytest
-from tests.support.builders import at, make_sweep, sweep_step, trial_job
+from dataclasses import replace
+from typing import Any
 
+import pytest
+from tests.support.builders import at, job_manifest, make_sweep, sweep_step, trial_job
+
+from trainingjob.model import Progress
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
@@ -131,7 +135,7 @@ def test_a_trial_trailing_the_median_is_pruned_in_the_status_then_stopped() -> N
     ]
     sweep, result = sweep_step(sweep, jobs, at(5))
     assert sweep.status is not None and sweep.status.trials[2].phase == TrialPhase.PRUNED
-    assert sweep.status.trials[2].reason == "PrunedByMedian" and "step 10" in sweep.status.trials[2].message
+    assert sweep.status.trials[2].reason == "PrunedByMedian" and "near step 6" in sweep.status.trials[2].message
     assert result.stop == ("sweep-2",) and result.action.value == "Suspend"
     assert [t.job_name for t in result.create] == ["sweep-3", "sweep-4"]  # the pruned one still runs: 2 places
     stopped = [*jobs[:2], trial_job(sweep, 2, curve={10: 0.1}, suspended=True)]
@@ -160,19 +164,26 @@ def test_a_trials_job_is_the_template_with_its_parameters_labelled_and_owned() -
     assert owner["uid"] == "sweep-uid" and owner["controller"] and owner["kind"] == "TrainingSweep"
 
 
+def _steps(total: int) -> dict[str, Any]:
+    """A sweep's template whose jobs run `total` steps: their curves' points are at its sixteenths."""
+    return {"template": {"spec": job_manifest(trainer={"steps": total, "evalEverySteps": 10})["spec"]}}
+
+
 def test_the_median_rule_judges_every_step_reported_since_the_last_reconcile() -> None:
-    sweep, _ = sweep_step(make_sweep(parallelism=2, earlyStopping={"algorithm": "Median", "startupTrials": 1}), [])
+    median = {"algorithm": "Median", "startupTrials": 1}
+    sweep, _ = sweep_step(make_sweep(parallelism=2, earlyStopping=median, **_steps(160)), [])
     finished = trial_job(sweep, 0, "Succeeded", curve={10: 0.9, 20: 0.95}, final=0.95)
     behind = trial_job(sweep, 1, curve={10: 0.1, 20: 0.2, 30: 0.3})  # step 30: no finished trial reached it
     sweep, result = sweep_step(sweep, [finished, behind], at(5))
     assert sweep.status is not None and sweep.status.trials[1].phase == TrialPhase.PRUNED
-    assert "0.1 at step 10" in sweep.status.trials[1].message and result.stop == ("sweep-1",)
+    assert "0.1 near step 10" in sweep.status.trials[1].message and result.stop == ("sweep-1",)
 
 
 def test_the_median_rule_compares_trials_whose_evaluations_were_seen_at_different_steps() -> None:
     # What a sweep's jobs report: each status keeps the evaluations its reconciles saw, so steps seldom coincide.
-    # At step 200 only trial 2 has an evaluation of its own; the others count with their latest before it.
-    sweep, _ = sweep_step(make_sweep(parallelism=5, earlyStopping={"algorithm": "Median", "startupTrials": 3}), [])
+    # Every curve is taken at the sixteenths of the run (every 50 steps of 800), each the evaluation nearest to it.
+    median = {"algorithm": "Median", "startupTrials": 3}
+    sweep, _ = sweep_step(make_sweep(parallelism=5, earlyStopping=median, **_steps(800)), [])
     finished = [
         trial_job(sweep, 0, "Succeeded", curve={100: 0.5, 400: 0.87}, final=0.87),
         trial_job(sweep, 1, "Succeeded", curve={150: 0.11, 350: 0.12}, final=0.12),
@@ -181,8 +192,8 @@ def test_the_median_rule_compares_trials_whose_evaluations_were_seen_at_differen
     strong, weak = trial_job(sweep, 3, curve={50: 0.92, 200: 0.981}), trial_job(sweep, 4, curve={50: 0.12, 200: 0.25})
     sweep, result = sweep_step(sweep, [*finished, strong, weak], at(5))
     assert sweep.status is not None
-    assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # 0.981 against the median 0.5, not against 0.986
-    assert sweep.status.trials[4].phase == TrialPhase.PRUNED and "0.25 at step 200" in sweep.status.trials[4].message
+    assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # 0.92 at step 50 against the median 0.5
+    assert sweep.status.trials[4].phase == TrialPhase.PRUNED and "0.12 near step 50" in sweep.status.trials[4].message
     assert result.stop == ("sweep-4",)
 
 
@@ -192,7 +203,7 @@ HALVING = {"algorithm": "SuccessiveHalving", "minSteps": 10, "reductionFactor": 
 def test_successive_halving_judges_a_trial_against_the_rungs_of_the_others_in_a_rebuilt_study() -> None:
     # The study is rebuilt on every reconcile: the rungs the others passed must be rebuilt from their curves, or a
     # trial only ever competes with itself and is never stopped.
-    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING), [])
+    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING, **_steps(160)), [])
     finished = [
         trial_job(sweep, 0, "Succeeded", curve={10: 0.9, 20: 0.95, 40: 0.97}, final=0.97),
         trial_job(sweep, 1, "Succeeded", curve={10: 0.85, 20: 0.9, 40: 0.92}, final=0.92),
@@ -202,17 +213,42 @@ def test_successive_halving_judges_a_trial_against_the_rungs_of_the_others_in_a_
     assert sweep.status is not None
     pruned = sweep.status.trials[2]
     assert pruned.phase == TrialPhase.PRUNED and pruned.reason == "PrunedBySuccessiveHalving", pruned
-    assert "0.2 at step 10" in pruned.message and result.stop == ("sweep-2",)
+    assert "0.2 near step 10" in pruned.message and result.stop == ("sweep-2",)
     assert sweep.status.trials[3].phase == TrialPhase.RUNNING  # the best at rung 0: promoted
 
 
 def test_successive_halving_counts_the_rungs_a_running_trial_has_passed() -> None:
     # Trial 2 still runs, past rung 0 (step 10) with 0.9: trial 1 competes with that at rung 0, not only with the
     # one finished trial.
-    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING), [])
+    sweep, _ = sweep_step(make_sweep(parallelism=4, maxTrials=6, earlyStopping=HALVING, **_steps(160)), [])
     finished = trial_job(sweep, 0, "Succeeded", curve={10: 0.5, 20: 0.6, 40: 0.7}, final=0.7)
     judged, ahead = trial_job(sweep, 1, curve={10: 0.6}), trial_job(sweep, 2, curve={10: 0.9, 20: 0.95})
     sweep, result = sweep_step(sweep, [finished, judged, ahead], at(5))
     assert sweep.status is not None
     assert sweep.status.trials[1].phase == TrialPhase.PRUNED, sweep.status.trials[1]
     assert sweep.status.trials[2].phase == TrialPhase.RUNNING and result.stop == ("sweep-1",)
+
+
+def test_a_trial_at_its_last_step_is_never_pruned() -> None:
+    # Trial 2 trails badly, but its job evaluated its last step (100 of 100): it is finishing, and stopping it
+    # would save nothing and call a finished run pruned.
+    sweep, _ = sweep_step(make_sweep(parallelism=3, maxTrials=6, earlyStopping=MEDIAN), [])
+    good = {10: 0.8, 100: 0.9}
+    jobs = [trial_job(sweep, n, "Succeeded", curve=good, final=0.9) for n in (0, 1)]
+    finishing = trial_job(sweep, 2, curve={10: 0.1, 100: 0.1})
+    sweep, result = sweep_step(sweep, [*jobs, finishing], at(5))
+    assert sweep.status is not None and sweep.status.trials[2].phase == TrialPhase.RUNNING and not result.stop
+    assert (sweep.status.trials[2].objective_step, sweep.status.trials[2].total_steps) == (100, 100)
+
+
+def test_a_trials_objective_is_its_jobs_latest_evaluation_even_one_the_history_left_out() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1), [])
+    job = trial_job(sweep, 0, curve={10: 0.5, 20: 0.6})
+    assert job.job is not None and job.job.status is not None
+    report = Progress(step=25, metrics={"accuracy": 0.7}, metrics_step=25, total_steps=100)
+    status = job.job.status.model_copy(update={"progress": report})
+    job = replace(job, job=job.job.model_copy(update={"status": status}))
+    sweep, _ = sweep_step(sweep, [job], at(5))
+    assert sweep.status is not None
+    trial = sweep.status.trials[0]
+    assert (trial.objective, trial.objective_step, trial.step, trial.total_steps) == (0.7, 25, 25, 100)

@@ -68,8 +68,13 @@ class Trial(ApiModel):
     objective_step: Count | None = None
     """The step the objective was evaluated at."""
     curve: Annotated[list[ObjectivePoint], Field(max_length=MAX_CURVE_POINTS)] = Field(default_factory=list)
-    """The objective at the evaluations during training (at most 16, spread over the run): what early stopping
-    compares trials by."""
+    """The objective during training, at most 16 points: at each sixteenth of totalSteps the run has reached (the
+    evaluation nearest to it), so every trial is compared at the same steps, however long it ran; without
+    totalSteps, at the evaluations spread over the run. What early stopping compares trials by."""
+    step: Count | None = None
+    """The step its job had reached, as its rank 0 last reported."""
+    total_steps: Count | None = None
+    """The steps its job runs to, when known: a trial at or past them is never pruned."""
     reason: Reason | None = None
     """Why it ended where it did not succeed, e.g. JobFailed, ObjectiveMissing, PrunedByMedian."""
     message: Message = ""

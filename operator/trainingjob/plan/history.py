@@ -3,6 +3,7 @@ and last status: an attempt that began, got its pods, ran or ended (what its ran
 a checkpoint; a point of the loss curve or an evaluation. Nothing new, nothing written: the history is unchanged
 when the status is. Attempts past MAX_ATTEMPTS leave the list for `earlier`, the goodput split's sum of them."""
 
+import itertools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TypeVar
@@ -171,7 +172,9 @@ def _curves(history: History, after: TrainingJobStatus, now: datetime) -> Histor
 def added(series: Sequence[P], every: int, point: P, limit: int) -> tuple[list[P], int]:
     """`series` with `point`: a point at or before the last step replaces the points from its step on (a resume
     from a checkpoint redoes those steps); one closer than `every` steps to the last is left out; past `limit`
-    points every other one goes and the spacing doubles, so the series keeps spanning the whole run."""
+    points every other one goes and the spacing doubles, or grows to the closest two points kept if they are
+    further apart (points arrive as reconciles see them, often further apart than `every`): new points are then
+    no denser than the old, and the series stays even over the whole run."""
     if series and series[-1].step == point.step:
         return list(series), every
     kept = [p for p in series if p.step < point.step]
@@ -179,5 +182,6 @@ def added(series: Sequence[P], every: int, point: P, limit: int) -> tuple[list[P
         return kept, every
     kept.append(point)
     while len(kept) > limit:
-        kept, every = kept[::-2][::-1], every * 2  # the newest point stays (and the first, for an even limit)
+        kept = kept[::-2][::-1]  # the newest point stays (and the first, for an even limit)
+        every = max(every * 2, min(b.step - a.step for a, b in itertools.pairwise(kept)))
     return kept, every

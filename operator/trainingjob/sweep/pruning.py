@@ -25,7 +25,7 @@ class Pruned:
 def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
     """The running trials whose evaluations trail the others by the early-stopping rule."""
     stopping = spec.early_stopping
-    running = [t for t in trials if t.phase == TrialPhase.RUNNING and t.curve]
+    running = [t for t in trials if t.phase == TrialPhase.RUNNING and t.curve and not at_its_end(t)]
     if stopping is None or not running:
         return []
     study = rebuilt(spec, aligned(trials), len(trials))
@@ -38,11 +38,18 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
         if frozen is not None and step is not None:
             value = frozen.intermediate_values[step]
             message = (
-                f"{spec.objective.metric} {value:.6g} at step {step} trailed the other trials"
+                f"{spec.objective.metric} {value:.6g} near step {step} trailed the other trials"
                 f" ({stopping.algorithm.value} rule): stopped early"
             )
             verdicts.append(Pruned(trial.number, REASONS[stopping.algorithm], message))
     return verdicts
+
+
+def at_its_end(trial: Trial) -> bool:
+    """The trial's job has run its last step (or evaluated there): it is finishing, not to be stopped early."""
+    if trial.total_steps is None:
+        return False
+    return max(trial.step or 0, trial.objective_step or 0) >= trial.total_steps
 
 
 def aligned(trials: Sequence[Trial]) -> list[Trial]:

@@ -55,16 +55,48 @@ def child(manifest: Mapping[str, Any]) -> Child:
     )
 
 
-def curve(evaluations: Sequence[EvaluationPoint], metric: str) -> list[ObjectivePoint]:
-    """The metric at each evaluation, thinned to MAX_CURVE_POINTS: steps that are multiples of the first
-    evaluation's step times the least power of two that fits, so every trial keeps the same steps."""
+def curve(evaluations: Sequence[EvaluationPoint], metric: str, total_steps: int | None = None) -> list[ObjectivePoint]:
+    """The metric during training, at most MAX_CURVE_POINTS points. With `total_steps`: at each sixteenth of it
+    that the evaluations have reached, the value of the evaluation nearest to it (the earlier on a tie), so trials
+    evaluated at different steps or seen at different moments share their curve's steps. Without: the evaluations
+    at steps that are multiples of the first one's step times the least power of two that fits."""
     points = [ObjectivePoint(step=e.step, value=e.metrics[metric]) for e in evaluations if metric in e.metrics]
+    if not points:
+        return []
+    if total_steps:
+        marks = sorted({max(1, round(total_steps * k / MAX_CURVE_POINTS)) for k in range(1, MAX_CURVE_POINTS + 1)})
+        reached = [mark for mark in marks if mark <= points[-1].step]
+        return [ObjectivePoint(step=mark, value=_nearest(points, mark).value) for mark in reached]
     if len(points) <= MAX_CURVE_POINTS or points[0].step == 0:
         return points[-MAX_CURVE_POINTS:]
     unit = points[0].step
     while len(kept := [p for p in points if p.step % unit == 0]) > MAX_CURVE_POINTS:
         unit *= 2
     return kept
+
+
+def _evaluations(job: TrainingJob, now: datetime) -> list[EvaluationPoint]:
+    """The job's evaluations: its history's (thinned, so the newest may be missing), and its latest report's."""
+    status = job.status
+    kept = list(status.history.evaluations) if status and status.history else []
+    progress = status.progress if status else None
+    if progress is None or not progress.metrics or progress.metrics_step is None:
+        return kept
+    if kept and kept[-1].step >= progress.metrics_step:
+        return kept
+    return [*kept, EvaluationPoint(step=progress.metrics_step, time=now, metrics=progress.metrics)]
+
+
+def _nearest(points: Sequence[ObjectivePoint], step: int) -> ObjectivePoint:
+    return min(points, key=lambda point: (abs(point.step - step), point.step))
+
+
+def _total_steps(job: TrainingJob) -> int | None:
+    """The steps the job runs to: as its trainer reported them, else as its spec sets them."""
+    progress = job.status.progress if job.status else None
+    if progress is not None and progress.total_steps:
+        return progress.total_steps
+    return job.spec.trainer.steps if job.spec.trainer is not None else None
 
 
 def observed(trial: Trial, found: Child | None, metric: str, now: datetime) -> Trial:
@@ -79,14 +111,16 @@ def observed(trial: Trial, found: Child | None, metric: str, now: datetime) -> T
     job = found.job
     start = trial.start_time or found.created or now
     status = job.status
-    history = status.history if status else None
-    points = curve(history.evaluations, metric) if history else []
-    latest = points[-1] if points else None
+    evaluations = _evaluations(job, now)
+    total = _total_steps(job)
+    latest = next((e for e in reversed(evaluations) if metric in e.metrics), None)
     update = {
         "start_time": start,
-        "curve": points,
-        "objective": latest.value if latest else None,
+        "curve": curve(evaluations, metric, total),
+        "objective": latest.metrics[metric] if latest else None,
         "objective_step": latest.step if latest else None,
+        "step": status.progress.step if status and status.progress else None,
+        "total_steps": total,
     }
     phase = status.phase if status else Phase.PENDING
     if phase == Phase.SUCCEEDED:

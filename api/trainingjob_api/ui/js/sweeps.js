@@ -68,14 +68,13 @@ export function sweepsView(root) {
   });
 }
 
-/** The trials, best first: succeeded ones by the objective, then the others with an objective, then the rest. */
+/** The trials, best first: those with an objective by it, whatever their phase (shown beside), then the rest. */
 export function ranked(trials, goal) {
   const sign = goal === "Maximize" ? -1 : 1;
-  const key = (t) => [t.phase === "Succeeded" ? 0 : 1, typeof t.objective === "number" ? sign * t.objective : Infinity,
-    t.number];
+  const key = (t) => [typeof t.objective === "number" ? sign * t.objective : Infinity, t.number];
   return [...trials].sort((a, b) => {
     const [x, y] = [key(a), key(b)];
-    return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
+    return x[0] - y[0] || x[1] - y[1];
   });
 }
 
