@@ -118,3 +118,10 @@ def test_example_is_created_as_written(sweeps: client.CustomObjectsApi, example:
     manifest = yaml.safe_load(example.read_text())
     stored = _create(sweeps, manifest)
     assert TrainingSweep.from_manifest(stored).spec == TrainingSweep.from_manifest(manifest).spec
+
+
+def test_a_template_with_a_ttl_is_refused_naming_the_field(sweeps: client.CustomObjectsApi) -> None:
+    manifest = sweep_manifest("ttl")
+    manifest["spec"]["template"]["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 60}
+    message = _refusal(sweeps, manifest)
+    assert "spec.template.spec.runPolicy.ttlSecondsAfterFinished" in message and "before the sweep" in message, message

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.support.builders import SWEEP_PARAMETERS, T0, make_sweep, sweep_manifest, sweep_step
+from tests.support.builders import SWEEP_PARAMETERS, T0, job_manifest, make_sweep, sweep_manifest, sweep_step
 
 from trainingjob.model.history import EvaluationPoint
 from trainingjob.model.sweep import TrainingSweep
@@ -175,3 +175,9 @@ def test_a_trial_is_at_its_end_once_it_reached_its_total_steps(
 ) -> None:
     trial = Trial(number=0, job_name="t-0", parameters={}, step=step, objective_step=objective_step, total_steps=total)
     assert at_its_end(trial) is at_end
+
+
+def test_a_template_with_a_ttl_is_refused_naming_the_field() -> None:
+    template = {"spec": {**job_manifest(trainer={"steps": 100})["spec"], "runPolicy": {"ttlSecondsAfterFinished": 60}}}
+    refusal = _refusal(SWEEP_PARAMETERS, template=template)
+    assert "template.spec.runPolicy.ttlSecondsAfterFinished" in refusal and "before the sweep recorded" in refusal

@@ -114,6 +114,10 @@ def _grid_ready(spec: "TrainingSweepSpec") -> bool:
     return spec.search.algorithm != Algorithm.GRID or all(p.is_finite for p in spec.parameters)
 
 
+def _trials_kept(spec: "TrainingSweepSpec") -> bool:
+    return spec.template.spec.run_policy.ttl_seconds_after_finished is None
+
+
 class TrainingSweepSpec(ApiModel):
     """The desired state of a sweep: what to vary, what to optimize, how many trials, how many at once."""
 
@@ -147,6 +151,16 @@ class TrainingSweepSpec(ApiModel):
             message="Grid search needs a step on every Float parameter (or give its values as Categorical)",
             reason=Reason.INVALID,
             holds=_grid_ready,
+        ),
+        Rule(
+            field="template.spec.runPolicy.ttlSecondsAfterFinished",
+            cel="!has(self.template.spec.runPolicy) || !has(self.template.spec.runPolicy.ttlSecondsAfterFinished)",
+            message=(
+                "a sweep keeps its trials' jobs (they go when the sweep is deleted): a TTL would delete a finished"
+                " trial before the sweep recorded its objective"
+            ),
+            reason=Reason.FORBIDDEN,
+            holds=_trials_kept,
         ),
     )
 
