@@ -194,7 +194,8 @@ def _check_legitimate(
         assert b.attempt in ledger.attempts_with_pods.get(uid, set()), f"attempt {b.attempt} never had pods"
     if a.restarts.stalled > b.restarts.stalled:
         limit = (job["spec"].get("runPolicy") or {})["progressDeadlineSeconds"]
-        heard = a.progress.last_heartbeat_time if a.progress and a.progress.attempt == b.attempt else None
+        progress = a.progress if a.progress and a.progress.attempt == b.attempt else None
+        heard = (progress.last_change_time or progress.last_heartbeat_time) if progress else None  # operator's clock
         assert heard is not None and heard + timedelta(seconds=limit) <= now, "a stall without a heartbeat"
 
 

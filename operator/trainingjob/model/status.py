@@ -163,7 +163,11 @@ class Progress(ApiModel):
     samples_per_second: Annotated[Float, Field(ge=0)] | None = None
     """Throughput of the whole job."""
     last_heartbeat_time: datetime | None = None
-    """When the trainer last reported; progressDeadlineSeconds is measured from it."""
+    """When the trainer last reported, on its node's clock (which may be off: see lastChangeTime)."""
+    last_change_time: datetime | None = None
+    """When the operator last saw rank 0's report change (a new step, heartbeat or attempt), on the operator's own
+    clock, as a Lease's renewals are judged: progressDeadlineSeconds is measured from it, so a node whose clock is
+    behind or ahead neither stalls a healthy job nor keeps a silent one alive."""
     attempt: Annotated[Int, Field(ge=0)] | None = None
     """The attempt whose rank 0 made this report; progressDeadlineSeconds applies only once the current
     attempt has reported."""
