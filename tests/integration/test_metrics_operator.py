@@ -62,7 +62,8 @@ def test_a_jobs_series_follow_its_status_and_go_with_it(h: Harness, operator: Op
     assert series[("trainingjob_job_restarts", "failure_class=oom")] == 0
     assert (series[("trainingjob_job_loss", "")], series[("trainingjob_job_total_steps", "")]) == (0.25, 168)
     assert series[("trainingjob_job_samples_per_second", "")] == 1000
-    assert series[("trainingjob_job_last_heartbeat_timestamp_seconds", "")] == heartbeat
+    seen = series[("trainingjob_job_last_heartbeat_timestamp_seconds", "")]  # when the operator saw it, its clock
+    assert heartbeat <= seen <= time.time()
     created_to_running = series[("trainingjob_job_time_to_running_seconds", "")]
     assert 0 <= series[("trainingjob_job_attempt_time_to_running_seconds", "")] <= created_to_running < 60
 

@@ -96,6 +96,7 @@ def pod(
     message: str = "",
     owner: str | None = None,
     gated: bool = False,
+    node: str = "",
     **status: Any,
 ) -> Manifest:
     """One pod of the job in any state (past the tracking gate unless `gated`). `reason` goes to the container's
@@ -108,6 +109,8 @@ def pod(
     manifest["metadata"]["creationTimestamp"] = created.isoformat()
     if deleting is not None:
         manifest["metadata"]["deletionTimestamp"] = deleting.isoformat()
+    if node:
+        manifest["spec"]["nodeName"] = node
     ready = "True" if phase == "Running" else "False"
     manifest["status"] = {"phase": phase, "conditions": [{"type": "Ready", "status": ready}], **status}
     if exit_code is not None:

@@ -82,8 +82,7 @@ def check_after_reconcile(
         if controller_uid(p) == uid and p["metadata"]["uid"] not in {q["metadata"]["uid"] for q in pods}
     ]
     if created and a.last_failure is not None:
-        since = (now - a.last_failure.time).total_seconds()
-        assert since >= ledger.backoff_base, f"pods created {since:.1f} s after a failure, within the backoff"
+        _check_backoff(ledger, a, [p["metadata"]["name"] for p in created], now)
     if a.phase.is_terminal and not b.phase.is_terminal:
         ledger.finished[uid] = {p["metadata"]["uid"] for p in cluster.pods.values() if controller_uid(p) == uid}
         ledger.stats[f"ended {a.phase.value}"] += 1
@@ -95,6 +94,19 @@ def check_after_reconcile(
     if not crashed:
         _check_settled(b, a, after, owned, now)
         _check_cleared(a, [p for p in cluster.pods.values() if controller_uid(p) == uid])
+
+
+def _check_backoff(ledger: Ledger, a: TrainingJobStatus, created: list[str], now: datetime) -> None:
+    """No pod is created within the base backoff of the failure it replaces: the attempt's last failure for a
+    whole-attempt restart, the worker's own for a parameter-server worker replaced alone (another worker's failure
+    does not hold it back)."""
+    failure = a.last_failure
+    assert failure is not None
+    alone = failure.attempt == a.attempt and any(r.pod == failure.pod for r in a.replacements)
+    if alone and failure.pod not in created:
+        return
+    since = (now - failure.time).total_seconds()
+    assert since >= ledger.backoff_base, f"pods created {since:.1f} s after a failure, within the backoff"
 
 
 def _check_progress(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
@@ -194,7 +206,8 @@ def _check_legitimate(
         assert b.attempt in ledger.attempts_with_pods.get(uid, set()), f"attempt {b.attempt} never had pods"
     if a.restarts.stalled > b.restarts.stalled:
         limit = (job["spec"].get("runPolicy") or {})["progressDeadlineSeconds"]
-        heard = a.progress.last_heartbeat_time if a.progress and a.progress.attempt == b.attempt else None
+        progress = a.progress if a.progress and a.progress.attempt == b.attempt else None
+        heard = (progress.last_change_time or progress.last_heartbeat_time) if progress else None  # operator's clock
         assert heard is not None and heard + timedelta(seconds=limit) <= now, "a stall without a heartbeat"
 
 

@@ -118,7 +118,7 @@ def test_a_running_job_through_the_real_reconcile() -> None:
         ("trainingjob_job_total_steps", ""): 100,
         ("trainingjob_job_loss", ""): 0.5,
         ("trainingjob_job_samples_per_second", ""): 900,
-        ("trainingjob_job_last_heartbeat_timestamp_seconds", ""): heartbeat,
+        ("trainingjob_job_last_heartbeat_timestamp_seconds", ""): at(5).timestamp(),  # when the operator saw it
         ("trainingjob_job_time_to_running_seconds", ""): 25,
         ("trainingjob_job_attempt_time_to_running_seconds", ""): 5,
         ("trainingjob_job_goodput_ratio", ""): 0,  # no first step reported yet

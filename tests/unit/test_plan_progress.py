@@ -10,6 +10,7 @@ from tests.support.builders import SETTINGS, at, condition, pods_of, running, se
 from trainingjob.model import FailureClass, Phase, Progress
 from trainingjob.plan import plan
 from trainingjob.plan.estimate import percent
+from trainingjob.plan.progress import changed
 
 pytestmark = pytest.mark.fast
 
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.fast
 def test_an_attempt_that_reported_and_went_quiet_restarts_as_stalled() -> None:
     job = running(progressDeadlineSeconds=60)
     report = Progress(step=40, last_heartbeat_time=at(30), attempt=1)
+    job, _ = step(job, pods_of(job, 1), at(30), progress=report)
     job, result = step(job, pods_of(job, 1), at(80), progress=report)
     assert job.status and job.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(10)
     assert job.status.progress and job.status.progress.step == 40
@@ -70,14 +72,71 @@ def test_a_new_attempts_first_report_does_not_turn_the_step_back_but_brings_its_
     assert (job.status.progress.first_step_time, job.status.progress.checkpoint_stall_seconds) == (at(8), 0.5)
 
 
-def test_a_heartbeat_from_the_future_is_taken_as_now_and_moves_the_estimate_back_as_far() -> None:
+def test_a_heartbeat_from_the_future_moves_the_estimate_back_as_far_and_counts_as_seen_now() -> None:
     job = running(progressDeadlineSeconds=60)
     ahead = Progress(step=1, last_heartbeat_time=at(10**7), attempt=1, estimated_completion_time=at(10**7 + 50),
                      first_step_time=at(10**7 - 3))  # fmt: skip
     job, _ = step(job, pods_of(job, 1), at(10), progress=ahead)
-    assert job.status and job.status.progress and job.status.progress.last_heartbeat_time == at(10)
+    assert job.status and job.status.progress and job.status.progress.last_heartbeat_time == at(10**7)
+    assert job.status.progress.last_change_time == at(10)
     assert job.status.progress.estimated_completion_time == at(60) and job.status.progress.first_step_time == at(7)
     assert condition(job, "Running").status == "True"
+
+
+def _report(step: int, skew: float, made: float) -> Progress:
+    """Rank 0's report of `step`, made at `made` on the operator's clock by a node whose clock is `skew` s off."""
+    return Progress(step=step, last_heartbeat_time=at(made + skew), attempt=1)
+
+
+@pytest.mark.parametrize("skew", [-360.0, 0.0, 360.0], ids=["node-6-min-behind", "same-clock", "node-6-min-ahead"])
+def test_a_job_that_keeps_reporting_is_never_stalled_whatever_its_nodes_clock(skew: float) -> None:
+    job = running(progressDeadlineSeconds=60)
+    for seconds in range(10, 400, 30):  # a report every 30 s, each read 1 s after it was made
+        job, _ = step(job, pods_of(job, 1), at(seconds + 1), progress=_report(seconds, skew, seconds))
+        assert job.status and job.status.phase == Phase.RUNNING and job.status.restarts.stalled == 0, seconds
+    assert job.status and job.status.progress and job.status.progress.last_change_time == at(371)
+
+
+@pytest.mark.parametrize("skew", [-360.0, 0.0, 360.0], ids=["node-6-min-behind", "same-clock", "node-6-min-ahead"])
+def test_a_job_that_goes_quiet_stalls_a_deadline_after_the_operator_last_saw_news(skew: float) -> None:
+    job = running(progressDeadlineSeconds=60)
+    job, _ = step(job, pods_of(job, 1), at(10), progress=_report(40, skew, 9))
+    job, result = step(job, pods_of(job, 1), at(50), progress=_report(40, skew, 9))  # the same report again
+    assert job.status and job.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(20)
+    job, _ = step(job, pods_of(job, 1), at(69.5), progress=_report(40, skew, 9))
+    assert job.status and job.status.phase == Phase.RUNNING
+    job, _ = step(job, pods_of(job, 1), at(70), progress=_report(40, skew, 9))
+    assert job.status and job.status.phase == Phase.RESTARTING and job.status.restarts.stalled == 1
+
+
+def test_when_the_report_was_last_news_survives_an_operator_restart() -> None:
+    """The change time is in the status: an operator that starts after a while, reading the same silent report,
+    stalls the job a deadline after the first operator saw news, not a deadline after it started itself."""
+    job = running(progressDeadlineSeconds=60)
+    job, _ = step(job, pods_of(job, 1), at(10), progress=_report(40, -360, 9))
+    assert job.status and job.status.phase == Phase.RUNNING
+    restarted = job.model_validate(job.model_dump(by_alias=True, mode="json", exclude_none=True))
+    restarted, result = step(restarted, pods_of(job, 1), at(50), progress=_report(40, -360, 9))
+    assert restarted.status and restarted.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(20)
+    restarted, _ = step(restarted, pods_of(job, 1), at(71), progress=_report(40, -360, 9))
+    assert restarted.status and restarted.status.phase == Phase.RESTARTING and restarted.status.restarts.stalled == 1
+
+
+@pytest.mark.parametrize(
+    ("later", "news"),
+    [
+        pytest.param({"last_heartbeat_time": at(5)}, True, id="new-heartbeat"),
+        pytest.param({"step": 41}, True, id="step-on-same-heartbeat"),
+        pytest.param({"attempt": 2, "step": 0}, True, id="new-attempt"),
+        pytest.param({"finished": True}, True, id="finished"),
+        pytest.param({}, False, id="same-report"),
+        pytest.param({"step": 39}, False, id="lower-step-same-heartbeat"),
+        pytest.param({"loss": 0.1}, False, id="only-loss"),
+    ],
+)
+def test_which_reports_are_news(later: dict[str, object], news: bool) -> None:
+    last = Progress(step=40, last_heartbeat_time=at(1), attempt=1, loss=0.5)
+    assert changed(last.model_copy(update=later), last) is news
 
 
 @pytest.mark.parametrize(

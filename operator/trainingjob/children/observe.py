@@ -31,6 +31,20 @@ DISRUPTION_REASONS = frozenset(
         "NodeShutdown",
     }
 )
+# The kubelet's reasons when it refuses to admit a pod the scheduler placed on its node (besides OutOf<resource>: a
+# device plugin that lost a GPU, the node's labels changed since, its ports or topology taken): the node's fault.
+NODE_REFUSALS = frozenset(
+    {
+        "UnexpectedAdmissionError",
+        "NodeAffinity",
+        "NodeSelectorMismatching",
+        "NodePorts",
+        "TopologyAffinityError",
+        "SMTAlignmentError",
+        "InvalidNodeInfo",
+        "PodOSNotSupported",
+    }
+)
 # The kubelet's messages when it evicts a pod for going over its own limits (no node pressure involved):
 # an emptyDir over its sizeLimit, a container or the pod over its ephemeral-storage limit.
 _OWN_LIMIT_EVICTIONS = re.compile(
@@ -89,6 +103,13 @@ class PodState:
     def has_failed(self) -> bool:
         """Failed, or on its way out through an eviction, preemption or node loss."""
         return self.phase == PodPhase.FAILED or (self.disrupted and self.phase != PodPhase.SUCCEEDED)
+
+    @property
+    def refused_by_node(self) -> bool:
+        """Failed because its node's kubelet would not admit it (OutOf<resource>, NODE_REFUSALS): the node's fault,
+        not the job's; its trainer never ran (an exit code is the trainer's, whatever reason comes with it)."""
+        refused = self.reason.startswith("OutOf") or self.reason in NODE_REFUSALS
+        return refused and self.phase == PodPhase.FAILED and self.exit_code is None
 
     @property
     def holds_its_node(self) -> bool:

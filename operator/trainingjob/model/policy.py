@@ -162,8 +162,8 @@ class RunPolicy(ApiModel):
     exceeding its ephemeral-storage or emptyDir limits, stalls) before the job fails."""
     disruption_limit: Annotated[Int, Field(ge=0, le=10000)] = 100
     """Restarts allowed for disruptions (eviction under node pressure, preemption, drain, node loss, a pod
-    deleted by someone else, exit 79 after SIGTERM) before the job fails; they never count against
-    backoffLimit."""
+    deleted by someone else, exit 79 after SIGTERM, a pod its node's kubelet refused to admit such as
+    OutOfnvidia.com/gpu) before the job fails; they never count against backoffLimit."""
     active_deadline_seconds: Seconds | None = None
     """Fail the job when it has run this long in total (time suspended not counted); no limit when unset."""
     startup_deadline_seconds: Seconds = DEFAULT_STARTUP_DEADLINE_SECONDS

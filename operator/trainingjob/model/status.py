@@ -163,7 +163,11 @@ class Progress(ApiModel):
     samples_per_second: Annotated[Float, Field(ge=0)] | None = None
     """Throughput of the whole job."""
     last_heartbeat_time: datetime | None = None
-    """When the trainer last reported; progressDeadlineSeconds is measured from it."""
+    """When the trainer last reported, on its node's clock (which may be off: see lastChangeTime)."""
+    last_change_time: datetime | None = None
+    """When the operator last saw rank 0's report change (a new step, heartbeat or attempt), on the operator's own
+    clock, as a Lease's renewals are judged: progressDeadlineSeconds is measured from it, so a node whose clock is
+    behind or ahead neither stalls a healthy job nor keeps a silent one alive."""
     attempt: Annotated[Int, Field(ge=0)] | None = None
     """The attempt whose rank 0 made this report; progressDeadlineSeconds applies only once the current
     attempt has reported."""
@@ -261,6 +265,19 @@ class TrackedPod(ApiModel):
     """Succeeded, or Failed once its failure was counted; unset while it runs."""
 
 
+class SlotBackoff(ApiModel):
+    """A parameter-server worker replaced alone in the current attempt, with a backoff of its own: one worker's
+    failure never delays another's replacement."""
+
+    pod: Annotated[Str, Field(max_length=253)]
+    """The worker's pod name (its replacements have the same name)."""
+    not_before: datetime
+    """The earliest moment its replacement is created."""
+    failures: Count = 0
+    """Its failures in this attempt that were the job's own (retryable, OOM): each doubles its delay; disruptions
+    (preemption, eviction, node loss, a node refusing the pod) do not."""
+
+
 class InPlaceRestart(ApiModel):
     """A restart in place under way: the operator recorded it and tells rank 0's agent to run the attempt until
     every pod's agent runs it, or re-creates the pods if they do not within the operator's inPlaceTimeoutSeconds."""
@@ -326,6 +343,10 @@ class TrainingJobStatus(ApiModel):
         default_factory=list, json_schema_extra=list_map("uid")
     )
     """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""
+    replacements: Annotated[list[SlotBackoff], Field(max_length=4352), AfterValidator(unique_by("pod"))] = Field(
+        default_factory=list, json_schema_extra=list_map("pod")
+    )
+    """Bookkeeping: parameter-server workers replaced alone in the current attempt, each with its own backoff."""
 
     @property
     def current_pods_attempt(self) -> int:

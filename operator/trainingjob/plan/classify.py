@@ -19,10 +19,11 @@ _COUNTER = {
 
 
 def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
-    """Over its own limits is the job's doing (retryable); pushed out by the cluster is a disruption."""
+    """Over its own limits is the job's doing (retryable); pushed out by the cluster, or refused by a node's kubelet,
+    is a disruption."""
     if pod.over_own_limit:
         return FailureClass.RETRYABLE
-    if pod.disrupted or pod.exit_code == ExitCode.PREEMPTED:
+    if pod.disrupted or pod.refused_by_node or pod.exit_code == ExitCode.PREEMPTED:
         return FailureClass.DISRUPTION
     if pod.reason == "OOMKilled":
         return FailureClass.OOM
@@ -87,6 +88,8 @@ def describe(pod: PodState) -> str:
     parts = [f"the trainer in pod {pod.name}" if pod.reason == TRAINER_FAILED else f"pod {pod.name}"]
     if pod.exit_code is not None:
         parts.append(f"exited with code {pod.exit_code}")
+    elif pod.refused_by_node:
+        parts.append(f"was refused by node {pod.node or '(unknown)'}")
     elif pod.disrupted or pod.deleting:
         parts.append("was disrupted")
     else:

@@ -10,7 +10,7 @@ from datetime import datetime
 from trainingjob.children.observe import PodState
 from trainingjob.children.specs import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
-from trainingjob.plan import finished, tracking
+from trainingjob.plan import finished, replacement, tracking
 from trainingjob.plan.backoff import backoff_seconds
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
 from trainingjob.plan.transitions import after, condition_of, seconds_until, with_condition
@@ -61,7 +61,12 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     not_before = _not_before(ctx, status)
     if not_before is not None and ctx.now < not_before:
         return _wait(base, seconds_until(ctx, not_before, ctx.settings.backoff_max_seconds))
-    return _create(ctx, base, missing)
+    ready, later = replacement.due(ctx, status, missing)  # workers replaced alone wait for their own backoff
+    waited = None if later is None else max(seconds_until(ctx, later, ctx.settings.backoff_max_seconds), 0.1)
+    if not ready and waited is not None:
+        return _wait(base, waited)
+    made = _create(ctx, base, ready)
+    return made if waited is None else replace(made, requeue_after=min(made.requeue_after or waited, waited))
 
 
 def _forced(pod: PodState) -> str:
@@ -80,9 +85,10 @@ def _all_created(ctx: Context, decision: Decision) -> Decision:
 
 
 def _not_before(ctx: Context, status: TrainingJobStatus) -> datetime | None:
-    """The earliest moment to create: after the backoff of the last failure, and of the last refusal."""
+    """The earliest moment to create: after the backoff of the last failure (unless it was a worker's replaced alone:
+    its own backoff, plan/replacement.py), and of the last refusal."""
     moments = []
-    if status.last_failure is not None:
+    if status.last_failure is not None and not replacement.alone(status):
         moments.append(after(status.last_failure.time, backoff_seconds(ctx, status)))
     created = condition_of(status, ConditionType.CREATED)
     if created is not None and created.reason == REFUSED and created.last_probe_time is not None:

@@ -24,8 +24,9 @@ def for_people(progress: Progress) -> Progress:
 
 
 def on_our_clock(progress: Progress, now: datetime) -> Progress:
-    """A report whose heartbeat is ahead of `now` (a trainer's clock ahead of ours) as made now: its estimated
-    completion and its first step's time move back as far (the first step never later than now)."""
+    """A report whose heartbeat is ahead of `now` (a trainer's clock ahead of ours): its estimated completion and
+    its first step's time move back as far (the first step never later than now). The heartbeat stays as the
+    trainer said it: it only tells one report from the next (staleness is lastChangeTime's, plan/progress.py)."""
     heartbeat, estimate = progress.last_heartbeat_time, progress.estimated_completion_time
     first = progress.first_step_time
     ahead = heartbeat - now if heartbeat is not None and heartbeat > now else None
@@ -33,7 +34,6 @@ def on_our_clock(progress: Progress, now: datetime) -> Progress:
         return progress if first is None or first <= now else progress.model_copy(update={"first_step_time": now})
     return progress.model_copy(
         update={
-            "last_heartbeat_time": now,
             "estimated_completion_time": estimate - ahead if estimate else None,
             "first_step_time": min(first - ahead, now) if first else None,
         }

@@ -10,9 +10,9 @@ from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify, finished, in_place, tracking
+from trainingjob.plan import classify, finished, in_place, replacement, tracking
 from trainingjob.plan.backoff import backoff_seconds
-from trainingjob.plan.transitions import moved
+from trainingjob.plan.transitions import moved, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
 
 VANISHED = "the pod is gone before it finished (evicted, preempted, its node lost, or deleted by someone)"
@@ -70,7 +70,7 @@ def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verd
     counted = classify.counted(status.restarts, failure)
     status = status.model_copy(
         update={"restarts": counted, "attempt": attempt, "tracked_pods": [], "pods_attempt": None}
-        | {"in_place_restart": None}
+        | {"in_place_restart": None, "replacements": []}
     )
     message = f"{verdict.message} Restarting as attempt {attempt} from the newest checkpoint."
     status, events = moved(ctx, status, Phase.RESTARTING, verdict.reason, message)
@@ -79,12 +79,13 @@ def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verd
 
 
 def _replace_workers(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
-    """ParameterServer mode: each failed worker is counted and replaced alone; the others keep training. If
-    one of them cannot be restarted, the job fails and none of them is counted (none is replaced)."""
+    """ParameterServer mode: each failed worker is counted and replaced alone, after a backoff of its own
+    (plan/replacement.py); the others keep training. If one of them cannot be restarted, the job fails and none of
+    them is counted (none is replaced)."""
     policy, restarts, events = ctx.job.spec.run_policy, status.restarts, []
     ordered = sorted(found, key=lambda p: (p.finished_at is None, p.finished_at, p.replica))
-    for pod in ordered:
-        failure = classify.classify(pod, policy)
+    classes = [(pod, classify.classify(pod, policy)) for pod in ordered]
+    for pod, failure in classes:
         verdict = classify.decide(failure, restarts, policy, classify.describe(pod))
         if not verdict.restart:
             evidence = classify.last_failure(pod, failure, ctx.now, status.attempt)
@@ -99,6 +100,8 @@ def _replace_workers(ctx: Context, status: TrainingJobStatus, found: list[PodSta
     status = status.model_copy(update={"restarts": restarts, "last_failure": evidence})
     gone = [t for t in tracking.vanished(ctx, status) if t.uid in {p.uid for p in ordered}]
     present = [p for p in ordered if p.uid not in {t.uid for t in gone}]
-    status = tracking.counted_failed(status, present, gone)
+    status = replacement.replaced(ctx, tracking.counted_failed(status, present, gone), classes)
     delete = tuple(p.name for p in present if not p.deleting)
-    return Decision(status, delete=delete, events=tuple(events), requeue_after=backoff_seconds(ctx, status))
+    due = replacement.next_due(ctx, status) or ctx.now
+    requeue = max(seconds_until(ctx, due, ctx.settings.backoff_max_seconds), 0.1)
+    return Decision(status, delete=delete, events=tuple(events), requeue_after=requeue)

@@ -95,7 +95,7 @@ def _reported(attempts: list[AttemptRecord], progress: Progress | None, now: dat
     if record.first_step_time is None and progress.first_step_time is not None:
         latest = max(min(now, record.end_time or now), record.start_time)
         update["first_step_time"] = min(max(progress.first_step_time, record.start_time), latest)
-    heartbeat = progress.last_heartbeat_time
+    heartbeat = min(progress.last_heartbeat_time, now) if progress.last_heartbeat_time is not None else None
     if heartbeat is not None and (record.last_heartbeat_time is None or heartbeat > record.last_heartbeat_time):
         update["last_heartbeat_time"] = heartbeat
     stall = progress.checkpoint_stall_seconds

@@ -1,9 +1,13 @@
 """The trainer's progress: record rank 0's latest report (a step never goes back), and restart an attempt
 as Stalled when it has reported once and then not for progressDeadlineSeconds. An attempt that never
 reports (a program without the progress endpoint, or the operator not reading it), or whose rank 0 said it
-finished training, is never called stalled."""
+finished training, is never called stalled.
 
-from datetime import timedelta
+Staleness is judged on the operator's clock only, as a Lease's holder is: the status keeps when the operator
+last saw the report change (lastChangeTime), and the deadline runs from that, never from the trainer's own
+timestamps (its node's clock may be minutes off). It is in the status, so a restarted operator keeps it."""
+
+from datetime import datetime, timedelta
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import Replica
@@ -21,11 +25,13 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     reported, last = ctx.observed.progress, status.progress
     update: dict[str, object] = {}
     if reported is not None:
-        reported = estimate.on_our_clock(reported, ctx.now)
+        seen = _seen(ctx, reported, last)
+        reported = estimate.on_our_clock(reported, ctx.now).model_copy(update={"last_change_time": seen})
         if last is not None and reported.step < last.step:
             reported = last.model_copy(
                 update={
                     "last_heartbeat_time": reported.last_heartbeat_time,
+                    "last_change_time": reported.last_change_time,
                     "attempt": reported.attempt,
                     "estimated_completion_time": reported.estimated_completion_time,
                     "resumed_from_step": reported.resumed_from_step,
@@ -40,16 +46,36 @@ def recorded(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     return status.model_copy(update=update) if update else status
 
 
+def _seen(ctx: Context, reported: Progress, last: Progress | None) -> datetime:
+    """When the report was last news, on the operator's clock: now if it is news now."""
+    if last is None or last.last_change_time is None or changed(reported, last):
+        return ctx.now
+    return last.last_change_time
+
+
+def changed(reported: Progress, last: Progress) -> bool:
+    """Whether rank 0's report is news: another attempt, heartbeat or end of training, or a step further on (a
+    lagging first report of a new attempt, a lower step, is news only by its heartbeat)."""
+    said = (reported.attempt, reported.last_heartbeat_time, reported.finished)
+    return said != (last.attempt, last.last_heartbeat_time, last.finished) or reported.step > last.step
+
+
 def record(ctx: Context, status: TrainingJobStatus) -> Decision:
     return Decision(recorded(ctx, status))
 
 
 def heartbeat_source(ctx: Context, status: TrainingJobStatus) -> Progress | None:
-    """The current attempt's last report, when it has made one: the only clock the deadline trusts."""
+    """The current attempt's last report, when it has made one: the deadline runs from when it last changed."""
     progress = status.progress
     if progress is None or progress.attempt != status.attempt or progress.last_heartbeat_time is None:
         return None
     return progress
+
+
+def last_change(progress: Progress) -> datetime | None:
+    """When the operator last saw the report change, on its own clock (a status an older operator wrote has only
+    the trainer's heartbeat until the next report is read)."""
+    return progress.last_change_time or progress.last_heartbeat_time
 
 
 def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
@@ -64,11 +90,12 @@ def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
 def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.progress_deadline_seconds
     source = heartbeat_source(ctx, status)
-    if limit is None or source is None or source.last_heartbeat_time is None or status.phase != Phase.RUNNING:
+    changed_at = last_change(source) if source is not None else None
+    if limit is None or source is None or changed_at is None or status.phase != Phase.RUNNING:
         return None
     if source.finished:  # done training, rank 0 may wait in silence for the others (parameter-server mode)
         return None
-    expires = source.last_heartbeat_time + timedelta(seconds=limit)
+    expires = changed_at + timedelta(seconds=limit)
     if ctx.now < expires:
         return Decision(status, requeue_after=seconds_until(ctx, expires, float(limit)))
     what = f"rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"

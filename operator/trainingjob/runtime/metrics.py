@@ -78,7 +78,8 @@ class Metrics:
         self.job_samples_per_second = self._gauge("samples_per_second", "The job's throughput at the last report.")
         self.job_heartbeat = self._gauge(
             "last_heartbeat_timestamp_seconds",
-            "When rank 0 of the current attempt last reported (seconds since the epoch); absent before it has.",
+            "When the operator last saw rank 0 of the current attempt report news (seconds since the epoch, on the"
+            " operator's clock); absent before it has.",
         )
         self.job_time_to_running = self._gauge(
             "time_to_running_seconds", "From the job's creation until all its ranks first ran."
@@ -180,8 +181,9 @@ class Metrics:
             optional[self.job_total_steps] = progress.total_steps
             optional[self.job_loss] = progress.loss
             optional[self.job_samples_per_second] = progress.samples_per_second
-            if progress.attempt == status.attempt and progress.last_heartbeat_time is not None:
-                optional[self.job_heartbeat] = progress.last_heartbeat_time.timestamp()
+            heard = progress.last_change_time or progress.last_heartbeat_time  # on the operator's clock when it can
+            if progress.attempt == status.attempt and heard is not None:
+                optional[self.job_heartbeat] = heard.timestamp()
         if status.goodput is not None:
             optional[self.job_goodput] = status.goodput.ratio
             for part in PARTS:

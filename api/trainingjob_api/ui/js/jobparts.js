@@ -34,6 +34,7 @@ export function facts(job) {
   const status = job.status || {};
   const progress = status.progress || {};
   const restarts = status.restarts || {};
+  const heard = progress.lastChangeTime || progress.lastHeartbeatTime; // the operator's clock when it says
   const steps = progress.totalSteps ? `${progress.step ?? 0} / ${progress.totalSteps}` : String(progress.step ?? "");
   const eta = isFinished(job) ? "" : until(progress.estimatedCompletionTime);
   const result = status.result;
@@ -47,7 +48,7 @@ export function facts(job) {
     fact("Step", "job-step", steps),
     fact("Loss", "job-loss", num(progress.loss)),
     fact("Samples/s", "job-throughput", num(progress.samplesPerSecond)),
-    fact("Heartbeat", "job-heartbeat", progress.lastHeartbeatTime ? `${age(progress.lastHeartbeatTime)} ago` : ""),
+    fact("Heartbeat", "job-heartbeat", heard ? `${age(heard)} ago` : ""),
     fact("Goodput", "job-goodput-fact", goodputView(status.goodput, "job-goodput")),
     fact("Shape", "job-shape", replicas(job.spec || {})),
     fact("Created", "job-created", clock((job.metadata || {}).creationTimestamp)),
