@@ -9,7 +9,7 @@ job's status tracks a live pod the store has neither seen nor seen deleted, that
 pods from the apiserver instead.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.naming import service_name
@@ -68,14 +68,14 @@ class CachedCluster:
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
         return self.direct.create(namespace, manifests)
 
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
-        self.direct.delete_pods(namespace, names, force=force)
+    def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
+        self.direct.delete_pods(namespace, pods, force=force)
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         self.direct.ungate(namespace, names)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.direct.delete_job(namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
+        self.direct.delete_job(namespace, name, uid, resource_version)
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         self.direct.emit(job, events)
@@ -102,5 +102,5 @@ class CachedSweepCluster:
     def suspend_job(self, namespace: str, name: str) -> None:
         self.direct.suspend_job(namespace, name)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.direct.delete_job(namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        self.direct.delete_job(namespace, name, uid)
