@@ -1,6 +1,7 @@
 """An in-memory reconcile.Cluster with the apiserver semantics the operator depends on: UIDs, resourceVersions
 (a stale status write is a Conflict, a write to a deleted job is Gone), JSON merge patches checked against
-the status schema, graceful deletion (a deletionTimestamp, then gone when the test's kubelet says so),
+the status schema, graceful deletion (a deletionTimestamp, then gone when the test's kubelet says so), deletes
+guarded by UID (and resourceVersion) preconditions, a pod create of a name that exists answered as done,
 controller owner references and garbage collection, refused creations, and crashes at any operation. Every
 write of the operator's bumps a cluster-wide resourceVersion and passes the object as written to `on_written`,
 as the apiserver's answer reaches the operator's stores."""
@@ -153,7 +154,7 @@ class FakeCluster:
                 continue
             refusal = self.refuse(manifest)
             if refusal is None and (namespace, name) in self.pods:
-                refusal = Refusal(name, 409, f'pods "{name}" already exists')
+                continue  # 409 AlreadyExists: not a refusal, a pod the next pass sees
             if refusal is not None:
                 refusals.append(refusal)
                 continue
@@ -161,10 +162,12 @@ class FakeCluster:
             self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
         return Created(pods, refusals)
 
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
-        for name in names:
+    def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
+        for name, uid in pods.items():
             self._operation()
             pod = self.pods.get((namespace, name))
+            if pod is not None and pod["metadata"]["uid"] != uid:
+                continue  # 409: the precondition on its UID failed
             self.delete_pod(namespace, name, force=force)
             if pod is not None:
                 pod["metadata"].setdefault("deletionTimestamp", self.clock().isoformat())
@@ -179,9 +182,11 @@ class FakeCluster:
                 pod["spec"]["schedulingGates"] = gates
                 self._written(pod)
 
-    def delete_job(self, namespace: str, name: str) -> None:
+    def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
         self._operation()
-        self.jobs.pop((namespace, name), None)
+        found = (self.jobs.get((namespace, name)) or {}).get("metadata", {})
+        if found and found["uid"] == uid and resource_version in (None, found["resourceVersion"]):
+            del self.jobs[(namespace, name)]  # else 409: a precondition failed
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         self._operation()

@@ -112,6 +112,40 @@ def test_nothing_is_reconciled_while_the_gate_is_closed() -> None:
     assert sorted(asyncio.run(scenario())) == [("ns", "a"), ("ns", "b")]
 
 
+def test_a_job_waiting_for_a_worker_when_the_gate_closes_waits_for_the_gate_again() -> None:
+    """A Lease lost while a job waits for a free worker: the worker it gets must not start its reconcile."""
+
+    async def scenario() -> list[Key]:
+        done: list[Key] = []
+        running, release = asyncio.Event(), asyncio.Event()
+
+        async def reconcile(key: Key) -> float | None:
+            if key == ("ns", "a"):
+                running.set()
+                await release.wait()
+            done.append(key)
+            return None
+
+        gate = asyncio.Event()
+        gate.set()
+        queue = ReconcileQueue(reconcile, workers=1, resync_seconds=60, gate=gate)
+        queue.wake(("ns", "a"))
+        await asyncio.wait_for(running.wait(), DEADLINE)
+        queue.wake(("ns", "b"))  # waits for a's worker
+        await settle()
+        gate.clear()  # the Lease is lost while a runs and b waits
+        release.set()
+        await until(lambda: ("ns", "a") in done, "a's reconcile to end")
+        await settle()
+        assert done == [("ns", "a")], "b was reconciled while the gate was closed"
+        gate.set()
+        await until(lambda: len(done) == 2, "b reconciled once the gate opened again")
+        await queue.stop()
+        return done
+
+    assert asyncio.run(scenario()) == [("ns", "a"), ("ns", "b")]
+
+
 def test_an_unreachable_apiserver_is_retried_within_a_second(caplog: pytest.LogCaptureFixture) -> None:
     """The delays the queue chose (it says them in its warnings) are the transient ones, at most a second, and it
     waited them: what it decides, not how promptly a busy machine woke it, is what is checked."""

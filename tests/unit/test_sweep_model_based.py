@@ -75,7 +75,7 @@ class FakeSweepCluster:
         if name not in self.jobs:
             self.created[name] += 1
             job = copy.deepcopy(manifest)
-            job["metadata"]["creationTimestamp"] = T0.isoformat()
+            job["metadata"].update(creationTimestamp=T0.isoformat(), uid=f"{name}-{self.created[name]}")
             job["status"] = {"phase": "Pending"}
             self.jobs[name] = job
 
@@ -84,9 +84,10 @@ class FakeSweepCluster:
         if name in self.jobs:
             self.jobs[name]["spec"].setdefault("runPolicy", {})["suspend"] = True
 
-    def delete_job(self, namespace: str, name: str) -> None:
+    def delete_job(self, namespace: str, name: str, uid: str) -> None:
         self._write()
-        self.jobs.pop(name, None)
+        if self.jobs.get(name, {}).get("metadata", {}).get("uid") == uid:  # else 409: a precondition failed
+            self.jobs.pop(name)
 
 
 @st.composite

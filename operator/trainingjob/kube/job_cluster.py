@@ -1,14 +1,15 @@
 """The Cluster port on the apiserver: a job, its pods and Service, and every write a job's reconcile makes. 409 on
-a create and 404 on a delete mean "already done". What the apiserver answers to each write (the job's status,
-pods, the Service) goes to `on_written`, so the runtime's stores never lag the operator's own writes. The parallel
-writes of all reconciles share one pace (kube.writes), and each call sends at most `window` of its own at once."""
+a create and 404 on a delete mean "already done"; a delete goes only to the object it was decided on (its UID).
+What the apiserver answers to each write (the job's status, pods, the Service) goes to `on_written`, so the
+runtime's stores never lag the operator's own writes. The parallel writes of all reconciles share one pace
+(kube.writes), and each call sends at most `window` of its own at once."""
 
 import base64
 import json
 import logging
 import secrets
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -25,7 +26,7 @@ from trainingjob.kube.answers import answer, status_of
 from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
-from trainingjob.kube.resources import TIMEOUT, Resources
+from trainingjob.kube.resources import TIMEOUT, Resources, delete_options, deleted, ignored
 from trainingjob.kube.writes import Pacer, windowed
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.plan import Event
@@ -130,8 +131,9 @@ class KubernetesCluster:
         return Created(created, [r for r in results if isinstance(r, Refusal)])
 
     def _create_one(self, namespace: str, manifest: Manifest) -> tuple[str, str] | Refusal:
-        """(name, UID) of a created pod, (name, "") of anything else created, or the apiserver's refusal; no answer,
-        a 429 past the pace's deadline or a 5xx is raised (the reconcile is retried)."""
+        """(name, UID) of a created pod, (name, "") of anything else created or of anything already there (a pod
+        too: the next pass sees it), or the apiserver's refusal; no answer, a 429 past the pace's deadline or a 5xx
+        is raised (the reconcile is retried)."""
         name, kind = manifest["metadata"]["name"], manifest["kind"]
         try:
             if kind != "Pod":
@@ -146,8 +148,9 @@ class KubernetesCluster:
             found = answer(error)
             if found is None or found.transient:
                 raise
-            if kind != "Pod" and found.status == 409:
-                return name, ""  # ours from an earlier pass (or a namesake's Service the GC is removing)
+            if found.status == 409:  # ours from an earlier pass (or a namesake the GC is removing): it exists, so
+                log.debug("%s %s/%s exists already", kind, namespace, name)  # the next pass sees it and decides
+                return name, ""
             return Refusal(name, int(found.status or 0), found.message)
         pod: Manifest = json.loads(response.data)
         self.resources.on_written(pod)
@@ -170,14 +173,17 @@ class KubernetesCluster:
             )
             self.resources.on_written(json.loads(response.data))
 
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
+    def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
+        """Delete each pod (name -> the UID it was observed with): a namesake created since is left alone."""
         grace = 0 if force else None
-        self._each_pod(
-            names,
-            lambda name: self.core.delete_namespaced_pod(
-                name, namespace, grace_period_seconds=grace, _preload_content=False, _request_timeout=TIMEOUT
-            ),
-        )
+
+        def delete(name: str) -> Any:
+            return self.core.delete_namespaced_pod(
+                name, namespace, body=delete_options(pods[name], grace_period_seconds=grace),
+                _preload_content=False, _request_timeout=TIMEOUT,
+            )  # fmt: skip
+
+        self._each_pod(list(pods), delete, lambda error, name: deleted(error, f"pod {namespace}/{name}"))
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         """Remove the tracking gate: the pods may now be scheduled."""
@@ -187,24 +193,24 @@ class KubernetesCluster:
             lambda name: self.core.patch_namespaced_pod(
                 name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
             ),
+            lambda error, _: ignored(404, error),
         )
 
-    def _each_pod(self, names: Sequence[str], write: Any) -> None:
-        """One paced write per pod, in parallel; a pod already gone is done; what was written goes on."""
+    def _each_pod(self, names: Sequence[str], write: Any, failed: Callable[[client.ApiException, str], None]) -> None:
+        """One paced write per pod, in parallel; `failed` judges a refused one; what was written goes on."""
 
         def one(name: str) -> None:
             try:
                 response = self.resources.paced(lambda: write(name))
             except client.ApiException as error:
-                if status_of(error) != 404:
-                    raise
+                failed(error, name)
                 return
             self.resources.on_written(json.loads(response.data))
 
         windowed(self.pool, one, names, self.window)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.resources.delete(PLURAL, namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
+        self.resources.delete(PLURAL, namespace, name, uid, resource_version)
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         """Record each event about the job; best effort (an event that cannot be written is logged)."""

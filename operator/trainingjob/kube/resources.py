@@ -1,6 +1,10 @@
 """What the job and sweep adapters share: our own resources (TrainingJobs, TrainingSweeps) read, status-patched,
 created and deleted by plural, and every write paced by the runtime's shared limit. 404 on a read or a delete
-and 409 on a create mean "already done"; a status write on a changed or deleted object raises Conflict or Gone."""
+and 409 on a create mean "already done"; a status write on a changed or deleted object raises Conflict or Gone.
+
+Every delete names the object it was decided on (its UID, and its resourceVersion when the decision rests on
+that version): a namesake created since, or a changed object, answers 409 and is left alone; the next pass
+decides again from what it then sees."""
 
 import logging
 from collections.abc import Callable
@@ -18,7 +22,7 @@ T = TypeVar("T")
 TIMEOUT = (5, 30)  # connect, read: a hung apiserver connection must not hold a reconcile for ever
 
 
-def _ignored(status: int, error: Exception) -> None:
+def ignored(status: int, error: Exception) -> None:
     """Take an answer of `status` as done; raise any other error as it came."""
     if status_of(error) != status:
         raise error
@@ -26,6 +30,22 @@ def _ignored(status: int, error: Exception) -> None:
 
 def _ignore_written(_: Manifest) -> None:
     pass
+
+
+def delete_options(uid: str, resource_version: str | None = None, **options: Any) -> client.V1DeleteOptions:
+    """A delete of the object with this UID (and this version, when given) only."""
+    guard = client.V1Preconditions(uid=uid, resource_version=resource_version)
+    return client.V1DeleteOptions(preconditions=guard, **options)
+
+
+def deleted(error: client.ApiException, what: str) -> None:
+    """After a guarded delete failed: gone already (404) is done, a failed precondition (409: not the object the
+    delete was decided on) is left to the next pass; anything else is raised as it came."""
+    status = status_of(error)
+    if status == 409:
+        log.debug("not deleting %s: it is not the object the delete was decided on (%s)", what, error.reason)
+    elif status != 404:
+        raise error
 
 
 class Resources:
@@ -61,7 +81,7 @@ class Resources:
                 GROUP, VERSION, namespace, plural, name, _request_timeout=TIMEOUT
             )
         except client.ApiException as error:
-            _ignored(404, error)
+            ignored(404, error)
             return None
         return found
 
@@ -101,23 +121,31 @@ class Resources:
                 )
             )
         except client.ApiException as error:
-            _ignored(409, error)
+            ignored(409, error)
 
     def merge_patch(self, plural: str, namespace: str, name: str, patch: Manifest) -> None:
-        """A merge patch of the object (not its status); a missing object is taken as done."""
-        try:
-            self.custom.patch_namespaced_custom_object(
+        """A merge patch of the object (not its status), paced; a missing object is taken as done."""
+
+        def write() -> Any:
+            return self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, plural, name, patch,
                 _content_type="application/merge-patch+json", _request_timeout=TIMEOUT,
             )  # fmt: skip
-        except client.ApiException as error:
-            _ignored(404, error)
 
-    def delete(self, plural: str, namespace: str, name: str) -> None:
-        """Delete one and let the garbage collector take its children in the background; a missing one is done."""
         try:
-            self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, namespace, plural, name, propagation_policy="Background", _request_timeout=TIMEOUT
+            self.paced(write)
+        except client.ApiException as error:
+            ignored(404, error)
+
+    def delete(self, plural: str, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
+        """Delete the one with this UID (and version, when given), paced, and let the garbage collector take its
+        children in the background; a missing one is done, a namesake or a changed one is left alone."""
+        body = delete_options(uid, resource_version, propagation_policy="Background")
+        try:
+            self.paced(
+                lambda: self.custom.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, plural, name, body=body, _request_timeout=TIMEOUT
+                )
             )
         except client.ApiException as error:
-            _ignored(404, error)
+            deleted(error, f"{plural} {namespace}/{name}")

@@ -31,5 +31,5 @@ class KubernetesSweeps:
         """Suspend a trial's job (its pods go, the job and its history stay)."""
         self.resources.merge_patch(PLURAL, namespace, name, {"spec": {"runPolicy": {"suspend": True}}})
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.resources.delete(PLURAL, namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        self.resources.delete(PLURAL, namespace, name, uid)

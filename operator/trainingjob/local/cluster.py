@@ -150,11 +150,12 @@ class LocalCluster:
                 created[manifest["metadata"]["name"]] = self._start(manifest)
         return Created(created)
 
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
-        """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period, or at once."""
-        for name in names:
+    def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
+        """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period, or at once. Only the
+        pod of the UID it was observed with: a namesake started since is left alone."""
+        for name, uid in pods.items():
             pod = self.pods.get(name)
-            if pod is not None and (pod.deleted_at is None or force):
+            if pod is not None and pod.uid == uid and (pod.deleted_at is None or force):
                 pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
                 self._signal(pod, signal.SIGKILL if force else signal.SIGTERM)
 
@@ -164,8 +165,11 @@ class LocalCluster:
             if name in self.pods:
                 self.pods[name].manifest["spec"].pop("schedulingGates", None)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.deleted = True
+    def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
+        """The job goes, when it is the one of this UID (and version, when given)."""
+        metadata = self.job["metadata"]
+        if metadata["uid"] == uid and resource_version in (None, metadata["resourceVersion"]):
+            self.deleted = True
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         for event in events:

@@ -83,6 +83,10 @@ class LocalPod:
     def name(self) -> str:
         return str(self.manifest["metadata"]["name"])
 
+    @property
+    def uid(self) -> str:
+        return str(self.manifest["metadata"]["uid"])
+
     def as_manifest(self) -> Manifest:
         """The pod as the API would show it, with a status read off the process."""
         pod = copy.deepcopy(self.manifest)

@@ -80,12 +80,13 @@ class LocalSweep:
             job.job["spec"].setdefault("runPolicy", {})["suspend"] = True
             job.job["metadata"]["generation"] += 1
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        """As the garbage collector would: the job goes, and its pods with it (SIGTERM, SIGKILL after the grace)."""
+    def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """As the garbage collector would: the job of this UID goes, and its pods with it (SIGTERM, SIGKILL after
+        the grace)."""
         job = self.jobs.get(name)
-        if job is not None:
-            job.delete_pods(namespace, list(job.pods))
-            job.delete_job(namespace, name)
+        if job is not None and job.job["metadata"]["uid"] == uid:
+            job.delete_pods(namespace, {pod.name: pod.uid for pod in job.pods.values()})
+            job.delete_job(namespace, name, uid)
 
     def run_trials(self, now: datetime) -> tuple[bool, Held]:
         """One reconcile of every trial's job that is not done: whether any of them still has work or processes,

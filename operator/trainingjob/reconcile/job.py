@@ -1,7 +1,8 @@
 """One reconcile of one job: observe its children once, plan (pure), write the status (the commit point),
 announce, then act. Creations go out in waves; what each wave did is decided by plan.waves.after_wave (pure) and
 written before its pods are released from the tracking gate: a pass writes the status at most once, plus once per
-wave of creations."""
+wave of creations. Every delete names the object it was decided on: a pod by the UID it was observed with, the
+job by its UID and the version this pass last wrote, so a namesake created meanwhile is never touched."""
 
 import logging
 from collections.abc import Mapping, Sequence
@@ -99,10 +100,21 @@ def reconcile(
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
     before = salvaged_status(manifest.get("status"))
     try:
-        after = _act(cluster, manifest, result, now, rank0)
+        after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods))
     except Gone:
         return Outcome(before)
     return Outcome(before, after, result.requeue_after, job)
+
+
+def observed_uids(objects: Sequence[Manifest]) -> dict[str, str]:
+    """Each observed object's name -> its UID: what a delete decided on these objects is guarded by."""
+    return {str(o["metadata"]["name"]): str(o["metadata"].get("uid") or "") for o in objects}
+
+
+def decided_on(uids: Mapping[str, str], names: Sequence[str]) -> dict[str, str]:
+    """The pods `names` as observed (name -> UID); a name not observed (nothing to guard the delete by) is left
+    out, as is one observed without a UID."""
+    return {name: uids[name] for name in names if uids.get(name)}
 
 
 def _dump(status: TrainingJobStatus) -> Manifest:
@@ -127,10 +139,16 @@ class _Written:
 
 
 def _act(
-    cluster: Cluster, manifest: Manifest, result: Plan, now: datetime, rank0: Manifest | None
+    cluster: Cluster,
+    manifest: Manifest,
+    result: Plan,
+    now: datetime,
+    rank0: Manifest | None,
+    *,
+    uids: Mapping[str, str],
 ) -> TrainingJobStatus:
-    """Write the status first (the commit point), announce, tell rank 0's agent, delete, release, create wave by
-    wave."""
+    """Write the status first (the commit point), announce, tell rank 0's agent, delete (the pods as observed:
+    `uids`), release, create wave by wave, and delete the job last (the one read, as this pass last wrote it)."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
     patch = merge_patch(manifest.get("status") or {}, _dump(result.status))
@@ -143,22 +161,20 @@ def _act(
         told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
     if result.delete:
-        cluster.delete_pods(namespace, result.delete)
+        cluster.delete_pods(namespace, decided_on(uids, result.delete))
     if result.force_delete:
-        cluster.delete_pods(namespace, result.force_delete, force=True)
+        cluster.delete_pods(namespace, decided_on(uids, result.force_delete), force=True)
     if result.ungate:
         cluster.ungate(namespace, result.ungate)
-    status = result.status
+    written = _Written(manifest, result.status, version)
     if result.create:
-        status = _create_in_waves(cluster, _Written(manifest, status, version), result.create, now)
+        written = _create_in_waves(cluster, written, result.create, now)
     if result.delete_job:
-        cluster.delete_job(namespace, name)
-    return status
+        cluster.delete_job(namespace, name, str(metadata.get("uid", "")), written.version)
+    return written.status
 
 
-def _create_in_waves(
-    cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime
-) -> TrainingJobStatus:
+def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime) -> _Written:
     """Create wave by wave (the Service, key and policy with the first), recording each before the next goes out;
     a wave with refusals, or one that could not be recorded (the job changed), ends it: the next pass goes on."""
     others = [m for m in create if m["kind"] != "Pod"]
@@ -167,11 +183,11 @@ def _create_in_waves(
         done = cluster.create(written.namespace, [*others, *wave] if index == 0 else wave)
         recorded = _record(cluster, written, done, now)
         if recorded is None:
-            return written.status  # the next pass sees the pods and the refusals again
+            return written  # the next pass sees the pods and the refusals again
         written = recorded
         if done.refusals:
             break
-    return written.status
+    return written
 
 
 def _record(cluster: Cluster, written: _Written, done: Created, now: datetime) -> _Written | None:

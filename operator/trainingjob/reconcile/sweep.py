@@ -2,7 +2,7 @@
 that makes a crash harmless: the status, then stop pruned trials' jobs, then create new trials' jobs."""
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from trainingjob.model.sweep_status import (
     SweepPhase,
     TrainingSweepStatus,
 )
-from trainingjob.reconcile.job import merge_patch
+from trainingjob.reconcile.job import merge_patch, observed_uids
 from trainingjob.sweep.plan import SweepPlan, plan
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import child
@@ -44,10 +44,11 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
         sweep = TrainingSweep.from_manifest(manifest)
     except ValidationError as error:
         return _refuse(cluster, manifest, error, now)
-    children = {c.name: c for c in map(child, cluster.list_trial_jobs(namespace, name))}
+    listed = cluster.list_trial_jobs(namespace, name)
+    children = {c.name: c for c in map(child, listed)}
     result = plan(sweep, children, now)
     _write_status(cluster, manifest, sweep.status, result.status)
-    _act(cluster, namespace, sweep, result)
+    _act(cluster, namespace, sweep, result, observed_uids(listed))
     return SweepOutcome(sweep.status, result.status, sweep.spec.objective.metric)
 
 
@@ -64,10 +65,14 @@ def _write_status(
     )
 
 
-def _act(cluster: SweepCluster, namespace: str, sweep: TrainingSweep, result: SweepPlan) -> None:
+def _act(
+    cluster: SweepCluster, namespace: str, sweep: TrainingSweep, result: SweepPlan, uids: Mapping[str, str]
+) -> None:
+    """Stop the pruned trials' jobs (a delete goes only to the job listed, by its UID), then create new ones."""
     for job in result.stop:
         if result.action == PrunedTrialAction.DELETE:
-            cluster.delete_job(namespace, job)
+            if uids.get(job):
+                cluster.delete_job(namespace, job, uids[job])
         else:
             cluster.suspend_job(namespace, job)
     for trial in result.create:

@@ -7,9 +7,14 @@ One lag remains that write-through cannot close: pods another writer created (an
 watch has not delivered yet. A tracked pod missing from the store would count as vanished, a failure, so when the
 job's status tracks a live pod the store has neither seen nor seen deleted, that one reconcile lists the job's
 pods from the apiserver instead.
+
+Writes are fenced: each is refused (NotLeading) once `may_write` says this operator no longer leads, so a
+reconcile that outlived its leadership (one still running when the Lease was lost, or one of a leader paused past
+its lease) stops at its next write instead of acting beside the new leader.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.naming import service_name
@@ -17,6 +22,23 @@ from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Created, Manifest, SweepCluster
 from trainingjob.plan import Event
 from trainingjob.runtime.memory import Stores
+
+T = TypeVar("T")
+
+
+class NotLeading(Exception):  # noqa: N818  (a domain outcome, not a bug)
+    """This operator no longer leads: the write was not sent."""
+
+
+def _always() -> bool:
+    return True
+
+
+def _fenced(may_write: Callable[[], bool], direct: T) -> T:
+    """`direct`, to write through, while this operator may write."""
+    if not may_write():
+        raise NotLeading("not leading: the write was not sent")
+    return direct
 
 
 def _live_tracked_uids(job: Manifest | None) -> list[str]:
@@ -29,11 +51,21 @@ def _live_tracked_uids(job: Manifest | None) -> list[str]:
 
 
 class CachedCluster:
-    """Reads from `stores`, writes (and the rare fallback list) through `direct`."""
+    """Reads from `stores`, writes (and the rare fallback list) through `direct` while `may_write`."""
 
-    def __init__(self, direct: Cluster, stores: Stores, *, on_fallback: Callable[[], None] = lambda: None) -> None:
-        self.direct, self.stores = direct, stores
+    def __init__(
+        self,
+        direct: Cluster,
+        stores: Stores,
+        *,
+        on_fallback: Callable[[], None] = lambda: None,
+        may_write: Callable[[], bool] = _always,
+    ) -> None:
+        self.direct, self.stores, self.may_write = direct, stores, may_write
         self.on_fallback = on_fallback  # called when a reconcile lists pods because the pod store had not caught up
+
+    def _fence(self) -> Cluster:
+        return _fenced(self.may_write, self.direct)
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         return self.stores.jobs.get(namespace, name)
@@ -60,32 +92,36 @@ class CachedCluster:
         return self.direct.gang(pod)
 
     def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
-        return self.direct.order(pod, job_uid, attempt, pacing)
+        return self._fence().order(pod, job_uid, attempt, pacing)
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
-        return self.direct.write_status(namespace, name, resource_version, patch)
+        return self._fence().write_status(namespace, name, resource_version, patch)
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
-        return self.direct.create(namespace, manifests)
+        return self._fence().create(namespace, manifests)
 
-    def delete_pods(self, namespace: str, names: Sequence[str], *, force: bool = False) -> None:
-        self.direct.delete_pods(namespace, names, force=force)
+    def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
+        self._fence().delete_pods(namespace, pods, force=force)
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
-        self.direct.ungate(namespace, names)
+        self._fence().ungate(namespace, names)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.direct.delete_job(namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
+        self._fence().delete_job(namespace, name, uid, resource_version)
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
-        self.direct.emit(job, events)
+        self._fence().emit(job, events)
 
 
 class CachedSweepCluster:
-    """sweep.reconcile.SweepCluster reading the sweep and its trials' jobs from `stores`, writing through `direct`."""
+    """sweep.reconcile.SweepCluster reading the sweep and its trials' jobs from `stores`, writing through `direct`
+    while `may_write`."""
 
-    def __init__(self, direct: SweepCluster, stores: Stores) -> None:
-        self.direct, self.stores = direct, stores
+    def __init__(self, direct: SweepCluster, stores: Stores, *, may_write: Callable[[], bool] = _always) -> None:
+        self.direct, self.stores, self.may_write = direct, stores, may_write
+
+    def _fence(self) -> SweepCluster:
+        return _fenced(self.may_write, self.direct)
 
     def read_sweep(self, namespace: str, name: str) -> Manifest | None:
         return self.stores.sweeps.get(namespace, name)
@@ -94,13 +130,13 @@ class CachedSweepCluster:
         return self.stores.trials.of_job(namespace, sweep)
 
     def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
-        return self.direct.write_sweep_status(namespace, name, resource_version, patch)
+        return self._fence().write_sweep_status(namespace, name, resource_version, patch)
 
     def create_job(self, namespace: str, manifest: Manifest) -> None:
-        self.direct.create_job(namespace, manifest)
+        self._fence().create_job(namespace, manifest)
 
     def suspend_job(self, namespace: str, name: str) -> None:
-        self.direct.suspend_job(namespace, name)
+        self._fence().suspend_job(namespace, name)
 
-    def delete_job(self, namespace: str, name: str) -> None:
-        self.direct.delete_job(namespace, name)
+    def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        self._fence().delete_job(namespace, name, uid)

@@ -1,6 +1,8 @@
 """The controller runtime put together: the informers that fill the operator's memory (one thread each), the two
 reconcile queues (jobs, sweeps) on the asyncio loop, the reconciles they run in threads, the shared write pace,
-leader election and metrics. kopf starts and stops it (runtime.operator)."""
+leader election and metrics. kopf starts and stops it (runtime.operator). It writes only while it leads (the
+cluster ports are fenced), and steps down by waiting for its reconciles in flight before the Lease goes
+(runtime.in_flight)."""
 
 import asyncio
 import logging
@@ -23,7 +25,8 @@ from trainingjob.kube.watch import Informer
 from trainingjob.kube.writes import Pacer
 from trainingjob.plan import Settings
 from trainingjob.reconcile.job import reconcile
-from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, NotLeading
+from trainingjob.runtime.in_flight import InFlight, drain, step_down
 from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace, lead
 from trainingjob.runtime.memory import Stores, sources, store_informer
 from trainingjob.runtime.metrics import Metrics
@@ -33,6 +36,7 @@ from trainingjob.settings import OperatorSettings
 log = logging.getLogger(__name__)
 CONFLICT_RETRY_SECONDS = 0.2
 NOT_LEADING_RETRY_SECONDS = 1.0
+DRAIN_SECONDS = 10.0  # the longest a stop waits for reconciles in flight (a pod's termination grace is 30 s)
 SWEEP_WORKERS = 2  # sweeps reconcile rarely (when a trial's job changes) and each is small
 
 
@@ -77,13 +81,17 @@ class Controller:
             window=options.max_writes_in_flight,
             operator_key=operator_key(options.key_file),
         )
-        self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc)
-        self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores)
+        self.elector = self._elector() if options.leader_election else None
+        leading = self._leading
+        self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc, may_write=leading)
+        self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
         self.gate = asyncio.Event()
-        self.elector = self._elector() if options.leader_election else None
+        self.in_flight = InFlight()
+        self.stepping_down = False  # once set, the gate stays closed whatever the election says
+        self.draining: asyncio.Task[list[str]] | None = None  # waiting for reconciles in flight after a lost Lease
         self.job_queue = ReconcileQueue(
-            self._in_thread(self.reconcile_job),
+            self._in_thread("job", self.reconcile_job),
             workers=options.workers,
             resync_seconds=options.resync_seconds,
             on_depth=metrics.queue_depth.set,
@@ -92,7 +100,7 @@ class Controller:
             batch_seconds=options.batch_seconds,
         )
         self.sweep_queue = ReconcileQueue(
-            self._in_thread(self.reconcile_sweep),
+            self._in_thread("sweep", self.reconcile_sweep),
             workers=SWEEP_WORKERS,
             resync_seconds=options.resync_seconds,
             gate=self.gate,
@@ -114,12 +122,16 @@ class Controller:
             find_namespace=(lambda: lease_namespace(self.options, coordination)) if found else None,
         )
 
-    @staticmethod
-    def _in_thread(work: Callable[[Key], float | None]) -> Callable[[Key], Awaitable[float | None]]:
-        """A reconcile for the queue: the Kubernetes client is synchronous, so it runs in a thread of its own."""
+    def _in_thread(self, kind: str, work: Callable[[Key], float | None]) -> Callable[[Key], Awaitable[float | None]]:
+        """A reconcile for the queue: the Kubernetes client is synchronous, so it runs in a thread of its own,
+        counted in flight while it runs (a cancelled task's thread runs on)."""
+
+        def counted(key: Key) -> float | None:
+            with self.in_flight.running(f"{kind} {key[0]}/{key[1]}"):
+                return work(key)
 
         async def run(key: Key) -> float | None:
-            return await asyncio.to_thread(work, key)
+            return await asyncio.to_thread(counted, key)
 
         return run
 
@@ -138,6 +150,9 @@ class Controller:
                 )  # fmt: skip
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
+            except NotLeading:  # leadership ended during the pass: its remaining writes were not sent
+                log.info("%s/%s: not leading any more; the reconcile stopped before its next write", *key)
+                return NOT_LEADING_RETRY_SECONDS
         self.metrics.record(key, outcome.before, outcome.after, outcome.job)
         if outcome.after is None:
             return None
@@ -153,6 +168,8 @@ class Controller:
             outcome = reconcile_sweep(self.sweeps, *key, now=datetime.now(UTC))
         except Conflict:
             return CONFLICT_RETRY_SECONDS
+        except NotLeading:
+            return NOT_LEADING_RETRY_SECONDS
         self.metrics.sweeps.record(key, outcome.after, outcome.metric)
         return None if outcome.after is None else self.options.resync_seconds
 
@@ -185,7 +202,15 @@ class Controller:
             await asyncio.Event().wait()  # nothing more to do; done() stays False while the operator runs
             return
         every, metrics = self.options.lease_renew_seconds, self.metrics
-        await lead(self.elector, self.gate, every, on_lost=metrics.forget_all, on_won=metrics.report_again)
+
+        def lost() -> None:  # the Lease is not ours to give up: the reconciles in flight are fenced and waited for
+            metrics.forget_all()
+            self.draining = asyncio.create_task(drain(self.in_flight, "lost the Lease", DRAIN_SECONDS))
+
+        await lead(
+            self.elector, self.gate, every, on_lost=lost, on_won=metrics.report_again,
+            may_open=lambda: not self.stepping_down,
+        )  # fmt: skip
 
     def problem(self) -> str:
         """Why the operator is not healthy; "" when it is."""
@@ -195,13 +220,23 @@ class Controller:
         return f"watching {', '.join(stopped)} stopped" if stopped else ""
 
     async def stop(self) -> None:
-        """Stop watching first (no more wake-ups), then the queues; give the Lease up so a standby leads at once."""
-        if self.leading is not None:
-            self.leading.cancel()
-        for informer in self.informers:
-            await asyncio.to_thread(informer.stop)
-        await self.job_queue.stop()
-        await self.sweep_queue.stop()
-        if self.elector is not None:
-            await asyncio.to_thread(self.elector.release)
+        """Stop taking work and wait for the reconciles in flight (the Lease still renewed meanwhile), then stop
+        leading, watching and the queues; give the Lease up last, so a standby leads at once and never beside
+        a reconcile of this operator."""
+
+        def close() -> None:
+            self.stepping_down = True
+            self.gate.clear()
+
+        async def stop_the_rest() -> None:
+            if self.leading is not None:
+                self.leading.cancel()
+            for informer in self.informers:
+                await asyncio.to_thread(informer.stop)
+            await self.job_queue.stop()
+            await self.sweep_queue.stop()
+            if self.elector is not None:
+                await asyncio.to_thread(self.elector.release)
+
+        await step_down(close, self.in_flight, stop_the_rest, DRAIN_SECONDS)
         self.connection.close()

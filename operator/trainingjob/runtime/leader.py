@@ -162,16 +162,18 @@ async def lead(
     *,
     on_won: Callable[[], None] = lambda: None,
     on_lost: Callable[[], None] = lambda: None,
+    may_open: Callable[[], bool] = lambda: True,
 ) -> None:
-    """Keep trying to lead; open the gate while leading (after `on_won`), close it as soon as leadership may be lost
-    (then `on_lost`: the new leader reports on the jobs). Called once the stores are synced."""
+    """Keep trying to lead; open the gate while leading (after `on_won`) unless `may_open` says no (the operator is
+    stepping down), close it as soon as leadership may be lost (then `on_lost`: the new leader reports on the
+    jobs). Called once the stores are synced."""
     while True:
         try:
             leading = await asyncio.to_thread(elector.try_once)
         except Exception:  # never let the election loop die: a dead loop would keep the gate as it was
             log.exception("leader election failed; retrying")
             leading = elector.is_leader()
-        if leading and not gate.is_set():
+        if leading and not gate.is_set() and may_open():
             on_won()
             gate.set()
         elif not leading and gate.is_set():

@@ -84,6 +84,8 @@ class ReconcileQueue:
                     await asyncio.sleep(self._batch)  # let the rest of a burst of events arrive: one reconcile
                 await self.gate.wait()
                 async with self._slots:
+                    if not self.gate.is_set():  # closed while this waited for a slot: still woken, for later
+                        continue
                     self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile
                     delay = await self._run_once(key)
                 if delay is None:

@@ -1,0 +1,103 @@
+"""Stepping down: the reconciles in flight (threads, which outlive their cancelled tasks) are waited for, bounded,
+before the Lease is given up, and a reconcile that outlived its leadership writes nothing more (the fence)."""
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+from tests.support.builders import job_manifest
+from tests.support.fake_cluster import FakeCluster
+
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, NotLeading
+from trainingjob.runtime.in_flight import InFlight, step_down
+from trainingjob.runtime.memory import Stores
+
+pytestmark = pytest.mark.fast
+DEADLINE = 10.0
+
+
+def _busy(in_flight: InFlight, name: str, release: threading.Event) -> threading.Thread:
+    started = threading.Event()
+
+    def work() -> None:
+        with in_flight.running(name):
+            started.set()
+            release.wait(DEADLINE)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    assert started.wait(DEADLINE)
+    return thread
+
+
+def test_the_lease_is_released_only_once_the_reconciles_in_flight_have_ended(caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> list[str]:
+        in_flight, release, order = InFlight(), threading.Event(), []
+        thread = _busy(in_flight, "job ns/a", release)
+
+        async def give_up_the_lease() -> None:
+            order.append("released" if not thread.is_alive() else "released while a reconcile ran")
+
+        stepping = asyncio.create_task(step_down(lambda: order.append("closed"), in_flight, give_up_the_lease, 30))
+        loop = asyncio.get_running_loop()
+        end = loop.time() + DEADLINE
+        while "waiting up to" not in caplog.text:  # it says what it waits for, then waits
+            assert loop.time() < end, "step_down never said what it waits for"
+            await asyncio.sleep(0.01)
+        assert order == ["closed"] and not stepping.done()
+        release.set()
+        await asyncio.wait_for(stepping, DEADLINE)
+        return order
+
+    with caplog.at_level(logging.INFO, logger="trainingjob.runtime.in_flight"):
+        assert asyncio.run(scenario()) == ["closed", "released"]
+    assert "job ns/a" in caplog.text
+
+
+def test_a_reconcile_that_does_not_end_holds_the_lease_only_until_the_deadline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    in_flight, release = InFlight(), threading.Event()
+    _busy(in_flight, "sweep ns/s", release)
+    released: list[bool] = []
+
+    async def give_up_the_lease() -> None:
+        released.append(True)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="trainingjob.runtime.in_flight"):
+            asyncio.run(step_down(lambda: None, in_flight, give_up_the_lease, 0.05))
+    finally:
+        release.set()
+    assert released == [True]
+    assert "1 reconcile(s) still running after 0 s: sweep ns/s" in caplog.text
+    assert in_flight.wait(DEADLINE) == []
+
+
+@pytest.mark.parametrize("leading", [True, False], ids=["leading", "no-longer-leading"])
+def test_writes_are_fenced_once_the_operator_no_longer_leads(leading: bool) -> None:
+    fake = FakeCluster(clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
+    job = fake.submit(job_manifest("a", namespace="ns"))
+    fake.add_pod("ns", {"kind": "Pod", "metadata": {"name": "a-worker-0-1", "labels": {}}, "spec": {}})
+    uid = fake.pods[("ns", "a-worker-0-1")]["metadata"]["uid"]
+    cluster = CachedCluster(fake, Stores(), may_write=lambda: leading)
+    sweeps = CachedSweepCluster(fake, Stores(), may_write=lambda: leading)  # type: ignore[arg-type]
+    writes: list[Callable[[], object]] = [
+        lambda: cluster.write_status("ns", "a", job["metadata"]["resourceVersion"], {"phase": "Running"}),
+        lambda: cluster.delete_pods("ns", {"a-worker-0-1": uid}, force=True),
+        lambda: cluster.delete_job("ns", "a", job["metadata"]["uid"]),
+    ]
+    if leading:
+        for write in writes:
+            write()
+        assert not fake.pods and not fake.jobs
+        return
+    for write in writes:
+        with pytest.raises(NotLeading):
+            write()
+    with pytest.raises(NotLeading):
+        sweeps.delete_job("ns", "a", job["metadata"]["uid"])
+    assert ("ns", "a-worker-0-1") in fake.pods and ("ns", "a") in fake.jobs
