@@ -76,6 +76,8 @@ class PodState:
     created: datetime | None = None
     ready: bool = False
     deleting_since: datetime | None = None  # the pod's deletionTimestamp: when its grace period ends
+    no_grace_left: bool = False  # being deleted with no grace period left (forced, or never scheduled)
+    finalizers: tuple[str, ...] = ()  # what keeps it after its deletion, until their controllers remove them
     disrupted: bool = False  # evicted under node pressure, preempted, drained, its node lost
     over_own_limit: bool = False  # evicted for exceeding its own ephemeral-storage or emptyDir limit
     exit_code: int | None = None
@@ -217,6 +219,12 @@ def _others_running(status: Mapping[str, Any], container: str) -> bool:
     )
 
 
+def _finalizers(value: Any) -> tuple[str, ...]:
+    """A pod's finalizers, the first eight, each bounded."""
+    names = value if isinstance(value, list) else []
+    return tuple(bounded(name, 253) for name in names if isinstance(name, str))[:8]
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -279,6 +287,8 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         created=_parse_time(metadata.get("creationTimestamp")),
         ready=_condition(status, "Ready").get("status") == "True",
         deleting_since=_parse_time(metadata.get("deletionTimestamp")),
+        no_grace_left=metadata.get("deletionGracePeriodSeconds") == 0,
+        finalizers=_finalizers(metadata.get("finalizers")),
         disrupted=not over_own_limit and (disruption.get("status") == "True" or reason in DISRUPTION_REASONS),
         over_own_limit=over_own_limit,
         exit_code=_exit_code(terminated.get("exitCode")),

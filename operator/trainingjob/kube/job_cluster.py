@@ -119,13 +119,13 @@ class KubernetesCluster:
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
         """Create all at once, in parallel (the key, policy and Service before the pods): a large gang starts
-        together, not pod by pod. No pod is created while the job's NetworkPolicy is refused: its ranks would
-        listen on ports anyone could reach (the refusal is recorded, and retried, as a pod's would be)."""
+        together, not pod by pod. No pod is created while one of the others is refused (the reconcile sends them
+        first anyway): without its key a pod never starts, without its policy its ranks would listen on ports
+        anyone could reach, without the Service they cannot find each other."""
         others = [m for m in manifests if m["kind"] != "Pod"]
         results = windowed(self.pool, lambda m: self._create_one(namespace, m), others, self.window)
-        policies = {m["metadata"]["name"] for m in others if m["kind"] == "NetworkPolicy"}
-        unguarded = any(isinstance(r, Refusal) and r.name in policies for r in results)
-        pods = [] if unguarded else [m for m in manifests if m["kind"] == "Pod"]
+        held = any(isinstance(r, Refusal) for r in results)
+        pods = [] if held else [m for m in manifests if m["kind"] == "Pod"]
         results += windowed(self.pool, lambda m: self._create_one(namespace, m), pods, self.window)
         created = {r[0]: r[1] for r in results if isinstance(r, tuple) and r[1]}
         return Created(created, [r for r in results if isinstance(r, Refusal)])
@@ -151,7 +151,7 @@ class KubernetesCluster:
             if found.status == 409:  # ours from an earlier pass (or a namesake the GC is removing): it exists, so
                 log.debug("%s %s/%s exists already", kind, namespace, name)  # the next pass sees it and decides
                 return name, ""
-            return Refusal(name, int(found.status or 0), found.message)
+            return Refusal(name, int(found.status or 0), found.message, kind)
         pod: Manifest = json.loads(response.data)
         self.resources.on_written(pod)
         return name, str(pod["metadata"]["uid"])

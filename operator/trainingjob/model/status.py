@@ -46,6 +46,7 @@ class ConditionType(StrEnum):
     SUSPENDED = "Suspended"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    PREPARED = "Prepared"
 
 
 class ConditionStatus(StrEnum):
@@ -58,7 +59,8 @@ class Condition(ApiModel):
     """A Kubernetes-style condition: one aspect of the job's state and when it last changed."""
 
     type: ConditionType
-    """Created, Running, Restarting, Suspended, Succeeded or Failed."""
+    """Created, Running, Restarting, Suspended, Succeeded, Failed or Prepared (the objects the job's pods need,
+    its Service, key Secret and NetworkPolicy, exist; False names the one the apiserver refuses)."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason
@@ -68,7 +70,7 @@ class Condition(ApiModel):
     last_transition_time: datetime
     """When status last changed."""
     last_probe_time: datetime | None = None
-    """When the operator last checked it, where that matters (the last refused pod creation)."""
+    """When the operator last checked it, where that matters (the last refused creation)."""
     observed_generation: Annotated[Int, Field(ge=0)] | None = None
     """The metadata.generation the condition was computed from."""
 

@@ -1,24 +1,23 @@
 """Pod creation: the attempt's missing pods are created in one pass (in waves, see plan/waves.py), once the pods
-of earlier attempts are gone (a pod stuck terminating is force-deleted after a timeout) and the backoff is over.
-Refused creations (recorded in the Created condition after the wave that met them, plan/waves.py) are retried with
-a growing delay, and the startup deadline counts them; a pod the apiserver calls invalid fails the job at once."""
+of earlier attempts are gone (a pod stuck terminating is force-deleted once, and waited for with words:
+plan/terminating.py) and the backoff is over. Refused creations (recorded after the wave that met them, in the
+Created condition for pods, in Prepared for the Service, key Secret and NetworkPolicy: plan/waves.py) are retried
+with a growing delay, and the startup deadline counts them; a pod the apiserver calls invalid fails the job at
+once."""
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from trainingjob.children.observe import PodState
 from trainingjob.children.specs import uses_default_image
 from trainingjob.model import ConditionStatus, ConditionType, Phase, TrainingJobStatus
-from trainingjob.plan import finished, replacement, tracking
+from trainingjob.plan import finished, prepared, replacement, terminating, tracking
 from trainingjob.plan.backoff import backoff_seconds
-from trainingjob.plan.slots import NAME_IN_USE, REFUSED, Slot, slots
+from trainingjob.plan.slots import NAME_IN_USE, REFUSED, STUCK, Slot, slots
 from trainingjob.plan.transitions import after, condition_of, seconds_until, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
 INVALID = "PodInvalid"
 CREATING = "CreatingPods"
-STALE_POLL_SECONDS = 2.0
 
 
 def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -27,12 +26,6 @@ def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         return None
     status = status.model_copy(update={"attempt": 1, "start_time": status.start_time or ctx.now})
     return Decision(status, events=(Event("Normal", "JobCreated", "Creating the pods of attempt 1."),))
-
-
-def _stuck(ctx: Context, pods: Sequence[PodState]) -> tuple[str, ...]:
-    """Pods still terminating terminatingTimeout after their grace period ended (their node is gone?)."""
-    limit = ctx.settings.terminating_timeout_seconds
-    return tuple(p.name for p in pods if p.deleting_since and (ctx.now - p.deleting_since).total_seconds() >= limit)
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -45,19 +38,23 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     stale = ctx.stale(pods_attempt)
     counted = [p for p in ctx.pods_of(pods_attempt) if p.uid in counted_uids]
     delete = tuple(p.name for p in [*stale, *counted] if not p.deleting)  # again, if a crash cut the first off
-    events = tuple(Event("Warning", "ForceDeleted", _forced(p)) for p in awaited if p.name in _stuck(ctx, awaited))
+    stuck = terminating.stuck(ctx, awaited)
+    forced, service_wait = terminating.to_force(stuck), _service_wait(ctx, status)
     base = Decision(
-        status,
+        status if stuck else _unstuck(ctx, status),
         delete=delete,
-        force_delete=_stuck(ctx, awaited),
-        create_service=not ctx.observed.service_exists,
-        events=events,
+        force_delete=tuple(p.name for p in forced),
+        create_service=service_wait == 0.0,
+        events=tuple(terminating.forced_event(p) for p in forced),
+        requeue_after=service_wait or None,
     )
+    if stuck:
+        return terminating.waiting(ctx, base, stuck)
     missing = [s for s in slots(ctx, status) if s.is_missing]
     if not missing:
         return _all_created(ctx, base)
     if stale:
-        return _wait(base, STALE_POLL_SECONDS)
+        return _wait(base, terminating.POLL_SECONDS)
     not_before = _not_before(ctx, status)
     if not_before is not None and ctx.now < not_before:
         return _wait(base, seconds_until(ctx, not_before, ctx.settings.backoff_max_seconds))
@@ -69,9 +66,27 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     return made if waited is None else replace(made, requeue_after=min(made.requeue_after or waited, waited))
 
 
-def _forced(pod: PodState) -> str:
-    where = f" on node {pod.node}" if pod.node else ""
-    return f"Force-deleted pod {pod.name}{where}: it was still terminating long after its grace period (node lost?)."
+def _unstuck(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
+    """Once the pods waited for are gone, Created no longer says the job waits for them."""
+    created = condition_of(status, ConditionType.CREATED)
+    if created is None or created.reason != STUCK:
+        return status
+    message = f"Creating the pods of attempt {status.attempt}."
+    return with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
+
+
+def _service_wait(ctx: Context, status: TrainingJobStatus) -> float | None:
+    """Seconds until the missing Service may be sent again after a refusal of what the pods need (0 when it may be
+    now); None when it exists."""
+    if ctx.observed.service_exists:
+        return None
+    held = prepared.refused_now(status)
+    moment = (
+        None
+        if held is None
+        else prepared.retry_at(held, ctx.settings.backoff_base_seconds, ctx.settings.backoff_max_seconds)
+    )
+    return 0.0 if moment is None else max((moment - ctx.now).total_seconds(), 0.0)
 
 
 def _wait(decision: Decision, seconds: float) -> Decision:
@@ -86,16 +101,18 @@ def _all_created(ctx: Context, decision: Decision) -> Decision:
 
 def _not_before(ctx: Context, status: TrainingJobStatus) -> datetime | None:
     """The earliest moment to create: after the backoff of the last failure (unless it was a worker's replaced alone:
-    its own backoff, plan/replacement.py), and of the last refusal."""
-    moments = []
+    its own backoff, plan/replacement.py), and of the last refusal (of a pod, or of an object the pods need)."""
+    moments: list[datetime | None] = []
     if status.last_failure is not None and not replacement.alone(status):
         moments.append(after(status.last_failure.time, backoff_seconds(ctx, status)))
-    created = condition_of(status, ConditionType.CREATED)
-    if created is not None and created.reason == REFUSED and created.last_probe_time is not None:
-        tried = (created.last_probe_time - created.last_transition_time).total_seconds()
-        delay = min(max(tried, ctx.settings.backoff_base_seconds), ctx.settings.backoff_max_seconds)
-        moments.append(after(created.last_probe_time, delay))
-    return max(moments) if moments else None
+    base, most = ctx.settings.backoff_base_seconds, ctx.settings.backoff_max_seconds
+    created, held = condition_of(status, ConditionType.CREATED), prepared.refused_now(status)
+    if created is not None and created.reason == REFUSED:
+        moments.append(prepared.retry_at(created, base, most))
+    if held is not None:
+        moments.append(prepared.retry_at(held, base, most))
+    found = [m for m in moments if m is not None]
+    return max(found) if found else None
 
 
 def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
@@ -114,4 +131,5 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
             status = with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
     if ready and status.default_image is None and uses_default_image(ctx.job):
         status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
-    return replace(decision, status=status, create=ready, requeue_after=STALE_POLL_SECONDS if blocked else None)
+    requeue = terminating.POLL_SECONDS if blocked else None
+    return replace(decision, status=status, create=ready, requeue_after=requeue)

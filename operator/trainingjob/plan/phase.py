@@ -1,12 +1,13 @@
 """The phase while a job runs, and the Running condition that says why it is not running yet: Running once
 every pod of the attempt is up (it stays Running while a parameter-server worker is replaced); until then
-Pending or Restarting, with the pods' waiting reasons, the scheduler's messages or the apiserver's refusal.
+Pending or Restarting, with the pods' waiting reasons, the scheduler's messages or the apiserver's refusal (a job
+whose Service is missing is not called Running).
 Also the replica counts, recomputed from the pods on every pass."""
 
 from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionType, Mode, Phase, ReplicaStatus, TrainingJobStatus
-from trainingjob.plan import progress, tracking
+from trainingjob.plan import prepared, progress, tracking
 from trainingjob.plan.slots import slots, summary
 from trainingjob.plan.transitions import moved, with_condition
 from trainingjob.plan.types import Context, Decision, Event
@@ -17,6 +18,8 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
     waiting = [s for s in every if not s.is_up]
     total, attempt = len(every), status.attempt
     events: tuple[Event, ...] = ()
+    if not waiting and not ctx.observed.service_exists:
+        return _no_service(ctx, status, total)
     if not waiting:
         note = progress.not_enforced(ctx, status)
         message = f"All {total} pods of attempt {attempt} are running." + (f" {note}" if note else "")
@@ -35,6 +38,17 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
         )
     message = f"{up} of {total} pods of attempt {attempt} are running; {detail}."
     return Decision(with_condition(ctx, status, ConditionType.RUNNING, False, reason="PodsNotRunning", message=message))
+
+
+def _no_service(ctx: Context, status: TrainingJobStatus, total: int) -> Decision:
+    """Every pod is up but the job's Service is missing (refused?): its ranks cannot find each other by name, so a
+    job is not called Running; one that runs already says so, while the Service is sent again."""
+    held = prepared.refused_now(status)
+    said = f": {held.message}" if held is not None else " (it is being created again)."
+    message = f"All {total} pods of attempt {status.attempt} are up, but the job's Service is missing{said}"
+    is_running = status.phase == Phase.RUNNING
+    reason = "ReplacingService" if is_running else "ServiceMissing"
+    return Decision(with_condition(ctx, status, ConditionType.RUNNING, is_running, reason=reason, message=message))
 
 
 def counts(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:

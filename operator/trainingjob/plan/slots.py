@@ -7,12 +7,13 @@ from datetime import datetime
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionStatus, ConditionType, TrainingJobStatus
-from trainingjob.plan import tracking
+from trainingjob.plan import prepared, tracking
 from trainingjob.plan.transitions import condition_of
 from trainingjob.plan.types import Context
 
 REFUSED = "PodCreateRefused"
 NAME_IN_USE = "PodNameInUse"
+STUCK = "PodsStuckTerminating"  # a pod the next creation waits for does not go (plan/terminating.py)
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,18 @@ def slots(ctx: Context, status: TrainingJobStatus) -> list[Slot]:
     return result
 
 
-def refusal_since(status: TrainingJobStatus) -> datetime | None:
-    """When the current run of refused creations began, if creations are being refused now."""
+def _created_waits(status: TrainingJobStatus, *reasons: str) -> datetime | None:
     created = condition_of(status, ConditionType.CREATED)
-    if created is None or created.status != ConditionStatus.FALSE or created.reason not in (REFUSED, NAME_IN_USE):
+    if created is None or created.status != ConditionStatus.FALSE or created.reason not in reasons:
         return None
     return created.last_transition_time
+
+
+def refusal_since(status: TrainingJobStatus) -> datetime | None:
+    """When the current run of refused creations (of pods, or of the objects they need) began, or of waiting for a
+    pod that does not go, if that is what holds the creations up now."""
+    moments = [_created_waits(status, REFUSED, NAME_IN_USE, STUCK), prepared.refusal_since(status)]
+    return min((m for m in moments if m is not None), default=None)
 
 
 def waiting_since(slot: Slot, status: TrainingJobStatus) -> datetime | None:
@@ -58,7 +65,9 @@ def waiting_since(slot: Slot, status: TrainingJobStatus) -> datetime | None:
     if slot.is_up:
         return None
     if slot.pod is not None:  # a pod that ended or is going is the failure policy's, not a slow start
-        return None if slot.pod.deleting or slot.pod.is_finished or slot.pod.has_failed else slot.pod.created
+        if slot.pod.deleting:  # unless it does not go
+            return _created_waits(status, STUCK)
+        return None if slot.pod.is_finished or slot.pod.has_failed else slot.pod.created
     return refusal_since(status)
 
 
@@ -67,12 +76,27 @@ def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
     pod = slot.pod
     if pod is not None:
         if pod.deleting:
-            return "being replaced"
+            stuck = _stuck_message(status)
+            return f"being replaced; {stuck}" if stuck else "being replaced"
         return pod.unschedulable or pod.waiting or pod.reason or pod.phase.value
     if slot.name in foreign:
         return "a pod of this name belongs to another object (a deleted job of the same name?); waiting for it to go"
+    return _not_created(status)
+
+
+def _stuck_message(status: TrainingJobStatus) -> str:
     created = condition_of(status, ConditionType.CREATED)
-    if refusal_since(status) is not None and created is not None:
+    return created.message if created is not None and _created_waits(status, STUCK) else ""
+
+
+def _not_created(status: TrainingJobStatus) -> str:
+    """Why the operator has not created a missing pod: what its creation waits for, or what the apiserver said."""
+    held, created = prepared.refused_now(status), condition_of(status, ConditionType.CREATED)
+    if held is not None:
+        return f"not created: {held.message}"
+    if created is not None and _created_waits(status, STUCK):
+        return created.message
+    if created is not None and _created_waits(status, REFUSED, NAME_IN_USE):
         return f"creation refused: {created.message}"
     return "not created yet"
 

@@ -23,6 +23,17 @@ class Event:
     message: str
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """The apiserver's answer to one refused create: of a pod, or of the Service, key Secret or NetworkPolicy the
+    job's pods need (`kind`)."""
+
+    name: str
+    code: int
+    message: str
+    kind: str = "Pod"
+
+
 def _default(name: str) -> Any:
     """The operator's own default for a setting (OperatorSettings is the one place defaults are written)."""
     return OperatorSettings.model_fields[name].default

@@ -1,8 +1,9 @@
 """After the actions, pure: a large gang is created in waves that double in size (16, 32, 64... pods), and after
 each wave the status records what it did, the pods created (by UID, so none can vanish unrecorded) and the
-refusals (in the Created condition, where the startup deadline counts them), before the wave's pods are released
-from the tracking gate and the next wave is sent. The scheduler starts on a gang's first pods while its last are
-still being created, and a pass writes the status at most once per wave after its first write."""
+refusals (in the Created condition, or in Prepared for the objects the pods need; the startup deadline counts
+both), before the wave's pods are released from the tracking gate and the next wave is sent. The scheduler starts
+on a gang's first pods while its last are still being created, and a pass writes the status at most once per wave
+after its first write."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,23 +11,15 @@ from datetime import datetime
 from typing import TypeVar
 
 from trainingjob.model import ConditionType, TrainingJobStatus
-from trainingjob.plan import history, tracking
+from trainingjob.plan import history, prepared, tracking
 from trainingjob.plan.conditions import set_condition
 from trainingjob.plan.creation import INVALID
 from trainingjob.plan.slots import REFUSED
-from trainingjob.plan.types import Event
+from trainingjob.plan.types import Event, Refusal
 
+__all__ = ["FIRST_WAVE", "AfterWave", "Refusal", "after_wave", "refused", "waves"]
 T = TypeVar("T")
 FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """The apiserver's answer to one refused create."""
-
-    name: str
-    code: int
-    message: str
 
 
 @dataclass(frozen=True)
@@ -56,13 +49,22 @@ def after_wave(
     refusals: Sequence[Refusal],
     now: datetime,
     generation: int | None,
+    *,
+    prepared_sent: bool = False,
 ) -> AfterWave:
     """What one wave did, recorded: the pods it created (name -> UID) tracked (the history notes the attempt's pods
-    as created now), its refusals in the Created condition."""
-    after = history.record(status, refused(tracking.created(status, created), refusals, now, generation), now)
-    if not refusals or _created_says(status) == _created_says(after):
+    as created now), its pods' refusals in the Created condition and, when it sent the objects the pods need
+    (`prepared_sent`), their outcome in the Prepared condition (plan/prepared.py)."""
+    pods = [r for r in refusals if r.kind == "Pod"]
+    others = [r for r in refusals if r.kind != "Pod"]
+    after = history.record(status, refused(tracking.created(status, created), pods, now, generation), now)
+    if prepared_sent or others:
+        after, event = prepared.recorded(after, others, now, generation)
+        if event is not None:
+            return AfterWave(after, event)
+    if not pods or _created_says(status) == _created_says(after):
         return AfterWave(after)
-    first = refusals[0]
+    first = pods[0]
     message = f"Creating pod {first.name} was refused ({first.code}): {first.message}"[:1024]
     return AfterWave(after, Event("Warning", "PodCreateRefused", message))
 

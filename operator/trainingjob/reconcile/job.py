@@ -175,13 +175,22 @@ def _act(
 
 
 def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime) -> _Written:
-    """Create wave by wave (the Service, key and policy with the first), recording each before the next goes out;
-    a wave with refusals, or one that could not be recorded (the job changed), ends it: the next pass goes on."""
+    """Create the objects the pods need (the Service, key and policy) first, and the pods only once all of them
+    exist (created now or found), wave by wave, recording each (the first with what the objects met) before the
+    next goes out. A refusal, or a record that could not be written (the job changed), ends it: the next pass
+    goes on."""
     others = [m for m in create if m["kind"] != "Pod"]
     pods = [m for m in create if m["kind"] == "Pod"]
-    for index, wave in enumerate(waves(pods, FIRST_WAVE) or [[]]):
-        done = cluster.create(written.namespace, [*others, *wave] if index == 0 else wave)
-        recorded = _record(cluster, written, done, now)
+    prepared_sent = bool(others)  # what they met is recorded with the first wave
+    if others:
+        done = cluster.create(written.namespace, others)
+        if done.refusals or not pods:
+            recorded = _record(cluster, written, done, now, prepared_sent=True)
+            return recorded or written
+    for wave in waves(pods, FIRST_WAVE):
+        done = cluster.create(written.namespace, wave)
+        recorded = _record(cluster, written, done, now, prepared_sent=prepared_sent)
+        prepared_sent = False
         if recorded is None:
             return written  # the next pass sees the pods and the refusals again
         written = recorded
@@ -190,10 +199,13 @@ def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manif
     return written
 
 
-def _record(cluster: Cluster, written: _Written, done: Created, now: datetime) -> _Written | None:
+def _record(
+    cluster: Cluster, written: _Written, done: Created, now: datetime, *, prepared_sent: bool = False
+) -> _Written | None:
     """Write what a wave did (plan.waves.after_wave decides it) on the version just written, then release its pods
     from the tracking gate (the next pass does, if this is cut off). None if the job changed meanwhile."""
-    decided = after_wave(written.status, done.pods, done.refusals, now, written.manifest["metadata"].get("generation"))
+    generation = written.manifest["metadata"].get("generation")
+    decided = after_wave(written.status, done.pods, done.refusals, now, generation, prepared_sent=prepared_sent)
     if decided.status == written.status:
         return written
     try:

@@ -1,0 +1,97 @@
+"""A pod that does not go (a finalizer nobody removes, a node that does not answer): force-deleted once, not on
+every pass; one Warning Event naming the pod and its finalizers; the job's conditions say what it waits for; the
+wait is polled with a growing delay and counted by the startup deadline, so the job ends with words."""
+
+from typing import Any
+
+import pytest
+from tests.support.builders import SETTINGS, at, condition, created_names, make_job, pods_of, step
+
+from trainingjob.model import Phase, TrainingJob
+
+pytestmark = pytest.mark.fast
+
+HOLD = "example.com/backup-hold"
+TIMEOUT = SETTINGS.terminating_timeout_seconds  # 60 s
+
+
+def restarted(**policy: Any) -> TrainingJob:
+    """A job whose attempt 1 failed: attempt 2 waits for attempt 1's pods to go."""
+    job, _ = step(make_job(**policy), [])
+    job, _ = step(job, pods_of(job, 1))
+    job, _ = step(job, pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "exit_code": 75}}))
+    return job
+
+
+def going(job: TrainingJob, *, finalizers: tuple[str, ...] = (HOLD,), grace_left: bool = True) -> list[Any]:
+    """Attempt 1's pods, deleted at 0 s with a 30 s grace period; worker-0 kept by `finalizers`. Without grace
+    left (forced already, or never scheduled) the apiserver reports deletionGracePeriodSeconds 0."""
+    pods = pods_of(job, 1, {n: {"deleting": at(30)} for n in ("job-worker-0-1", "job-worker-1-1")})
+    pods = [p for p in pods if p["metadata"]["name"] == "job-worker-0-1"]  # worker-1 went
+    pods[0]["metadata"]["finalizers"] = list(finalizers)
+    pods[0]["metadata"]["deletionGracePeriodSeconds"] = 30 if grace_left else 0
+    pods[0]["spec"]["nodeName"] = "node-a"
+    return pods
+
+
+@pytest.mark.parametrize(
+    ("grace_left", "forced", "reason"),
+    [
+        pytest.param(True, ["job-worker-0-1"], "ForceDeleted", id="on-a-node-forced-once"),
+        pytest.param(False, [], "PodsStuckTerminating", id="no-grace-left-never-forced"),
+    ],
+)
+def test_a_pod_kept_by_a_finalizer_is_forced_at_most_once_and_announced_once(
+    grace_left: bool, forced: list[str], reason: str
+) -> None:
+    job = restarted()
+    job, result = step(job, going(job, grace_left=grace_left), at(30 + TIMEOUT))
+    assert list(result.force_delete) == forced
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", reason)]
+    assert "job-worker-0-1" in result.events[0].message and HOLD in result.events[0].message
+    for later in (TIMEOUT + 40, TIMEOUT + 100, TIMEOUT + 1000):  # the force delete took no grace left
+        job, result = step(job, going(job, grace_left=False), at(30 + later))
+        assert not result.force_delete and not result.events and not result.create
+
+
+def test_the_conditions_say_which_pod_and_finalizer_the_job_waits_for() -> None:
+    job = restarted()
+    job, _ = step(job, going(job), at(30 + TIMEOUT))
+    created = condition(job, "Created")
+    assert (created.status, created.reason) == ("False", "PodsStuckTerminating")
+    assert "pod job-worker-0-1" in created.message and HOLD in created.message
+    running = condition(job, "Running") or condition(job, "Restarting")
+    assert "not created yet" not in running.message and HOLD in running.message
+
+
+@pytest.mark.parametrize(
+    ("waited", "delay"),
+    [
+        pytest.param(TIMEOUT, TIMEOUT, id="as-long-as-it-has-waited"),
+        pytest.param(TIMEOUT + 200, TIMEOUT + 200, id="growing"),
+        pytest.param(3600, SETTINGS.backoff_max_seconds, id="at-most-the-maximum-backoff"),
+    ],
+)
+def test_the_wait_is_polled_with_a_growing_delay(waited: float, delay: float) -> None:
+    job = restarted()
+    _, result = step(job, going(job, grace_left=False), at(30 + waited))
+    assert result.requeue_after == pytest.approx(delay)
+
+
+def test_the_startup_deadline_counts_the_wait_and_fails_the_job_with_words() -> None:
+    job = restarted(startupDeadlineSeconds=300)
+    job, _ = step(job, going(job), at(30 + TIMEOUT))
+    job, _ = step(job, going(job, grace_left=False), at(30 + TIMEOUT + 299))
+    assert job.status and job.status.phase == Phase.RESTARTING
+    job, result = step(job, going(job, grace_left=False), at(30 + TIMEOUT + 300))
+    assert job.status and job.status.phase == Phase.FAILED and not result.create
+    failed = condition(job, "Failed")
+    assert failed.reason == "StartupDeadlineExceeded" and HOLD in failed.message
+
+
+def test_once_the_pod_is_gone_the_next_attempt_is_created_and_the_wait_no_longer_counts() -> None:
+    job = restarted()
+    job, _ = step(job, going(job), at(30 + TIMEOUT))
+    job, result = step(job, [], at(30 + TIMEOUT + 5))
+    assert created_names(result) == ["job-worker-0-2", "job-worker-1-2"]
+    assert condition(job, "Created").reason == "CreatingPods"
