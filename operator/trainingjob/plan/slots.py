@@ -74,6 +74,9 @@ def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
     created = condition_of(status, ConditionType.CREATED)
     if refusal_since(status) is not None and created is not None:
         return f"creation refused: {created.message}"
+    backoff = next((r for r in status.replacements if r.pod == slot.name), None)
+    if backoff is not None:
+        return f"replaced alone, not before {backoff.not_before.isoformat().replace('+00:00', 'Z')} (its own backoff)"
     return "not created yet"
 
 
