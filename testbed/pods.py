@@ -74,6 +74,25 @@ def evict_pod_by_kubelet(core: client.CoreV1Api, namespace: str, name: str) -> c
     return core.patch_namespaced_pod_status(name, namespace, {"status": status})
 
 
+def refuse_pod_on_its_node(
+    core: client.CoreV1Api, namespace: str, name: str, reason: str, message: str
+) -> client.V1Pod:
+    """What a node's kubelet writes when it will not admit a pod the scheduler placed there (OutOfnvidia.com/gpu, a
+    device plugin's UnexpectedAdmissionError): Failed with its reason, and no container ever started."""
+    pod = core.read_namespaced_pod(name, namespace)
+    waiting = [
+        {"name": c.name, "image": c.image, "imageID": "", "ready": False, "restartCount": 0, "state": {"waiting": {}}}
+        for c in pod.spec.containers
+    ]
+    status = {
+        "phase": "Failed",
+        "reason": reason,
+        "message": message,
+        "containerStatuses": [{"$patch": "replace"}, *waiting],
+    }
+    return core.patch_namespaced_pod_status(name, namespace, {"status": status})
+
+
 def evict_pod(core: client.CoreV1Api, namespace: str, name: str) -> None:
     """Evict through the Eviction API, as a drain or preemption does: DisruptionTarget, then deletion."""
     eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))

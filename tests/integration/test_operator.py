@@ -227,6 +227,27 @@ def test_progress_is_reported_and_a_stalled_trainer_restarts_the_gang(h: Harness
     assert restarted["status"]["lastFailure"]["failureClass"] == "Stalled"
 
 
+def test_a_trainer_on_a_node_ten_minutes_behind_is_judged_on_the_operators_clock(h: Harness) -> None:
+    """Its heartbeats are all older than progressDeadlineSeconds by its node's clock, yet each is news when it
+    comes: the job runs on while they come, and restarts as Stalled once they stop."""
+    h.create(job_manifest("skewed", runPolicy={"progressDeadlineSeconds": 3}))
+    rank0 = h.wait_running_pods("skewed", 2, attempt=1)[0]
+    report: dict[str, float] = {"step": 1, "heartbeat": time.time() - 600}
+    with progress_endpoint(rank0.status.pod_ip, report):
+        h.wait("skewed", lambda job: (job.get("status") or {}).get("progress", {}).get("step") == 1, "step 1 reported")
+        until = time.monotonic() + 9  # three deadlines
+        while time.monotonic() < until:
+            time.sleep(0.5)  # the trainer's pace: a step and a heartbeat every half second
+            report.update(step=report["step"] + 1, heartbeat=time.time() - 600)
+        status = h.job("skewed")["status"]
+        assert status["attempt"] == 1 and status["restarts"].get("stalled", 0) == 0, status
+        changed = datetime.fromisoformat(status["progress"]["lastChangeTime"]).timestamp()
+        heartbeat = datetime.fromisoformat(status["progress"]["lastHeartbeatTime"]).timestamp()
+        assert changed - heartbeat > 590, status["progress"]
+        stalled = h.wait("skewed", lambda job: (job.get("status") or {}).get("attempt") == 2, "a stall once quiet")
+    assert stalled["status"]["restarts"]["stalled"] == 1
+
+
 def test_metrics_count_jobs_and_restarts(h: Harness, operator: OperatorProcess) -> None:
     h.create(job_manifest("measured"))
     h.finish(h.wait_running_pods("measured", 2, attempt=1)[0].metadata.name, 75)

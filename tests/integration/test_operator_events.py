@@ -12,6 +12,7 @@ from testbed.crds import install_crd
 from testbed.harness import Harness, condition, progress_endpoint
 from testbed.kwok import NODE_ANNOTATION, gpu_node
 from testbed.operator import OperatorProcess, operator_running
+from testbed.pods import refuse_pod_on_its_node
 from testbed.processes import poll_until
 from tests.support.builders import job_manifest
 
@@ -136,6 +137,23 @@ def test_a_kubelet_reason_with_a_slash_restarts_the_gang(h: Harness) -> None:
     restarted = h.wait_phase("admission", "Restarting", attempt=2)
     assert restarted["status"]["lastFailure"]["reason"] == "OutOfnvidia.com/gpu"
     h.wait_phase("admission", "Running", attempt=2)
+
+
+def test_a_pod_its_node_refused_is_replaced_as_the_nodes_fault_and_the_warning_names_the_node(h: Harness) -> None:
+    h.create(job_manifest("refused", runPolicy={"backoffLimit": 0}))
+    first = h.wait_running_pods("refused", 2, attempt=1)
+    node, message = first[1].spec.node_name, "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
+    refuse_pod_on_its_node(h.core, h.ns, first[1].metadata.name, "OutOfnvidia.com/gpu", message)
+    restarted = h.wait("refused", lambda job: (job.get("status") or {}).get("attempt") == 2, "a restart")
+    assert (
+        restarted["status"]["restarts"].get("retryable", 0) == 0 and restarted["status"]["restarts"]["disruption"] == 1
+    )
+    assert restarted["status"]["lastFailure"]["reason"] == "OutOfnvidia.com/gpu"
+    h.wait_event("refused", "Disrupted")
+    events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=refused").items
+    warning = next(e.message for e in events if e.reason == "Disrupted")
+    assert f"refused by node {node}" in warning and "nvidia.com/gpu" in warning, warning
+    h.wait_phase("refused", "Running", attempt=2)
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,20 @@ def test_when_the_report_was_last_news_survives_an_operator_restart() -> None:
     assert restarted.status and restarted.status.phase == Phase.RESTARTING and restarted.status.restarts.stalled == 1
 
 
+def test_a_status_an_older_operator_wrote_starts_the_deadline_when_this_operator_first_looks() -> None:
+    """Its progress has only the node's heartbeat (6 minutes behind): not compared with our clock, even when the
+    report cannot be read; the deadline runs from the first pass on our clock."""
+    job = running(progressDeadlineSeconds=60)
+    assert job.status
+    old = Progress(step=40, last_heartbeat_time=at(-356), attempt=1)
+    job = job.model_copy(update={"status": job.status.model_copy(update={"progress": old})})
+    job, result = step(job, pods_of(job, 1), at(10))  # the report could not be read this time
+    assert job.status and job.status.phase == Phase.RUNNING and result.requeue_after == pytest.approx(60)
+    assert job.status.progress and job.status.progress.last_change_time == at(10)
+    job, _ = step(job, pods_of(job, 1), at(70))
+    assert job.status and job.status.phase == Phase.RESTARTING and job.status.restarts.stalled == 1
+
+
 @pytest.mark.parametrize(
     ("later", "news"),
     [

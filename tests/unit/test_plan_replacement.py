@@ -142,6 +142,16 @@ def test_one_workers_failure_does_not_delay_anothers_replacement() -> None:
     assert cluster.created_at["job-worker-0-1"][-1] == at(200 + 8 * BASE)
 
 
+def test_the_running_condition_says_when_a_missing_worker_is_replaced() -> None:
+    cluster = ps_cluster(3)
+    cluster.end(2, EVICTED, at(1))
+    cluster.reconcile(at(1))
+    cluster.reconcile(at(2))
+    running = next(c for c in cluster.job.status.conditions if c.type == "Running") if cluster.job.status else None
+    assert running and running.status == "True" and running.reason == "ReplacingPods"
+    assert "job-worker-2-1: replaced alone, not before 2026-01-01T00:00:11Z (its own backoff)" in running.message
+
+
 def test_a_whole_attempt_restart_forgets_the_workers_backoffs() -> None:
     cluster = ps_cluster(2, backoffLimit=10)
     cluster.end(1, ENDINGS["crashed"], at(1))

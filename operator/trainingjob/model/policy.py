@@ -172,10 +172,11 @@ class RunPolicy(ApiModel):
     refusal). The condition Running says why pods wait meanwhile. Default 1800 (30 minutes); raise it for
     jobs that wait long for capacity, or queue them with Kueue (a suspended job's clock does not run)."""
     progress_deadline_seconds: Seconds | None = None
-    """Restart the attempt from its checkpoint when rank 0 reports no progress for this long (a hang). Only
-    enforced once rank 0 of the current attempt has reported progress (the built-in trainer serves it on
-    port 29400, which the operator reads): a program that never reports is never restarted for it, and the
-    Running condition says so. Hang detection is off when unset."""
+    """Restart the attempt from its checkpoint when rank 0 reports no progress for this long (a hang), on the
+    operator's clock: from when the operator last saw its report change (status.progress.lastChangeTime), so a
+    node's clock that is off does not count. Only enforced once rank 0 of the current attempt has reported
+    progress (the built-in trainer serves it on port 29400, which the operator reads): a program that never
+    reports is never restarted for it, and the Running condition says so. Hang detection is off when unset."""
     ttl_seconds_after_finished: Annotated[Int, Field(ge=0, le=31_536_000)] | None = None
     """Delete the job this long after it succeeded or failed; kept when unset."""
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.RUNNING

@@ -72,12 +72,6 @@ def heartbeat_source(ctx: Context, status: TrainingJobStatus) -> Progress | None
     return progress
 
 
-def last_change(progress: Progress) -> datetime | None:
-    """When the operator last saw the report change, on its own clock (a status an older operator wrote has only
-    the trainer's heartbeat until the next report is read)."""
-    return progress.last_change_time or progress.last_heartbeat_time
-
-
 def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
     """Why progressDeadlineSeconds does not apply to this attempt, or "" when it does (or is unset)."""
     if ctx.job.spec.run_policy.progress_deadline_seconds is None or heartbeat_source(ctx, status) is not None:
@@ -90,12 +84,14 @@ def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
 def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.progress_deadline_seconds
     source = heartbeat_source(ctx, status)
-    changed_at = last_change(source) if source is not None else None
-    if limit is None or source is None or changed_at is None or status.phase != Phase.RUNNING:
+    if limit is None or source is None or status.phase != Phase.RUNNING:
         return None
     if source.finished:  # done training, rank 0 may wait in silence for the others (parameter-server mode)
         return None
-    expires = changed_at + timedelta(seconds=limit)
+    if source.last_change_time is None:  # a status an older operator wrote: the deadline runs from now, our clock
+        status = status.model_copy(update={"progress": source.model_copy(update={"last_change_time": ctx.now})})
+        return Decision(status, requeue_after=float(limit))
+    expires = source.last_change_time + timedelta(seconds=limit)
     if ctx.now < expires:
         return Decision(status, requeue_after=seconds_until(ctx, expires, float(limit)))
     what = f"rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"

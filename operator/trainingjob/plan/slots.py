@@ -98,6 +98,9 @@ def _not_created(status: TrainingJobStatus) -> str:
         return created.message
     if created is not None and _created_waits(status, REFUSED, NAME_IN_USE):
         return f"creation refused: {created.message}"
+    backoff = next((r for r in status.replacements if r.pod == slot.name), None)
+    if backoff is not None:
+        return f"replaced alone, not before {backoff.not_before.isoformat().replace('+00:00', 'Z')} (its own backoff)"
     return "not created yet"
 
 
