@@ -46,6 +46,7 @@ class ConditionType(StrEnum):
     SUSPENDED = "Suspended"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+    QUEUED = "Queued"  # a job with scheduling.queueName: true while Kueue holds it, false once admitted
 
 
 class ConditionStatus(StrEnum):
@@ -58,7 +59,8 @@ class Condition(ApiModel):
     """A Kubernetes-style condition: one aspect of the job's state and when it last changed."""
 
     type: ConditionType
-    """Created, Running, Restarting, Suspended, Succeeded or Failed."""
+    """Created, Running, Restarting, Suspended, Succeeded, Failed, or Queued (a job with scheduling.queueName: true
+    while Kueue holds it, naming the LocalQueue and why)."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason
