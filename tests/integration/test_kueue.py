@@ -47,7 +47,13 @@ def chart_operator(cluster: ControlPlane, helm: Helm, kueue: KueueProcess) -> It
         identity = ChartIdentity(cluster, helm, Path(folder))
         try:
             namespace = identity.namespace
-            with operator_running(identity.kubeconfig, cluster.kubeconfig, TJ_OPERATOR_LEASE_NAMESPACE=namespace) as op:
+            # No resync to speak of: the operator sees admissions and evictions by reading the Workloads itself.
+            with operator_running(
+                identity.kubeconfig,
+                cluster.kubeconfig,
+                TJ_OPERATOR_LEASE_NAMESPACE=namespace,
+                TJ_OPERATOR_RESYNC_SECONDS="600",
+            ) as op:
                 yield op
         finally:
             identity.remove()

@@ -72,6 +72,8 @@ def test_admitted_pods_go_where_the_flavors_say_and_queued_turns_false() -> None
     queued = condition(job, "Queued")
     assert (queued.status, queued.reason, queued.message) == ("False", "Admitted", "Admitted by ClusterQueue cq.")
     assert result.workload is None
+    _, result = step(job, pods_of(job, 1), at(2), queue=ADMITTED)
+    assert result.requeue_after is not None and result.requeue_after <= 15  # an eviction is seen within 15 s
 
 
 def test_an_unqueued_or_unconsulted_job_is_not_held() -> None:

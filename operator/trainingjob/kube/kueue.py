@@ -30,7 +30,8 @@ from trainingjob.model import TrainingJob
 
 log = logging.getLogger(__name__)
 PLURAL = "workloads"
-NOT_SERVED_RECHECK_SECONDS = 30.0  # a cluster without Kueue is asked again this often (Kueue may be installed)
+SERVED_SECONDS = (3600.0, 30.0)  # how long discovery's answer is used: served, not served (Kueue may come)
+FLAVOR_SECONDS = 60.0  # a ResourceFlavor read is used this long (admitted jobs read their Workload every 15 s)
 
 
 class KubeQueues:
@@ -39,14 +40,17 @@ class KubeQueues:
     def __init__(self, api: Any, resources: Resources) -> None:
         self.custom, self.scheduling = client.CustomObjectsApi(api), client.SchedulingV1Api(api)
         self.apis, self.resources = client.ApisApi(api), resources
-        self._served_until = 0.0  # monotonic time until which "served" is believed without asking
+        self._served: tuple[float, bool] = (float("-inf"), False)  # when discovery was asked, and its answer
+        self._flavors: dict[str, tuple[float, Manifest]] = {}  # name -> (monotonic time read, the flavor)
 
-    def _served(self) -> bool:
-        if time.monotonic() < self._served_until:
-            return True
+    def served(self) -> bool:
+        """Whether this cluster serves Kueue's Workloads (discovery, asked again after a while)."""
+        asked, served = self._served
+        if time.monotonic() - asked < SERVED_SECONDS[0 if served else 1]:
+            return served
         groups = self.apis.get_api_versions(_request_timeout=TIMEOUT).groups or []
         served = any(g.name == GROUP and any(v.version == VERSION for v in g.versions) for g in groups)
-        self._served_until = time.monotonic() + (3600.0 if served else 0.0)
+        self._served = (time.monotonic(), served)
         return served
 
     def _get(self, namespace: str, name: str) -> Manifest | None:
@@ -61,6 +65,14 @@ class KubeQueues:
         return found
 
     def _flavor(self, name: str) -> Manifest:
+        read, flavor = self._flavors.get(name, (float("-inf"), {}))
+        if time.monotonic() - read < FLAVOR_SECONDS:
+            return flavor
+        flavor = self._read_flavor(name)
+        self._flavors[name] = (time.monotonic(), flavor)
+        return flavor
+
+    def _read_flavor(self, name: str) -> Manifest:
         try:
             found: Manifest = self.custom.get_cluster_custom_object(
                 GROUP, VERSION, "resourceflavors", name, _request_timeout=TIMEOUT
@@ -74,7 +86,7 @@ class KubeQueues:
     def read(self, namespace: str, job: str, uid: str) -> QueueState:
         """The job's Workload as it is now; QueueState(served=False) when this cluster has no Kueue."""
         workload = self._get(namespace, workload_name(job, uid))
-        if workload is None and not self._served():
+        if workload is None and not self.served():
             return QueueState(served=False)
         flavors = {name: self._flavor(name) for name in flavor_names(workload or {})}
         return queue_state(workload, flavors)

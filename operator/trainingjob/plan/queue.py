@@ -22,7 +22,10 @@ from trainingjob.model import ConditionType, Phase, TrainingJobStatus
 from trainingjob.plan.transitions import condition_of, with_condition
 from trainingjob.plan.types import Context
 
-POLL_SECONDS = 5.0  # how often a held job reads its Workload again (the operator does not watch Workloads)
+# The operator does not watch Workloads: a held job reads its own again this often (to start soon once admitted),
+# an admitted one this often (to stop soon once evicted: the job preempting it waits for its quota).
+POLL_SECONDS = 5.0
+ADMITTED_POLL_SECONDS = 15.0
 ADMITTED = "Admitted"
 
 
@@ -75,6 +78,11 @@ def marked(ctx: Context, status: TrainingJobStatus, held: Hold | None) -> Traini
     where = f"ClusterQueue {state.cluster_queue}" if state.cluster_queue else "Kueue"
     message = f"Admitted by {where}."
     return with_condition(ctx, status, ConditionType.QUEUED, False, reason=ADMITTED, message=message)
+
+
+def polled(ctx: Context, status: TrainingJobStatus) -> float | None:
+    """When an admitted job reads its Workload again; None for a job Kueue does not manage, or one that ended."""
+    return ADMITTED_POLL_SECONDS if _state(ctx) is not None and not status.phase.is_terminal else None
 
 
 def waiting_first(ctx: Context, status: TrainingJobStatus) -> bool:

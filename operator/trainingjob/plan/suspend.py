@@ -20,7 +20,8 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         return _suspended(ctx, marked, held)
     if status.phase == Phase.SUSPENDED:
         return _resumed(ctx, marked)
-    return Decision(marked) if marked != status else None
+    poll = queue.polled(ctx, marked)
+    return Decision(marked, requeue_after=poll) if marked != status or poll is not None else None
 
 
 def _suspended(ctx: Context, status: TrainingJobStatus, held: queue.Hold | None = None) -> Decision:
