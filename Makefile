@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane promtool pythons node setup lint fmt test test-fast crds locks \
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane kueue promtool pythons node setup lint fmt test test-fast crds locks \
 	dist run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
@@ -37,6 +37,9 @@ venv: $(VENV)/.complete ## create or reuse the virtual environment
 
 controlplane: ## build or reuse etcd, kube-apiserver, controller-manager, scheduler, kwok and helm
 	@bash scripts/build-controlplane.sh >/dev/null
+
+kueue: ## build or reuse Kueue's manager and its CRDs (the cluster tier's Kueue tests run it)
+	@bash scripts/build-kueue.sh >/dev/null
 
 promtool: ## build or reuse promtool (the alert rules' checker and unit-test runner)
 	@bash scripts/build-promtool.sh >/dev/null
@@ -70,11 +73,12 @@ SETUP_JOBS ?= 6
 TEST_WORKERS ?= 2
 
 setup: ## build or reuse everything make test needs (venv, control plane, promtool, pythons, node tier), side by side
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target venv controlplane promtool pythons node
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target venv controlplane kueue promtool pythons node
 
 test: ## set everything up (make setup) and lint side by side, then run every test (node tier included)
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target venv controlplane promtool pythons node lint
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) --output-sync=target venv controlplane kueue promtool pythons node lint
 	TJ_CONTROLPLANE_BIN=$$(bash scripts/build-controlplane.sh 2>/dev/null) \
+	  TJ_KUEUE_BIN=$$(bash scripts/build-kueue.sh 2>/dev/null) \
 	  TJ_NODE_BIN=$$(bash scripts/build-node.sh 2>/dev/null) \
 	  TJ_PROMTOOL=$$(bash scripts/build-promtool.sh 2>/dev/null) \
 	  TJ_PYTHONS=$$(bash scripts/build-pythons.sh 2>/dev/null | paste -sd: -) \

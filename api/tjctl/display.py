@@ -100,6 +100,13 @@ def pacing_of(job: Manifest) -> str:
     return str(pacing.get("reason") or "") if isinstance(pacing, dict) else ""
 
 
+def queued_of(job: Manifest) -> str:
+    """Why Kueue holds the job (its Queued condition's message, while true), or ''."""
+    conditions = (job.get("status") or {}).get("conditions") or []
+    held = [c for c in conditions if isinstance(c, dict) and c.get("type") == "Queued" and c.get("status") == "True"]
+    return str(held[0].get("message") or held[0].get("reason") or "") if held else ""
+
+
 def age(created: Any, now: datetime) -> str:
     """How old something created at `created` (RFC 3339 text) is, as kubectl says it: 45s, 4m10s, 25m, 5h3m, 2d,
     3d4h, 400d, 2y3d; '<unknown>' without a time."""

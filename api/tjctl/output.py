@@ -112,6 +112,9 @@ def show_jobs(
         pacing = display.pacing_of(manifests[0]) if one and manifests else ""
         if pacing:
             ui.out.print(f"checkpoints: {pacing}", markup=False)
+        queued = display.queued_of(manifests[0]) if one and manifests else ""
+        if queued:
+            ui.out.print(f"queued: {queued}", markup=False)
 
 
 def show_document(ui: Ui, document: Any, output: str) -> None:

@@ -136,8 +136,8 @@ def test_suspend_and_resume(h: Harness) -> None:
     assert resumed["status"]["restarts"] == {"retryable": 0, "oom": 0, "disruption": 0, "stalled": 0}
 
 
-def test_a_job_created_suspended_makes_no_pods_until_admitted(h: Harness) -> None:
-    h.create(job_manifest("queued", runPolicy={"suspend": True}, scheduling={"queueName": "team-a"}))
+def test_a_job_created_suspended_makes_no_pods_until_resumed(h: Harness) -> None:
+    h.create(job_manifest("queued", runPolicy={"suspend": True}))
     h.wait_phase("queued", "Suspended")
     assert not h.pods("queued")
     h.patch_spec("queued", {"runPolicy": {"suspend": False}})

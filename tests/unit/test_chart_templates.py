@@ -237,11 +237,14 @@ def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> Non
     kinds = _by_kind(objects)
     (role,) = [r for r in kinds["Role"] if not r["metadata"]["name"].endswith("-leader")]
     assert role["metadata"]["namespace"] == "team-a"
-    # Of the operator's rights only kopf's namespace and CRD observers, and the reviews of who reads /metrics, are
-    # cluster-wide (the others are people's).
+    # Of the operator's rights only kopf's namespace and CRD observers, the cluster-scoped objects Kueue's admission
+    # names (reads of single objects), and the reviews of who reads /metrics, are cluster-wide (the others are
+    # people's).
     (cluster_role,) = [r for r in kinds["ClusterRole"] if r["metadata"]["name"].endswith("-operator")]
     assert [(r["resources"], r["verbs"]) for r in cluster_role["rules"]] == [
         (["namespaces"], ["list", "watch"]),
+        (["resourceflavors"], ["get"]),
+        (["priorityclasses"], ["get"]),
         (["customresourcedefinitions"], ["list", "watch"]),
         (["tokenreviews"], ["create"]),
         (["subjectaccessreviews"], ["create"]),
@@ -252,6 +255,8 @@ def test_namespaced_mode_uses_a_role_in_the_watched_namespace(helm: Helm) -> Non
     operator_role = next(r for r in without_crd_watch["ClusterRole"] if r["metadata"]["name"].endswith("-operator"))
     assert [r["resources"] for r in operator_role["rules"]] == [
         ["namespaces"],
+        ["resourceflavors"],
+        ["priorityclasses"],
         ["tokenreviews"],
         ["subjectaccessreviews"],
     ]

@@ -150,6 +150,23 @@ def test_get_shows_where_the_jobs_time_went_under_its_row() -> None:
     assert "goodput:" not in _shown([job, job], "table")  # a list has no lines under it
 
 
+@pytest.mark.parametrize(
+    ("status", "shown"),
+    [
+        ("True", "queued: Waiting in LocalQueue team-a for Kueue to admit the job."),
+        ("False", None),
+    ],
+    ids=["held", "admitted"],
+)
+def test_get_says_why_kueue_holds_the_job_under_its_row(status: str, shown: str | None) -> None:
+    queued = {"type": "Queued", "status": status, "reason": "WaitingForQuota",
+              "lastTransitionTime": "2026-01-01T00:00:00Z",
+              "message": "Waiting in LocalQueue team-a for Kueue to admit the job."}  # fmt: skip
+    job = TrainingJob.from_manifest({**_job().to_manifest(), "status": {"phase": "Pending", "conditions": [queued]}})
+    last = _shown([job], "table", one=True).splitlines()[-1]
+    assert last == shown if shown else not last.startswith("queued:")
+
+
 def test_get_says_how_often_the_job_checkpoints_and_why_under_its_row() -> None:
     pacing = {"auto": True, "intervalSeconds": 120.0, "reason": "Auto: every 120 s, Young/Daly: ..."}
     job = TrainingJob.from_manifest(

@@ -63,6 +63,26 @@ operator under exactly these rules.
 - apiGroups: [trainingjob.io]
   resources: [trainingjobs]
   verbs: [create, patch]
+# Kueue (jobs with scheduling.queueName, kube/kueue.py): the operator reads a queued job's Workload each
+# reconcile, creates it once, and writes its status twice at most per admission (the quota reservation released
+# after an eviction, Finished when the job ends: merge patches guarded by the resourceVersion). Where Kueue is
+# not installed these rules name a resource that does not exist, and grant nothing.
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [get, create]
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads/status]
+  verbs: [patch]
+{{- end }}
+{{- define "tj.operator.kueueClusterRules" -}}
+# Kueue, cluster-scoped: the ResourceFlavors an admission names (their node labels and tolerations go on the
+# pods), and the pods' PriorityClass (its value is the Workload's priority).
+- apiGroups: [kueue.x-k8s.io]
+  resources: [resourceflavors]
+  verbs: [get]
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [get]
 {{- end }}
 {{- define "tj.operator.reviewRules" -}}
 # /metrics names every tenant's jobs: the operator serves it only to a bearer token Kubernetes accepts

@@ -14,12 +14,13 @@ MIN_AVAILABLE_ANNOTATION = f"{LABEL_PREFIX}/min-available"
 # What gang schedulers read: scheduler-plugins' coscheduling and Volcano.
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-# Kueue's pod-group integration admits the pods of one attempt together from this queue.
+# Kueue's keys for pods it manages itself. A queued job is Kueue's as a whole (its Workload, children/workload.py),
+# so its pods carry none of them: a role may not set them either, or Kueue's pod integration would gate its pods.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
-# The keys the operator sets on pods besides its own trainingjob.io/ ones: a role may not set them, and the job's
-# labels do not pass them on to its pods.
+# The keys the operator sets on pods besides its own trainingjob.io/ ones (and Kueue's, which it keeps off them): a
+# role may not set them, and the job's labels do not pass them on to its pods.
 OPERATOR_LABELS = (POD_GROUP_LABEL, KUEUE_QUEUE_LABEL, KUEUE_POD_GROUP_LABEL)
 OPERATOR_ANNOTATIONS = (VOLCANO_GROUP_ANNOTATION, KUEUE_GROUP_COUNT_ANNOTATION)
 CONTAINER_NAME = "trainer"

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainingjob.children.agent import IN_PLACE_LABEL, Gang
 from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
+from trainingjob.children.workload import QueueState
 from trainingjob.model import CheckpointStatus, Progress
 
 # Pod reasons and condition reasons that mean the pod was pushed out, not that the job failed.
@@ -317,6 +318,7 @@ class Observed:
     checkpoint: CheckpointStatus | None = None
     foreign: tuple[str, ...] = ()  # pods with the job's labels owned by something else, e.g. a deleted namesake
     gang: Gang | None = None  # rank 0's agent's account of the gang, when it was read (children/agent.py)
+    queue: QueueState | None = None  # a queued job's Kueue Workload, when Kueue is consulted (children/workload.py)
 
     def of_attempt(self, attempt: int) -> list[PodState]:
         return [p for p in self.pods if p.attempt == attempt]

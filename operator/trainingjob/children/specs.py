@@ -9,9 +9,6 @@ from trainingjob.children.contract import ROLE_PS, ROLE_WORKER
 from trainingjob.children.naming import (
     CONTAINER_NAME,
     JOB_LABEL,
-    KUEUE_GROUP_COUNT_ANNOTATION,
-    KUEUE_POD_GROUP_LABEL,
-    KUEUE_QUEUE_LABEL,
     MIN_AVAILABLE_ANNOTATION,
     OPERATOR_LABELS,
     TRACKING_GATE,
@@ -266,9 +263,6 @@ def _pod_metadata(job: TrainingJob, replica: Replica, attempt: int) -> dict[str,
     min_available = (scheduling.min_available if scheduling else None) or replica_count(job)
     annotations = dict((own.annotations if own else None) or {})
     annotations |= {MIN_AVAILABLE_ANNOTATION: str(min_available), VOLCANO_GROUP_ANNOTATION: name}
-    if scheduling and scheduling.queue_name:
-        labels |= {KUEUE_QUEUE_LABEL: scheduling.queue_name, KUEUE_POD_GROUP_LABEL: f"{name}-{attempt}"}
-        annotations[KUEUE_GROUP_COUNT_ANNOTATION] = str(replica_count(job))
     return {"labels": labels, "annotations": annotations}
 
 

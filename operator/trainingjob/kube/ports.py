@@ -1,14 +1,17 @@
-"""The ports reconcile needs from a cluster, and their errors: Cluster for a job's reconcile, SweepCluster for a
-sweep's. Implemented on the apiserver (kube.job_cluster, kube.sweep_cluster), from the runtime's stores
-(runtime.cached), on this machine (local.cluster, local.sweep) and in memory by the tests
-(tests/support/fake_cluster.py). Pure: no client."""
+"""The ports reconcile needs from a cluster, and their errors: Cluster for a job's reconcile (and Queues for a
+queued job's Kueue Workload), SweepCluster for a sweep's. Implemented on the apiserver (kube.job_cluster,
+kube.kueue, kube.sweep_cluster), from the runtime's stores (runtime.cached), on this machine (local.cluster,
+local.sweep) and in memory by the tests (tests/support/fake_cluster.py). Pure: no client."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.progress_report import Report
+from trainingjob.children.workload import QueueState, WorkloadAction
+from trainingjob.model import TrainingJob
 from trainingjob.plan import Event
 from trainingjob.plan.waves import Refusal
 
@@ -50,6 +53,13 @@ class Cluster(Protocol):
     # only the job of this UID, and of this resourceVersion when given (else it is left for the next pass)
     def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None: ...
     def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
+
+
+class Queues(Protocol):
+    """A queued job's Kueue Workload (kube/kueue.py): read once per reconcile, and the one write the plan asks."""
+
+    def read(self, namespace: str, job: str, uid: str) -> QueueState: ...
+    def apply(self, job: TrainingJob, action: WorkloadAction, now: datetime) -> None: ...
 
 
 class SweepCluster(Protocol):

@@ -170,7 +170,8 @@ class RunPolicy(ApiModel):
     """Fail the job when a pod is not running this long after it was created, or after its creation was
     first refused (unschedulable, image pull errors, a missing volume or secret, a quota or Pod Security
     refusal). The condition Running says why pods wait meanwhile. Default 1800 (30 minutes); raise it for
-    jobs that wait long for capacity, or queue them with Kueue (a suspended job's clock does not run)."""
+    jobs that wait long for capacity, or queue them with Kueue (the time a queued job waits to be admitted, with
+    no pods, is not counted)."""
     progress_deadline_seconds: Seconds | None = None
     """Restart the attempt from its checkpoint when rank 0 reports no progress for this long (a hang), on the
     operator's clock: from when the operator last saw its report change (status.progress.lastChangeTime), so a
@@ -183,7 +184,7 @@ class RunPolicy(ApiModel):
     """Which pods to delete when the job finishes: All, Running (keeps failed pods and their logs) or None."""
     suspend: Bool = False
     """True stops the job's pods (they checkpoint on SIGTERM) and keeps it; false resumes from the checkpoint.
-    Kueue sets this while the job waits for quota."""
+    Kueue does not set it: a job with scheduling.queueName waits for Kueue on its own (condition Queued)."""
 
     cross_field_rules = (
         Rule(
@@ -214,7 +215,10 @@ class SchedulingSpec(ApiModel):
     priority_class_name: ObjectName | None = None
     """PriorityClass of every pod, unless a role sets its own."""
     queue_name: Annotated[Str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)] | None = None
-    """Kueue LocalQueue; the job gets the kueue.x-k8s.io/queue-name label and waits suspended for quota."""
+    """Kueue LocalQueue: the operator makes the job's Kueue Workload (one pod set per role) and makes no pods until
+    Kueue admits it (phase Pending, condition Queued naming the queue); an eviction or preemption suspends the
+    job (its pods checkpoint) until Kueue admits it again. Needs Kueue with TrainingJob.v1alpha1.trainingjob.io
+    in its integrations.externalFrameworks."""
     min_available: Annotated[Int, Field(ge=1, le=4352)] | None = None
     """Gang size: pods that must be schedulable together before any starts. Every pod of the job when
     unset."""

@@ -47,6 +47,7 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     PREPARED = "Prepared"
+    QUEUED = "Queued"  # a job with scheduling.queueName: true while Kueue holds it, false once admitted
 
 
 class ConditionStatus(StrEnum):
@@ -59,8 +60,9 @@ class Condition(ApiModel):
     """A Kubernetes-style condition: one aspect of the job's state and when it last changed."""
 
     type: ConditionType
-    """Created, Running, Restarting, Suspended, Succeeded, Failed or Prepared (the objects the job's pods need,
-    its Service, key Secret and NetworkPolicy, exist; False names the one the apiserver refuses)."""
+    """Created, Running, Restarting, Suspended, Succeeded, Failed, Prepared (the objects the job's pods need, its
+    Service, key Secret and NetworkPolicy, exist; False names the one the apiserver refuses) or Queued (a job with
+    scheduling.queueName: true while Kueue holds it, naming the LocalQueue and why)."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason

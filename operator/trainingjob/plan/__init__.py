@@ -7,7 +7,8 @@ stops the rest:
     finished      a Succeeded or Failed job: cleanPodPolicy, TTL; nothing else ever runs
     progress      record rank 0's latest progress report (its last words too: a suspended rank's final checkpoint),
                   with the percent done and the estimated completion time (dropped when suspended or finished)
-    suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods
+    suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods. Kueue's hold on a
+                  queued job is a suspension too, or a Pending job with no pods until it is admitted (queue.py)
     tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
@@ -21,13 +22,15 @@ stops the rest:
     phase         Running, or why not yet
 
 The replica counts are recomputed last, whatever decided, status.history notes what changed (history.py), and
-status.goodput is brought up to date from it when due (goodput.py).
+status.goodput is brought up to date from it when due (goodput.py). A queued job's one write on its Kueue Workload
+is decided from the status the plan leaves (queue.action), and its pods are placed where Kueue admitted them.
 """
 
 from collections.abc import Callable
 from datetime import datetime
 
 from trainingjob.children.goodput import creation_time
+from trainingjob.children.naming import Replica
 from trainingjob.children.observe import Observed
 from trainingjob.children.pacing import pacing_variable
 from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
@@ -42,11 +45,12 @@ from trainingjob.plan import (
     in_place,
     phase,
     progress,
+    queue,
     success,
     suspend,
     tracking,
 )
-from trainingjob.plan.types import Context, Decision, Event, Plan, Settings
+from trainingjob.plan.types import Context, Decision, Event, Manifest, Plan, Settings
 
 Policy = Callable[[Context, TrainingJobStatus], Decision | None]
 
@@ -88,6 +92,17 @@ def plan(job: TrainingJob, observed: Observed, now: datetime, settings: Settings
     return _fold(ctx, status, [d for _, d in taken], [n for n, d in taken if _acts(d)])
 
 
+def _pods(ctx: Context, creates: list[Replica], attempt: int, image: str, pacing: str | None) -> list[Manifest]:
+    in_place = ctx.settings.in_place_restart
+    return [
+        queue.placed(
+            pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place, pacing=pacing),
+            queue.placement(ctx, r.role),
+        )
+        for r in dict.fromkeys(creates)
+    ]
+
+
 def _acts(decision: Decision) -> bool:
     return bool(
         decision.delete
@@ -104,14 +119,10 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     """One plan from the decisions: their actions in order, without repeats, and the soonest requeue."""
     creates = [r for d in decisions for r in d.create]
     image = status.default_image or ctx.settings.default_trainer_image
-    in_place = ctx.settings.in_place_restart
     attempt, settings = status.current_pods_attempt, ctx.settings
     bounds = (settings.checkpoint_min_seconds, settings.checkpoint_max_seconds)
     pacing = pacing_variable(ctx.job.spec.checkpoint, status, settings.checkpoint_prior_mtbf_seconds, bounds)
-    manifests = [
-        pod_manifest(ctx.job, ctx.uid, r, attempt, image, in_place=in_place, pacing=pacing)
-        for r in dict.fromkeys(creates)
-    ]
+    manifests = _pods(ctx, creates, attempt, image, pacing)
     if manifests:
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
     if any(d.create_service for d in decisions) and not status.phase.is_terminal:
@@ -132,4 +143,5 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
         pacing=pacing,
         decisions=tuple(names),
+        workload=queue.action(ctx, status),
     )

@@ -81,7 +81,7 @@ def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
         return pod.unschedulable or pod.waiting or pod.reason or pod.phase.value
     if slot.name in foreign:
         return "a pod of this name belongs to another object (a deleted job of the same name?); waiting for it to go"
-    return _not_created(status)
+    return _not_created(slot, status)
 
 
 def _stuck_message(status: TrainingJobStatus) -> str:
@@ -89,7 +89,7 @@ def _stuck_message(status: TrainingJobStatus) -> str:
     return created.message if created is not None and _created_waits(status, STUCK) else ""
 
 
-def _not_created(status: TrainingJobStatus) -> str:
+def _not_created(slot: Slot, status: TrainingJobStatus) -> str:
     """Why the operator has not created a missing pod: what its creation waits for, or what the apiserver said."""
     held, created = prepared.refused_now(status), condition_of(status, ConditionType.CREATED)
     if held is not None:

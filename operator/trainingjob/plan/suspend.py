@@ -1,28 +1,38 @@
-"""Suspend and resume (by a user or Kueue). Suspended: no pods (they get SIGTERM and their grace period to
-checkpoint), and the activeDeadlineSeconds clock stops. Resumed: a new attempt if the suspended one had
-pods, the same one if it never got any (suspended while queued or during a backoff)."""
+"""Suspend and resume (by a user, or by Kueue: plan/queue.py). Suspended: no pods (they get SIGTERM and their
+grace period to checkpoint), and the activeDeadlineSeconds clock stops. Resumed: a new attempt if the suspended
+one had pods, the same one if it never got any (suspended while queued or during a backoff). A queued job that
+Kueue has not admitted yet stays Pending, with no pods, until it is."""
 
 from trainingjob.model import ConditionType, Phase, TrainingJobStatus
-from trainingjob.plan import estimate
+from trainingjob.plan import estimate, queue
 from trainingjob.plan.transitions import condition_of, holds, moved, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
+    held = queue.hold(ctx, status)
+    marked = queue.marked(ctx, status, held)
     if ctx.job.spec.run_policy.suspend:
-        return _suspended(ctx, status)
+        return _suspended(ctx, marked)
+    if held is not None:
+        if queue.waiting_first(ctx, marked):
+            return Decision(marked, requeue_after=queue.POLL_SECONDS, final=True)
+        return _suspended(ctx, marked, held)
     if status.phase == Phase.SUSPENDED:
-        return _resumed(ctx, status)
-    return None
+        return _resumed(ctx, marked)
+    poll = queue.polled(ctx, marked)
+    return Decision(marked, requeue_after=poll) if marked != status or poll is not None else None
 
 
-def _suspended(ctx: Context, status: TrainingJobStatus) -> Decision:
+def _suspended(ctx: Context, status: TrainingJobStatus, held: queue.Hold | None = None) -> Decision:
     delete = tuple(p.name for p in ctx.observed.pods if not p.deleting)
     events: tuple[Event, ...] = ()
     if status.phase != Phase.SUSPENDED:
-        message = "The job is suspended; its pods were stopped." if delete else "The job is suspended."
-        status, events = moved(ctx, status, Phase.SUSPENDED, "JobSuspended", message)
-    return Decision(estimate.stopped(status), delete=delete, events=events, final=True)
+        reason, message = ("JobSuspended", "The job is suspended.") if held is None else (held.reason, held.message)
+        message = f"{message[:-1]}; its pods were stopped." if delete and held is None else message
+        status, events = moved(ctx, status, Phase.SUSPENDED, reason, message)
+    requeue = None if held is None else queue.POLL_SECONDS
+    return Decision(estimate.stopped(status), delete=delete, events=events, requeue_after=requeue, final=True)
 
 
 def _resumed(ctx: Context, status: TrainingJobStatus) -> Decision:

@@ -8,6 +8,7 @@ from typing import Any
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import Observed, PodState
 from trainingjob.children.specs import replicas
+from trainingjob.children.workload import WorkloadAction
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.settings import OperatorSettings
 
@@ -121,3 +122,4 @@ class Plan:
     order_attempt: int | None = None  # after the status is written: rank 0's agent runs this attempt (in place)
     pacing: str | None = None  # the trainer's TJ_CHECKPOINT_PACING: in the new pods, and in an order to run in place
     decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs
+    workload: WorkloadAction | None = None  # the one write on a queued job's Kueue Workload (plan/queue.py)

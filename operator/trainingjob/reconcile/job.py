@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
 from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
-from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest
+from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
@@ -59,12 +59,21 @@ def rank0_pod(job: TrainingJob, observed: Observed, pods: list[Manifest]) -> Man
 
 
 def _observe(
-    cluster: Cluster, job: TrainingJob, pods: list[Manifest], service: Manifest | None, lines: int
+    cluster: Cluster,
+    job: TrainingJob,
+    pods: list[Manifest],
+    service: Manifest | None,
+    lines: int,
+    *,
+    queues: Queues | None = None,
 ) -> Observed:
-    """Read the job's children once: the pods and Service, then the logs of the failures to record, rank 0's
-    progress and (when its pod is not ready, or a restart in place is under way) its agent's account of the gang."""
+    """Read the job's children once: the pods and Service, a queued job's Kueue Workload, then the logs of the
+    failures to record, rank 0's progress and (when its pod is not ready, or a restart in place is under way) its
+    agent's account of the gang."""
     namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
     observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
+    if queues is not None and job.spec.scheduling and job.spec.scheduling.queue_name:
+        observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
     observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
     manifest = rank0_pod(job, observed, pods)
@@ -81,9 +90,17 @@ def _observe(
 
 
 def reconcile(
-    cluster: Cluster, namespace: str, name: str, *, now: datetime, settings: Settings, log_tail_lines: int = TAIL_LINES
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    now: datetime,
+    settings: Settings,
+    log_tail_lines: int = TAIL_LINES,
+    queues: Queues | None = None,
 ) -> Outcome:
-    """Bring one job's children and status in line with its spec; safe to run again at any point."""
+    """Bring one job's children and status in line with its spec; safe to run again at any point. With `queues`,
+    a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py)."""
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         return Outcome()
@@ -96,13 +113,15 @@ def reconcile(
         observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
         result = plan_invalid(manifest, error, observed, now)
     else:
-        observed = _observe(cluster, job, pods, service, log_tail_lines)
+        observed = _observe(cluster, job, pods, service, log_tail_lines, queues=queues)
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
     before = salvaged_status(manifest.get("status"))
     try:
         after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods))
     except Gone:
         return Outcome(before)
+    if queues is not None and job is not None and result.workload is not None:
+        queues.apply(job, result.workload, now)  # after the status that led to it is written
     return Outcome(before, after, result.requeue_after, job)
 
 

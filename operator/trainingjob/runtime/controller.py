@@ -18,6 +18,7 @@ from trainingjob.kube.agents import operator_key
 from trainingjob.kube.answers import is_transient
 from trainingjob.kube.client import Connection, own_namespace
 from trainingjob.kube.job_cluster import KubernetesCluster
+from trainingjob.kube.kueue import KubeQueues
 from trainingjob.kube.ports import Conflict
 from trainingjob.kube.resources import Resources
 from trainingjob.kube.sweep_cluster import KubernetesSweeps
@@ -84,6 +85,7 @@ class Controller:
         self.elector = self._elector() if options.leader_election else None
         leading = self._leading
         self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc, may_write=leading)
+        self.queues = KubeQueues(connection.api, resources)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
         self.gate = asyncio.Event()
@@ -146,7 +148,7 @@ class Controller:
             try:
                 outcome = reconcile(
                     self.jobs, *key, now=datetime.now(UTC), settings=self.plan_settings,
-                    log_tail_lines=self.options.log_tail_lines,
+                    log_tail_lines=self.options.log_tail_lines, queues=self.queues,
                 )  # fmt: skip
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
