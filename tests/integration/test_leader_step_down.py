@@ -1,5 +1,6 @@
-"""The operator's own stop (a rolling update's old pod) against the envtest apiserver: it stops taking work, waits
-for the reconcile in flight, whose writes still go out under its Lease, and only then gives the Lease up."""
+"""The operator's own stop (a rolling update's old pod) against the envtest apiserver, a standby beside it: the
+leader stops taking work, waits for the reconcile in flight, whose writes still go out under its Lease, and only
+then gives the Lease up; the standby cannot lead before, and leads at once after."""
 
 import asyncio
 import logging
@@ -16,6 +17,7 @@ from tests.support.builders import job_manifest
 from trainingjob.kube.client import Connection
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.runtime.controller import Controller
+from trainingjob.runtime.leader import LeaderElector
 from trainingjob.runtime.metrics import Metrics
 from trainingjob.settings import OperatorSettings
 
@@ -48,6 +50,10 @@ def test_the_lease_goes_only_once_the_reconcile_in_flight_has_written(
             return write_status(*args)
 
         controller.jobs.direct.write_status = slow_write  # type: ignore[method-assign, assignment]
+        coordination = client.CoordinationV1Api(api)
+        standby = LeaderElector(
+            coordination, envtest_ns, lease, "standby", lease_seconds=options.lease_duration_seconds
+        )
 
         async def scenario() -> None:
             await controller.start()
@@ -60,13 +66,13 @@ def test_the_lease_goes_only_once_the_reconcile_in_flight_has_written(
                 poll_until, lambda: "waiting up to" in caplog.text, timeout=DEADLINE, what="the stop to wait"
             )
             assert _holder(api, envtest_ns, lease) == elector.identity, "the Lease went mid-reconcile"
+            assert not await asyncio.to_thread(standby.try_once), "the standby led beside the leader's reconcile"
             leave.set()
             await asyncio.wait_for(stopping, DEADLINE)
 
         with caplog.at_level(logging.INFO):
             asyncio.run(scenario())
-    with trainingjob_crd.api_client() as api:
-        assert not _holder(api, envtest_ns, lease)
+        assert standby.try_once() and _holder(api, envtest_ns, lease) == "standby"  # at once: it was released
         job = client.CustomObjectsApi(api).get_namespaced_custom_object(GROUP, VERSION, envtest_ns, PLURAL, "slow")
         assert job.get("status"), "the reconcile in flight did not write its status under the Lease"
     assert f"job {envtest_ns}/slow" in caplog.text

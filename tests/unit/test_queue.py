@@ -8,7 +8,9 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
+from kubernetes.client import ApiException
 
+from trainingjob.kube.answers import is_transient, retry_after
 from trainingjob.runtime.queue import ERROR_RETRY, TRANSIENT_RETRY, Key, ReconcileQueue, retry_delay
 
 pytestmark = pytest.mark.fast
@@ -171,6 +173,40 @@ def test_an_unreachable_apiserver_is_retried_within_a_second(caplog: pytest.LogC
     chosen = [float(str(r.args[-1])) for r in caplog.records if "retrying in" in r.msg and isinstance(r.args, tuple)]
     assert chosen == [retry_delay(n, transient=True) for n in range(1, 6)] == [0.1, 0.2, 0.4, 0.8, 1.0]
     assert all(gap >= delay * 0.99 for gap, delay in zip(gaps, chosen, strict=True)), (gaps, chosen)
+
+
+def _throttled(retry_after: str | None) -> ApiException:
+    """The apiserver's 429, as the client raises it once the write pace's own wait for it ran out."""
+    error = ApiException(status=429, reason="Too Many Requests")
+    error.headers = {"Retry-After": retry_after} if retry_after else {}
+    return error
+
+
+@pytest.mark.parametrize(
+    ("asked", "chosen"), [("5", 5.0), (None, 0.1), ("0", 0.1)], ids=["retry-after-5", "none-asked", "retry-after-0"]
+)
+def test_a_throttled_reconcile_is_retried_no_sooner_than_the_apiserver_asked(
+    asked: str | None, chosen: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        failed = asyncio.Event()
+
+        async def reconcile(key: Key) -> float | None:
+            failed.set()
+            raise _throttled(asked)
+
+        queue = ReconcileQueue(
+            reconcile, workers=1, resync_seconds=60, is_transient=is_transient, retry_after=retry_after
+        )
+        queue.wake(("ns", "a"))
+        await asyncio.wait_for(failed.wait(), DEADLINE)
+        await settle()
+        await queue.stop()
+
+    with caplog.at_level(logging.WARNING, logger="trainingjob.runtime.queue"):
+        asyncio.run(scenario())
+    delays = [float(str(r.args[-1])) for r in caplog.records if "retrying in" in r.msg and isinstance(r.args, tuple)]
+    assert delays[:1] == [chosen]
 
 
 def test_a_wakeup_during_the_reconcile_that_found_the_job_gone_is_not_lost() -> None:

@@ -10,7 +10,7 @@ from tests.support.fake_cluster import Crash, FakeCluster
 
 from trainingjob.kube.ports import Conflict
 from trainingjob.plan.waves import FIRST_WAVE, Refusal
-from trainingjob.reconcile.job import Outcome, merge_patch, reconcile
+from trainingjob.reconcile.job import Outcome, decided_on, merge_patch, observed_uids, reconcile
 
 pytestmark = pytest.mark.fast
 
@@ -278,3 +278,13 @@ def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster
     run(cluster, clock)
     assert (NS, "job") not in cluster.jobs
     assert [e.reason for _, e in cluster.events].count("InvalidSpec") == 1
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [(("a", "b"), {"a": "uid-a", "b": "uid-b"}), (("a", "gone"), {"a": "uid-a"}), (("no-uid",), {})],
+    ids=["observed", "not-observed", "observed-without-uid"],
+)
+def test_a_delete_names_the_pods_as_observed(names: tuple[str, ...], expected: dict[str, str]) -> None:
+    seen = [{"metadata": {"name": n, "uid": f"uid-{n}"}} for n in ("a", "b")] + [{"metadata": {"name": "no-uid"}}]
+    assert decided_on(observed_uids(seen), names) == expected

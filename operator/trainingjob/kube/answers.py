@@ -79,6 +79,12 @@ def is_transient(error: BaseException) -> bool:
     return found is not None and found.transient and not found.unconfigured
 
 
+def retry_after(error: BaseException) -> float | None:
+    """The seconds a 429 asked to wait before the call is tried again; None when it did not ask."""
+    found = answer(error)
+    return None if found is None else found.retry_after
+
+
 def status_of(error: BaseException) -> int | None:
     """The HTTP status of a Kubernetes client error; None when nothing answered or it is no such error."""
     found = answer(error)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from kubernetes import client
 
 from trainingjob.kube.agents import operator_key
-from trainingjob.kube.answers import is_transient
+from trainingjob.kube.answers import is_transient, retry_after
 from trainingjob.kube.client import Connection, own_namespace
 from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.kube.kueue import KubeQueues
@@ -98,12 +98,14 @@ class Controller:
             resync_seconds=options.resync_seconds,
             on_depth=metrics.queue_depth.set,
             is_transient=is_transient,
+            retry_after=retry_after,
             gate=self.gate,
             batch_seconds=options.batch_seconds,
         )
         self.sweep_queue = ReconcileQueue(
             self._in_thread("sweep", self.reconcile_sweep),
             workers=SWEEP_WORKERS,
+            retry_after=retry_after,
             resync_seconds=options.resync_seconds,
             gate=self.gate,
         )

@@ -5,7 +5,8 @@ the next wake-up, whichever comes first. The task ends when the job is gone. Rec
 Kubernetes client is synchronous), at most `workers` at a time, and only while the gate is open (while this
 operator holds the leader Lease). A reconcile that fails is retried with a backoff per job: quickly (at most
 a second apart) while the apiserver is unreachable, so the operator acts again as soon as it answers; slower
-for other errors, which are logged with their traceback once, not on every retry.
+for other errors, which are logged with their traceback once, not on every retry; never sooner than the
+apiserver asked (a 429's Retry-After, when the write pace's own wait for it ran out).
 """
 
 import asyncio
@@ -35,6 +36,7 @@ class ReconcileQueue:
         resync_seconds: float,
         on_depth: Callable[[int], None] = lambda _: None,
         is_transient: Callable[[Exception], bool] = lambda _: False,
+        retry_after: Callable[[Exception], float | None] = lambda _: None,
         gate: asyncio.Event | None = None,
         batch_seconds: float = 0.0,
     ) -> None:
@@ -48,6 +50,7 @@ class ReconcileQueue:
         self._waiting: set[Key] = set()  # woken and not yet taken up by a worker: the depth, kept as it changes
         self._on_depth = on_depth
         self._is_transient = is_transient
+        self._retry_after = retry_after
         self.gate = gate or asyncio.Event()
         if gate is None:
             self.gate.set()
@@ -108,7 +111,7 @@ class ReconcileQueue:
         except Exception as error:
             failures = self._failures[key] = self._failures.get(key, 0) + 1
             transient = self._is_transient(error)
-            wait = retry_delay(failures, transient)
+            wait = max(retry_delay(failures, transient), self._retry_after(error) or 0.0)
             if transient:
                 log.warning("%s/%s: the apiserver did not answer (%s); retrying in %.1f s", *key, error, wait)
             elif failures == 1:
