@@ -48,17 +48,18 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         events=tuple(terminating.forced_event(p) for p in forced),
         requeue_after=service_wait or None,
     )
-    if stuck:
-        return terminating.waiting(ctx, base, stuck)
+    waiting = terminating.waiting(ctx, base, stuck) if stuck else None
     missing = [s for s in slots(ctx, status) if s.is_missing]
     if not missing:
-        return _all_created(ctx, base)
+        return waiting or _all_created(ctx, base)
     if stale:
-        return _wait(base, terminating.POLL_SECONDS)
-    not_before = _not_before(ctx, status)
+        return waiting or _wait(base, terminating.POLL_SECONDS)
+    decision, not_before = waiting or base, _not_before(ctx, status)
     if not_before is not None and ctx.now < not_before:
-        return _wait(base, seconds_until(ctx, not_before, ctx.settings.backoff_max_seconds))
-    return _create(ctx, base, missing)
+        return _wait(
+            decision, seconds_until(ctx, not_before, decision.requeue_after or ctx.settings.backoff_max_seconds)
+        )
+    return _create(ctx, decision, missing)  # slots free of what does not go are filled meanwhile
 
 
 def _unstuck(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
@@ -126,5 +127,5 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
             status = with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
     if ready and status.default_image is None and uses_default_image(ctx.job):
         status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
-    requeue = terminating.POLL_SECONDS if blocked else None
+    requeue = terminating.POLL_SECONDS if blocked else decision.requeue_after
     return replace(decision, status=status, create=ready, requeue_after=requeue)
