@@ -76,12 +76,10 @@ def _service_wait(ctx: Context, status: TrainingJobStatus) -> float | None:
     now); None when it exists."""
     if ctx.observed.service_exists:
         return None
-    held = prepared.refused_now(status)
-    moment = (
-        None
-        if held is None
-        else prepared.retry_at(held, ctx.settings.backoff_base_seconds, ctx.settings.backoff_max_seconds)
-    )
+    held, settings = prepared.refused_now(status), ctx.settings
+    if held is None:
+        return 0.0
+    moment = prepared.retry_at(held, settings.backoff_base_seconds, settings.backoff_max_seconds)
     return 0.0 if moment is None else max((moment - ctx.now).total_seconds(), 0.0)
 
 
