@@ -37,8 +37,9 @@ class OperatorSettings(BaseSettings):
     log_tail_lines: int = Field(default=20, ge=0, le=1000)
     """Lines of a failed pod's log kept in status.lastFailure."""
     terminating_timeout_seconds: float = Field(default=300.0, gt=0)
-    """A pod still terminating this long after its grace period ended (its node unreachable) is force-deleted,
-    so a restart or a replacement is not held up for ever."""
+    """A pod still terminating this long after its grace period ended (its node unreachable) is force-deleted, once;
+    one still there after that (a finalizer nobody removes) is waited for with words (the Created condition names
+    it and its finalizers), and startupDeadlineSeconds counts the wait, so a restart is not held up for ever."""
     leader_election: bool = True
     """Act only while holding the Lease, so two operators (a second replica, a stray local run) never both act."""
     lease_name: str = "trainingjob-operator"

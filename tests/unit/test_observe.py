@@ -165,3 +165,29 @@ def test_the_trainers_last_report_is_said_in_words(said: str, code: int, message
     manifest["status"]["containerStatuses"] = [{"name": "trainer", "state": ended}]
     state = pod_state(manifest, "trainer")
     assert state is not None and state.message == message
+
+
+@pytest.mark.parametrize(
+    ("metadata", "finalizers", "no_grace_left"),
+    [
+        pytest.param({}, (), False, id="none"),
+        pytest.param({"finalizers": ["a.io/x", "b.io/y"]}, ("a.io/x", "b.io/y"), False, id="two"),
+        pytest.param({"finalizers": "a.io/x"}, (), False, id="not-a-list"),
+        pytest.param(
+            {"finalizers": [f"f.io/{i}" for i in range(20)]},
+            tuple(f"f.io/{i}" for i in range(8)),
+            False,
+            id="first-eight",
+        ),
+        pytest.param({"finalizers": ["x" * 999, 7]}, ("x" * 253,), False, id="bounded"),
+        pytest.param({"deletionGracePeriodSeconds": 0}, (), True, id="no-grace-left"),
+        pytest.param({"deletionGracePeriodSeconds": 30}, (), False, id="grace-left"),
+    ],
+)
+def test_what_keeps_a_pod_is_read_and_bounded(
+    metadata: dict[str, Any], finalizers: tuple[str, ...], no_grace_left: bool
+) -> None:
+    manifest = pod(make_job(), Replica("worker", 0), 1)
+    manifest["metadata"].update(metadata)
+    state = pod_state(manifest, "trainer")
+    assert state is not None and (state.finalizers, state.no_grace_left) == (finalizers, no_grace_left)

@@ -95,3 +95,32 @@ def test_once_the_pod_is_gone_the_next_attempt_is_created_and_the_wait_no_longer
     job, result = step(job, [], at(30 + TIMEOUT + 5))
     assert created_names(result) == ["job-worker-0-2", "job-worker-1-2"]
     assert condition(job, "Created").reason == "CreatingPods"
+
+
+def test_a_parameter_server_worker_that_does_not_go_holds_up_only_its_own_replacement() -> None:
+    job, _ = step(make_job(mode="ParameterServer", workers=3, servers=1), [])
+    job, _ = step(job, pods_of(job, 1))
+    two = {n: {"phase": "Failed", "exit_code": 75} for n in ("job-worker-0-1", "job-worker-2-1")}
+    job, _ = step(job, pods_of(job, 1, two), at(1))
+    kept = pods_of(job, 1, {"job-worker-0-1": {**two["job-worker-0-1"], "deleting": at(2)}})
+    kept = [p for p in kept if p["metadata"]["name"] != "job-worker-2-1"]  # worker-2 went, worker-0 does not
+    next(p for p in kept if p["metadata"]["name"] == "job-worker-0-1")["metadata"].update(
+        finalizers=[HOLD], deletionGracePeriodSeconds=0
+    )
+    job, result = step(job, kept, at(2 + TIMEOUT))
+    assert created_names(result) == ["job-worker-2-1"] and not result.force_delete
+    assert condition(job, "Created").reason == "PodsStuckTerminating" and result.requeue_after == pytest.approx(TIMEOUT)
+    running = condition(job, "Running")
+    assert job.status and job.status.phase == Phase.RUNNING and HOLD in running.message
+
+
+def test_another_pod_stuck_behind_the_first_is_no_new_announcement() -> None:
+    job = restarted()
+    deleted = {"job-worker-0-1": at(30), "job-worker-1-1": at(40)}
+    pods = pods_of(job, 1, {n: {"deleting": t} for n, t in deleted.items()})
+    for manifest in pods:
+        manifest["metadata"].update(finalizers=[HOLD], deletionGracePeriodSeconds=0)
+    job, result = step(job, pods, at(30 + TIMEOUT))
+    assert [e.reason for e in result.events] == ["PodsStuckTerminating"]
+    job, result = step(job, pods, at(40 + TIMEOUT))
+    assert "(and 1 more)" in condition(job, "Created").message and not result.events

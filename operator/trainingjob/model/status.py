@@ -300,7 +300,7 @@ class TrainingJobStatus(ApiModel):
     conditions: Annotated[list[Condition], Field(max_length=16), AfterValidator(unique_by("type"))] = Field(
         default_factory=list, json_schema_extra=list_map("type")
     )
-    """Created, Running, Restarting, Suspended, Succeeded and Failed, with reasons."""
+    """Created, Running, Restarting, Suspended, Succeeded, Failed and Prepared, with reasons."""
     observed_generation: Annotated[Int, Field(ge=0)] | None = None
     """The metadata.generation this status was computed from."""
     workers: ReplicaStatus = Field(default_factory=ReplicaStatus)

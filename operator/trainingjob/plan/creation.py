@@ -48,21 +48,22 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         events=tuple(terminating.forced_event(p) for p in forced),
         requeue_after=service_wait or None,
     )
-    if stuck:
-        return terminating.waiting(ctx, base, stuck)
+    waiting = terminating.waiting(ctx, base, stuck) if stuck else None
     missing = [s for s in slots(ctx, status) if s.is_missing]
     if not missing:
-        return _all_created(ctx, base)
+        return waiting or _all_created(ctx, base)
     if stale:
-        return _wait(base, terminating.POLL_SECONDS)
-    not_before = _not_before(ctx, status)
+        return waiting or _wait(base, terminating.POLL_SECONDS)
+    decision, not_before = waiting or base, _not_before(ctx, status)
     if not_before is not None and ctx.now < not_before:
-        return _wait(base, seconds_until(ctx, not_before, ctx.settings.backoff_max_seconds))
+        return _wait(
+            decision, seconds_until(ctx, not_before, decision.requeue_after or ctx.settings.backoff_max_seconds)
+        )
     ready, later = replacement.due(ctx, status, missing)  # workers replaced alone wait for their own backoff
     waited = None if later is None else max(seconds_until(ctx, later, ctx.settings.backoff_max_seconds), 0.1)
     if not ready and waited is not None:
-        return _wait(base, waited)
-    made = _create(ctx, base, ready)
+        return _wait(decision, waited)
+    made = _create(ctx, decision, ready)  # slots free of what does not go are filled meanwhile
     return made if waited is None else replace(made, requeue_after=min(made.requeue_after or waited, waited))
 
 
@@ -80,12 +81,10 @@ def _service_wait(ctx: Context, status: TrainingJobStatus) -> float | None:
     now); None when it exists."""
     if ctx.observed.service_exists:
         return None
-    held = prepared.refused_now(status)
-    moment = (
-        None
-        if held is None
-        else prepared.retry_at(held, ctx.settings.backoff_base_seconds, ctx.settings.backoff_max_seconds)
-    )
+    held, settings = prepared.refused_now(status), ctx.settings
+    if held is None:
+        return 0.0
+    moment = prepared.retry_at(held, settings.backoff_base_seconds, settings.backoff_max_seconds)
     return 0.0 if moment is None else max((moment - ctx.now).total_seconds(), 0.0)
 
 
@@ -131,5 +130,5 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
             status = with_condition(ctx, status, ConditionType.CREATED, False, reason=CREATING, message=message)
     if ready and status.default_image is None and uses_default_image(ctx.job):
         status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
-    requeue = terminating.POLL_SECONDS if blocked else None
+    requeue = terminating.POLL_SECONDS if blocked else decision.requeue_after
     return replace(decision, status=status, create=ready, requeue_after=requeue)

@@ -53,13 +53,15 @@ def message(pods: Sequence[PodState]) -> str:
 
 
 def waiting(ctx: Context, decision: Decision, pods: Sequence[PodState]) -> Decision:
-    """The creation waits for `pods`: Created says so (an Event when that is news and no force delete said it
-    already), and the job looks again after as long as the oldest has waited (2 s at least, backoffMax at most)."""
+    """The creation waits for `pods`: Created says so (an Event when the pod it names is news and no force delete
+    said it already), and the job looks again after as long as the oldest has waited (2 s at least, backoffMax at
+    most)."""
     said = message(pods)
     before = condition_of(decision.status, ConditionType.CREATED)
     status = with_condition(ctx, decision.status, ConditionType.CREATED, False, reason=STUCK, message=said)
     events = decision.events
-    if not events and (before is None or (before.reason, before.message) != (STUCK, said)):
+    named = f"Waiting for pod {pods[0].name} "  # the cause: which pod, not how many others wait with it
+    if not events and (before is None or before.reason != STUCK or not before.message.startswith(named)):
         events = (Event("Warning", STUCK, said),)
     oldest = min(p.deleting_since for p in pods if p.deleting_since is not None)
     waited = (ctx.now - oldest).total_seconds()
