@@ -28,6 +28,7 @@ class Ledger:
     trainer_failures: dict[str, set[int]] = field(default_factory=dict)  # attempts whose trainer failed in place
     counted_in_place: dict[str, set[int]] = field(default_factory=dict)
     backoff_base: float = 0.0  # the planner's first backoff: no pod is created sooner after a failure
+    terminating_timeout: float = 0.0  # a deleted pod still there this long after its grace period is stuck
     stats: Counter[str] = field(default_factory=Counter)
 
     def disrupted(self, job_uid: str, pod_uid: str) -> None:
@@ -88,7 +89,7 @@ def check_after_reconcile(
         ledger.stats[f"ended {a.phase.value}"] += 1
     owned = [p for p in pods if controller_uid(p) == uid]
     if a.phase.is_terminal and not b.phase.is_terminal:
-        _check_not_premature(b, a, before, owned, now)
+        _check_not_premature(b, a, before, owned, now, stuck=ledger.terminating_timeout)
     _check_progress(b, a)
     _check_history(b, a)
     if not crashed:
@@ -282,7 +283,7 @@ def _slot_count(job: Manifest) -> int:
 
 
 def _check_not_premature(
-    b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime
+    b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, pods: list[Manifest], now: datetime, *, stuck: float
 ) -> None:
     """A deadline fails a job only when it has really passed."""
     policy = job["spec"].get("runPolicy") or {}
@@ -299,7 +300,15 @@ def _check_not_premature(
         ]
         created = next((c for c in b.conditions if c.type == ConditionType.CREATED), None)
         refused = created is not None and created.reason in (REFUSED, NAME_IN_USE) and created.status == "False"
-        assert waiting or (refused and created is not None and created.last_transition_time <= now - limit), (
+        # A pod that does not go (still there `stuck` seconds after its grace period) counts from then.
+        held = [
+            s
+            for p in pods
+            if (s := pod_state(p, CONTAINER_NAME)) is not None
+            and s.deleting_since is not None
+            and s.deleting_since + timedelta(seconds=stuck) <= now - limit
+        ]
+        assert waiting or held or (refused and created is not None and created.last_transition_time <= now - limit), (
             "failed for a startup deadline that had not passed"
         )
     if reason == "DeadlineExceeded":

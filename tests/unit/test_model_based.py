@@ -116,7 +116,8 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         super().__init__()
         self.now = T0
         self.cluster = FakeCluster(clock=lambda: self.now)
-        self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds)
+        timeout = PLAN_SETTINGS.terminating_timeout_seconds
+        self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds, terminating_timeout=timeout)
         self.start_operator()
 
     def start_operator(self) -> None:

@@ -124,3 +124,18 @@ def test_another_pod_stuck_behind_the_first_is_no_new_announcement() -> None:
     assert [e.reason for e in result.events] == ["PodsStuckTerminating"]
     job, result = step(job, pods, at(40 + TIMEOUT))
     assert "(and 1 more)" in condition(job, "Created").message and not result.events
+
+
+def test_the_wait_counts_from_when_the_pod_became_stuck_not_from_when_creation_began() -> None:
+    # Created has been False (creating attempt 2) since the restart; the old pod is deleted only much later, and
+    # is stuck TIMEOUT after its grace period: the startup deadline counts from then, not from the restart.
+    job = restarted(startupDeadlineSeconds=300)
+    late = pods_of(job, 1, {"job-worker-0-1": {"deleting": at(2000)}})
+    late = [p for p in late if p["metadata"]["name"] == "job-worker-0-1"]
+    late[0]["metadata"]["finalizers"] = [HOLD]
+    job, _ = step(job, late, at(2000 + TIMEOUT))
+    assert job.status and job.status.phase == Phase.RESTARTING, condition(job, "Failed")
+    job, _ = step(job, late, at(2000 + TIMEOUT + 299))
+    assert job.status and job.status.phase == Phase.RESTARTING
+    job, _ = step(job, late, at(2000 + TIMEOUT + 300))
+    assert job.status and job.status.phase == Phase.FAILED

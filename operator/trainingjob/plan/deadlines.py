@@ -5,7 +5,7 @@ creation was first refused)."""
 from datetime import timedelta
 
 from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
-from trainingjob.plan import finished
+from trainingjob.plan import finished, terminating
 from trainingjob.plan.slots import slots, summary, waiting_since, why
 from trainingjob.plan.types import Context, Decision
 
@@ -23,7 +23,8 @@ def active(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.startup_deadline_seconds
-    counting = [(since, s) for s in slots(ctx, status) if (since := waiting_since(s, status)) is not None]
+    held = terminating.stuck_from(ctx)
+    counting = [(since, s) for s in slots(ctx, status) if (since := waiting_since(s, status, held)) is not None]
     if not counting:
         return None
     since, oldest = min(counting, key=lambda pair: (pair[0], pair[1].name))

@@ -53,22 +53,25 @@ def _created_waits(status: TrainingJobStatus, *reasons: str) -> datetime | None:
     return created.last_transition_time
 
 
-def refusal_since(status: TrainingJobStatus) -> datetime | None:
+def refusal_since(status: TrainingJobStatus, stuck_from: datetime | None = None) -> datetime | None:
     """When the current run of refused creations (of pods, or of the objects they need) began, or of waiting for a
-    pod that does not go, if that is what holds the creations up now."""
-    moments = [_created_waits(status, REFUSED, NAME_IN_USE, STUCK), prepared.refusal_since(status)]
+    pod that does not go (`stuck_from`: when the first pod waited for became stuck), if that is what holds the
+    creations up now. Created's lastTransitionTime cannot say it: the condition may have been False for another
+    reason long before."""
+    stuck = stuck_from if _created_waits(status, STUCK) is not None else None
+    moments = [_created_waits(status, REFUSED, NAME_IN_USE), prepared.refusal_since(status), stuck]
     return min((m for m in moments if m is not None), default=None)
 
 
-def waiting_since(slot: Slot, status: TrainingJobStatus) -> datetime | None:
+def waiting_since(slot: Slot, status: TrainingJobStatus, stuck_from: datetime | None = None) -> datetime | None:
     """Since when this slot counts against startupDeadlineSeconds; None while the wait is the operator's own."""
     if slot.is_up:
         return None
     if slot.pod is not None:  # a pod that ended or is going is the failure policy's, not a slow start
         if slot.pod.deleting:  # unless it does not go
-            return _created_waits(status, STUCK)
+            return stuck_from if _created_waits(status, STUCK) is not None else None
         return None if slot.pod.is_finished or slot.pod.has_failed else slot.pod.created
-    return refusal_since(status)
+    return refusal_since(status, stuck_from)
 
 
 def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ growing delay: the pod's deletion wakes the job anyway."""
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from trainingjob.children.observe import PodState
 from trainingjob.model import ConditionType
@@ -22,6 +23,14 @@ def stuck(ctx: Context, pods: Sequence[PodState]) -> list[PodState]:
     limit = ctx.settings.terminating_timeout_seconds
     late = [p for p in pods if p.deleting_since and (ctx.now - p.deleting_since).total_seconds() >= limit]
     return sorted(late, key=lambda p: (p.deleting_since, p.name))
+
+
+def stuck_from(ctx: Context) -> datetime | None:
+    """When the first of the pods now stuck became stuck (its grace period's end plus terminatingTimeout): what the
+    startup deadline counts a wait for pods that do not go from."""
+    late = stuck(ctx, [p for p in ctx.observed.pods if p.deleting])
+    limit = timedelta(seconds=ctx.settings.terminating_timeout_seconds)
+    return min((p.deleting_since + limit for p in late if p.deleting_since is not None), default=None)
 
 
 def to_force(pods: Sequence[PodState]) -> list[PodState]:
