@@ -185,7 +185,7 @@ def test_what_keeps_a_gang_from_restarting_in_place(case: str) -> None:
     world = World(replace(SETTINGS, in_place_restart=False) if case == "in-place-off" else SETTINGS)
     world.start()
     if case == "a-pod-failed":
-        world.cluster.finish(NS, "job-worker-1-1", 75)
+        world.cluster.finish(NS, "job-worker-1-1", 137)
     elif case == "agent-silent":
         world.trainer_fails()
         del world.cluster.gangs[RANK0]

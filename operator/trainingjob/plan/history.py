@@ -138,6 +138,7 @@ def _failures(history: History, before: TrainingJobStatus, after: TrainingJobSta
         failure_class=failure.failure_class,
         exit_code=failure.exit_code,
         reason=failure.reason,
+        consequences=failure.consequences,
     )
     if history.failures and history.failures[-1] == entry:
         return history
