@@ -38,6 +38,9 @@ class FailureClass(StrEnum):
     DEADLINE = "DeadlineExceeded"  # activeDeadlineSeconds or startupDeadlineSeconds
 
 
+MAX_KEPT = 32
+
+
 class CheckpointStatus(ApiModel):
     """The newest complete checkpoint."""
 
@@ -47,3 +50,6 @@ class CheckpointStatus(ApiModel):
     """Its folder in the pods, e.g. /checkpoints/step-1200."""
     time: datetime
     """When it was completed."""
+    kept: Annotated[list[Count], Field(max_length=MAX_KEPT)] | None = None
+    """The steps of the complete checkpoints on the volume once this one was in and checkpoint.keep had pruned the
+    older ones, newest first (at most 32), as the trainer said; unset when it did not say."""
