@@ -107,3 +107,18 @@ def test_a_gang_restarting_in_place_names_the_rank_that_died_and_the_peer_that_n
     last = job.status.last_failure
     assert (last.pod, last.exit_code, last.consequences) == ("job-worker-2-1", 137, f"worker-0 {LOST}")
     assert any(f"worker-0 {LOST}" in e.message for e in result.events if e.reason == "RetryableFailure")
+
+
+def test_a_gang_whose_rank_0_lost_its_peer_waits_for_the_pod_that_died_then_restarts_once_with_new_pods() -> None:
+    job = running(workers=3)
+    gang = Gang(
+        attempt=1, state=GangState.FAILED, pods=3, running=0, failures=(RankFailure(0, 75, at(11).timestamp()),)
+    )
+    job, result = step(job, pods_of(job, 1), at(12), gang=gang)
+    assert job.status and job.status.attempt == 1 and job.status.in_place_restart is None and result.requeue_after
+    died = {"job-worker-1-1": _ended(137, 11)}
+    job, result = step(job, pods_of(job, 1, died), at(13), gang=gang)
+    assert job.status and (job.status.attempt, job.status.in_place_restarts, job.status.restarts.retryable) == (2, 0, 1)
+    last = job.status.last_failure
+    assert last and (last.pod, last.exit_code, last.consequences) == ("job-worker-1-1", 137, f"worker-0 {LOST}")
+    assert set(result.delete) == {"job-worker-0-1", "job-worker-1-1", "job-worker-2-1"}

@@ -44,13 +44,17 @@ def _vanished(name: str, uid: str, replica: Replica, attempt: int) -> PodState:
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     found = failures(ctx, status)
     if not found:
-        trainers = in_place.failed_trainers(ctx, status)
-        return _end_attempt(ctx, status, trainers) if trainers else None
-    if ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
+        found = in_place.failed_trainers(ctx, status)
+        if not found:
+            return None
+    elif ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
         return _replace_workers(ctx, status, found)
-    meanwhile = in_place.pods_failed_meanwhile(ctx, status, found)
-    if meanwhile is not None:
-        return meanwhile
+    else:
+        names = {p.name for p in found}  # the trainers that failed in pods still up: consequences, or the cause
+        found += [p for p in in_place.reported_failures(ctx, status) if p.name not in names]
+        meanwhile = in_place.pods_failed_meanwhile(ctx, status, found)
+        if meanwhile is not None:
+            return meanwhile
     wait = _cause_due_in(ctx, status, found)
     return Decision(status, requeue_after=wait, final=True) if wait else _end_attempt(ctx, status, found)
 

@@ -40,10 +40,14 @@ def failed_trainers(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
     """The current attempt's trainer failures rank 0's agent reports, as failed pods (the failure policy picks the
     root cause among them: a rank that did not just lose a peer, then the first to fail), when the gang can restart
     in place; none otherwise (a pod not up fails by itself once its agent stops waiting)."""
+    return reported_failures(ctx, status) if possible(ctx, status) else []
+
+
+def reported_failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
+    """The trainer failures rank 0's agent reports for the current attempt, as failed pods, whether or not the gang
+    can restart in place (a failed pod's peers that lost it are its consequences)."""
     gang = ctx.observed.gang
-    if gang is None or gang.state != GangState.FAILED or gang.attempt != status.attempt or not gang.failures:
-        return []
-    if not possible(ctx, status):
+    if gang is None or gang.state != GangState.FAILED or gang.attempt != status.attempt:
         return []
     return [_culprit(ctx, status, failure) for failure in gang.failures]
 
