@@ -93,7 +93,7 @@ export function failure(last, detailed, mayReadLogs) {
       last.reason ? `, ${last.reason}` : "", last.time ? ` at ${clock(last.time)}` : ""),
     last.message ? h("p", { class: "failure-message", text: last.message }) : null,
     last.consequences ? h("p", { class: "failure-consequences", id: "failure-consequences",
-      text: `The root cause: then ${last.consequences}.` }) : null,
+      text: `As a consequence, ${last.consequences}.` }) : null,
     tail ? h("pre", { class: "log", id: "failure-log", text: tail })
       : h("p", { class: "muted", text: noTail }));
 }
