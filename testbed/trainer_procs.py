@@ -214,6 +214,18 @@ def write_job_key(directory: Path) -> Path:
     return path
 
 
+def single_pod_env(directory: Path, config: str, **extra: str) -> dict[str, str]:
+    """One DDP pod holding the whole job, its checkpoints and progress file under `directory`."""
+    return {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "TJ_TRAINER_CONFIG": config,
+        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
+        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
+        **extra,
+    }
+
+
 def ps_env(directory: Path, *, shards: int, workers: int, config: str, wait: str) -> dict[str, str]:
     """What every pod of one parameter-server job shares."""
     return {

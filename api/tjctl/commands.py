@@ -75,6 +75,16 @@ def _checkpoint(job: TrainingJob) -> str:
     return f"its newest checkpoint (step {found.step})" if found is not None else "the start: it has no checkpoint"
 
 
+def _resumed_from(job: TrainingJob) -> str:
+    """Where the running attempt resumed from, as its trainer said (the newest complete checkpoint on the volume);
+    "" before it has said."""
+    status = job.status
+    progress = status.progress if status is not None else None
+    if status is None or progress is None or progress.attempt != status.attempt or progress.resumed_from_step is None:
+        return ""
+    return f" from the checkpoint at step {progress.resumed_from_step}"
+
+
 def _said(before: TrainingJob, after: TrainingJob, suspend: bool, waited: bool) -> str:
     """What the request did, not the phase the job had when it was answered (the operator has not acted yet)."""
     was = suspended(before)
@@ -87,7 +97,7 @@ def _said(before: TrainingJob, after: TrainingJob, suspend: bool, waited: bool) 
         starts = before.status is None or before.status.phase == Phase.PENDING
         return f"{name} suspended: " + ("it does not start until resumed" if starts else "its pods checkpoint and stop")
     if waited:
-        return f"{name} resumed: running again (phase {phase_of(after)})"
+        return f"{name} resumed: running again{_resumed_from(after)} (phase {phase_of(after)})"
     return f"{name} resumed: it starts again from {_checkpoint(after)}"
 
 

@@ -39,8 +39,11 @@ def test_a_killed_rank_restarts_the_gang_from_the_newest_checkpoint(node_tier: N
     done = nh.wait_phase(name, "Succeeded", timeout=600)["status"]
 
     assert done["attempt"] == 2, done
-    # The killed rank (137) or the rank that saw its peer die (75): whichever the kubelet reported first.
-    assert done["lastFailure"]["attempt"] == 1 and done["lastFailure"]["exitCode"] in (137, 75), done["lastFailure"]
+    # The root cause is the killed rank (137), whichever the kubelet reported first; the rank that saw its peer die
+    # (75), when its pod failed too, is named as a consequence.
+    last = done["lastFailure"]
+    assert (last["attempt"], last["exitCode"], last["pod"]) == (1, 137, f"{name}-worker-1-1"), last
+    assert last.get("consequences", "") in ("", "worker-0 exited 75 because a peer was lost"), last
     assert done["restarts"]["retryable"] == 1, done["restarts"]
     assert checkpoint_steps(volume)[-1] == 3000, checkpoint_steps(volume)  # the final one, on the volume
     assert done["lastCheckpoint"]["step"] == 3000, done["lastCheckpoint"]  # from rank 0's last words

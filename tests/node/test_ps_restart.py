@@ -16,6 +16,7 @@ def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> 
     apply_claim(nh, "digits-ps-checkpoints.yaml")
     job = example("digits-ps.yaml")[0]
     job["spec"]["trainer"]["steps"] = 5000  # worker-2 must still run when the kill comes
+    job["spec"]["checkpoint"]["everySteps"] = 600  # the servers save during the run, not only as it ends
     name = job["metadata"]["name"]
     nh.create(job)
 
@@ -36,3 +37,7 @@ def test_a_killed_worker_is_replaced_alone(node_tier: NodeTier, nh: Harness) -> 
         pod: uid for pod, uid in before.items() if pod != killed and pod in after
     }, "a pod other than the killed worker was replaced"
     assert result_accuracy(done) >= 0.93
+    # The servers' checkpoints reach the status through worker 0, named by the job's step (at most its 5000 steps;
+    # three workers push to each shard, so its version runs about three times as far).
+    checkpoint = done.get("lastCheckpoint") or {}
+    assert "/ps-" in checkpoint.get("path", "") and 0 < checkpoint.get("step", 0) <= 5000, checkpoint

@@ -54,9 +54,21 @@ def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
     written = checkpoint_steps(volume)
     assert len(written) == 1 and written[0] >= 50, f"not one final checkpoint: {written}"
     final = written[0]
+    said = (nh.wait_phase(name, "Suspended", timeout=60)["status"].get("lastCheckpoint") or {}).get("step")
+    print(f"while suspended the status names the checkpoint at step {said} (final: {final})")
 
     nh.patch_spec(name, {"runPolicy": {"suspend": False}})
     resumed = nh.wait(name, lambda j: j["status"].get("phase") == "Running", "the resumed attempt", 120)
     rank0 = pod_of(nh, name, "worker", 0, attempt=resumed["status"]["attempt"])
     expected = f"(step {final})"
     nh.wait(name, lambda j: expected in log_of(nh, rank0), f"rank 0 to resume from step {final}", 120)
+    # The status, the attempt's record (the timeline) and `tjctl resume` name the same step, and the trainer's.
+    named = nh.wait(name, lambda j: _names(j, final), f"the status to name the checkpoint at step {final}", 120)
+    assert said == final, f"the status named step {said} while suspended, the final checkpoint is {final}: {named}"
+
+
+def _names(job: dict[str, Any], step: int) -> bool:
+    status = job.get("status") or {}
+    attempts = (status.get("history") or {}).get("attempts") or [{}]
+    checkpoint = status.get("lastCheckpoint") or {}
+    return checkpoint.get("step") == step and attempts[-1].get("resumedFromStep") == step

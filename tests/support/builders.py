@@ -97,11 +97,12 @@ def pod(
     owner: str | None = None,
     gated: bool = False,
     node: str = "",
+    finished: datetime | None = None,
     **status: Any,
 ) -> Manifest:
     """One pod of the job in any state (past the tracking gate unless `gated`). `reason` goes to the container's
     terminated state when there is an exit code, else to the pod's status (as the kubelet writes Evicted);
-    `status` adds raw status fields."""
+    `finished`: when the trainer container ended; `status` adds raw status fields."""
     manifest = pod_manifest(job, owner if owner is not None else JOB_UID, replica, attempt)
     if not gated:
         del manifest["spec"]["schedulingGates"]
@@ -117,6 +118,8 @@ def pod(
         terminated = {"exitCode": exit_code, "reason": reason or ("Completed" if exit_code == 0 else "Error")}
         if message:
             terminated["message"] = message
+        if finished is not None:
+            terminated["finishedAt"] = finished.isoformat()
         manifest["status"]["containerStatuses"] = [{"name": CONTAINER_NAME, "state": {"terminated": terminated}}]
     elif reason:
         manifest["status"]["reason"] = reason

@@ -100,6 +100,9 @@ class FakeCluster:
     def progress(self, pod: Manifest) -> Report:
         return self.reports.get(pod["metadata"]["name"], (None, None))
 
+    def departed(self, namespace: str, pod: str) -> tuple[str, Report] | None:
+        return None
+
     def gang(self, pod: Manifest) -> Gang | None:
         return self.gangs.get(pod["metadata"]["name"])
 

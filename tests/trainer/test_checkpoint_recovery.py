@@ -5,8 +5,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from testbed.processes import free_port
-from testbed.trainer_procs import Pod, config_json, read_json, start_pod, wait_for
+from testbed.trainer_procs import Pod, config_json, read_json, single_pod_env, start_pod, wait_for
 
 pytestmark = pytest.mark.trainer
 
@@ -14,17 +13,8 @@ RUN_TIMEOUT = 120.0
 
 
 def single_env(directory: Path, config: str, **extra: str) -> dict[str, str]:
-    """One pod holding the whole job."""
-    return {
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
-        "TJ_TRAINER_CONFIG": config,
-        "TJ_CHECKPOINT_DIR": str(directory / "checkpoints"),
-        "TJ_CHECKPOINT_EVERY_STEPS": "40",
-        "TJ_CHECKPOINT_KEEP": "5",
-        "TJ_PROGRESS_FILE": str(directory / "progress.json"),
-        **extra,
-    }
+    """One pod holding the whole job: a checkpoint every 40 steps, the newest 5 kept."""
+    return single_pod_env(directory, config, **{"TJ_CHECKPOINT_EVERY_STEPS": "40", "TJ_CHECKPOINT_KEEP": "5", **extra})
 
 
 def plant_corrupt_and_partial(checkpoints: Path) -> None:

@@ -14,6 +14,7 @@ from tests.support.fake_cluster import Crash, FakeCluster
 from trainingjob.children.agent import Gang, GangState, RankFailure
 from trainingjob.children.progress_report import progress_from_report
 from trainingjob.plan import Settings
+from trainingjob.plan.failure import PEER_LOST_WAIT_SECONDS
 from trainingjob.reconcile.job import reconcile
 
 pytestmark = pytest.mark.fast
@@ -152,6 +153,7 @@ def test_a_second_failure_of_the_restarted_attempt_is_a_second_restart(world: Wo
     world.reconcile()
     world.advance(5)
     world.trainer_fails(rank=0, code=75)
+    world.advance(PEER_LOST_WAIT_SECONDS)  # no rank was reported dead meanwhile: rank 0 is the root cause
     world.reconcile()
     status = world.status
     assert (status["attempt"], status["restarts"]["retryable"], status["inPlaceRestarts"]) == (3, 2, 2)
@@ -185,7 +187,7 @@ def test_what_keeps_a_gang_from_restarting_in_place(case: str) -> None:
     world = World(replace(SETTINGS, in_place_restart=False) if case == "in-place-off" else SETTINGS)
     world.start()
     if case == "a-pod-failed":
-        world.cluster.finish(NS, "job-worker-1-1", 75)
+        world.cluster.finish(NS, "job-worker-1-1", 137)
     elif case == "agent-silent":
         world.trainer_fails()
         del world.cluster.gangs[RANK0]
@@ -230,10 +232,11 @@ def test_an_agent_that_never_answers_falls_back_to_new_pods_within_seconds(world
 
 
 def test_a_pod_that_fails_while_its_gang_restarts_in_place_is_the_same_failure(world: World) -> None:
-    """Rank 1's container dies: rank 0's trainer says it lost its peer before the kubelet says the pod failed. One
+    """Rank 1's container dies: rank 0's trainer says it lost its peer long before the kubelet says the pod failed. One
     restart, with new pods, blamed on the pod that failed."""
     world.start()
     world.trainer_fails(rank=0, code=75)
+    world.advance(PEER_LOST_WAIT_SECONDS)  # no rank was reported dead meanwhile: rank 0 is the root cause
     world.reconcile()
     assert world.status["inPlaceRestart"]["attempt"] == 2 and world.status["restarts"]["retryable"] == 1
     world.cluster.finish(NS, "job-worker-1-1", 137)
@@ -251,6 +254,7 @@ def test_a_pod_that_fails_while_its_gang_restarts_in_place_is_the_same_failure(w
 def test_a_permanent_pod_failure_while_restarting_in_place_fails_the_job(world: World) -> None:
     world.start()
     world.trainer_fails(rank=0, code=75)
+    world.advance(PEER_LOST_WAIT_SECONDS)  # no rank was reported dead meanwhile: rank 0 is the root cause
     world.reconcile()
     world.cluster.finish(NS, "job-worker-1-1", 78)
     world.reconcile()

@@ -197,3 +197,23 @@ def _pod_with(state: object, container: str = "trainer") -> dict[str, object]:
 )
 def test_final_report_is_the_exited_containers_message_or_nothing(pod: object, expected: bytes | None) -> None:
     assert final_report(pod) == expected
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        ([40, 30], [40, 30]),
+        ([30, 40, 40], [40, 30]),
+        ([30, 20], None),
+        (list(range(40, 7, -1)), None),
+        ([40, True], None),
+        ([40, -1], None),
+        ("40,30", None),
+        ([], None),
+    ],
+    ids=["newest-first", "sorted-once", "without-the-last", "too-many", "a-bool", "negative", "not-a-list", "empty"],
+)
+def test_the_checkpoints_kept_on_the_volume_are_read_or_left_out(said: object, kept: list[int] | None) -> None:
+    report = {"step": 42, "lastCheckpointStep": 40, "lastCheckpointPath": "/c/step-40", "lastCheckpointTime": HEARTBEAT}
+    _, checkpoint = progress_from_report({**report, "checkpointsKept": said})
+    assert checkpoint is not None and checkpoint.step == 40 and checkpoint.kept == kept

@@ -17,13 +17,23 @@ from trainer.env import CheckpointPolicy
 log = logging.getLogger(__name__)
 
 
+MAX_KEPT_REPORTED = 32  # the newest complete checkpoints named in a report (keep may be up to 1000)
+
+
 @dataclass(frozen=True)
 class SavedCheckpoint:
-    """What progress reports about the last checkpoint."""
+    """What progress reports about the last checkpoint: its step, folder and time, and the steps of the complete
+    checkpoints on the volume once it was in and keep-last-K had pruned the older ones (newest first)."""
 
     step: int
     path: str
     time: float
+    kept: tuple[int, ...] = ()
+
+
+def kept_steps(root: Path) -> tuple[int, ...]:
+    """The steps of the complete checkpoints under root, newest first (at most MAX_KEPT_REPORTED)."""
+    return tuple(entry.step for entry in store.newest_complete_first(store.list_checkpoints(root)))[:MAX_KEPT_REPORTED]
 
 
 def snapshot(value: Any) -> Any:
@@ -120,7 +130,7 @@ class Checkpointer:
             if path is None:
                 return  # fenced off: a later attempt owns the folder
             store.prune(self.policy.directory, self.policy.keep)
-            self.last = SavedCheckpoint(step, str(path), time.time())
+            self.last = SavedCheckpoint(step, str(path), time.time(), kept_steps(self.policy.directory))
             log.info("checkpoint saved: %s", path)
         except BaseException as error:
             self._error = error
@@ -152,7 +162,8 @@ class Checkpointer:
             log.info("no complete checkpoint under %s: starting from step 0", self.policy.directory)
             return None
         entry, state = found
-        self.last = SavedCheckpoint(entry.step, str(entry.path), entry.path.stat().st_mtime)
+        kept = kept_steps(self.policy.directory)
+        self.last = SavedCheckpoint(entry.step, str(entry.path), entry.path.stat().st_mtime, kept)
         log.info("resuming from checkpoint %s (step %d)", entry.path, entry.step)
         return state
 

@@ -217,6 +217,7 @@ class DdpTrainer:
             self.checkpointer.raise_fence()
         started_at = self.resume()
         self.report.start(started_at, self.total, **checkpoint_pacing(self.checkpointer))
+        self.report.checkpointed(self.checkpointer)  # where it resumed from: the newest complete one on the volume
         ddp = DistributedDataParallel(
             self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
         )

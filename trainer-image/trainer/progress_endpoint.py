@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ _FINAL_FIELDS = (
     "checkpointStallSeconds",
     "checkpointPacing",
 )
-_CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime")
+_CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime", "checkpointsKept")
 
 
 def final_report(progress: dict[str, Any]) -> str:
@@ -160,11 +160,15 @@ class ProgressReporter:
             self._state.update(fields)
         self.flush()
 
-    def checkpointed(self, step: int, path: str, at: float, stalled: float | None = None, **fields: Any) -> None:
-        """Record the last checkpoint, and the seconds this attempt's saves have held training up so far (and
-        `fields` that changed with the save, in the same write)."""
+    def checkpointed(
+        self, step: int, path: str, at: float, stalled: float | None = None, kept: Sequence[int] = (), **fields: Any
+    ) -> None:
+        """Record the last checkpoint, the steps of the complete ones on the volume (`kept`, newest first), and the
+        seconds this attempt's saves have held training up so far (and `fields` that changed with the save, in the
+        same write)."""
         stall = {"checkpointStallSeconds": round(stalled, 3)} if stalled is not None else {}
-        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at, **stall, **fields)
+        held = {"checkpointsKept": list(kept)} if kept else {}
+        self.update(lastCheckpointStep=step, lastCheckpointPath=path, lastCheckpointTime=at, **stall, **held, **fields)
 
     def flush(self) -> None:
         """Write the progress file now (if one was configured)."""

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from trainer.bounded_http import listen_address
-from trainer.checkpoint import Checkpointer, checkpoint_root
+from trainer.checkpoint import Checkpointer, SavedCheckpoint, checkpoint_root
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
 from trainer.entrypoint import build_recipe
@@ -80,6 +80,7 @@ class ParameterServer:
         self.open_round: OpenRound | None = None
         self.round_seconds = min(SYNC_ROUND_SECONDS, env.master_wait_seconds)
         self.pacing_told_at: float | None = None  # when worker 0 last heard this server's pacing
+        self.checkpoint_told: SavedCheckpoint | None = None  # the last checkpoint worker 0 heard of
 
     def resume(self) -> None:
         """Continue from this shard's newest complete checkpoint, if any."""
@@ -89,9 +90,10 @@ class ParameterServer:
             self.done_workers = set(state["done_workers"])
 
     def save(self) -> None:
-        """Checkpoint the shard, keyed by its version."""
+        """Checkpoint the shard, named by the job's step: worker 0's next step, the step it reports and resumes
+        from (the shard's version, which counts every worker's updates, is in the state)."""
         state = {"shard": self.shard.state_dict(), "done_workers": sorted(self.done_workers)}
-        self.checkpointer.save(self.shard.version, state)
+        self.checkpointer.save(self.shard.next_step(0), state)
 
     def _reply_params(self, **fields: Any) -> Message:
         return {"op": "params", "params": self.shard.values(), "version": self.shard.version, **fields}
@@ -149,11 +151,11 @@ class ParameterServer:
         if peer.worker is None:
             self.links[worker] += 1
         if worker == 0:
-            self.pacing_told_at = None  # a restarted worker 0 reports afresh
+            self.pacing_told_at, self.checkpoint_told = None, None  # a restarted worker 0 reports afresh
         peer.worker = worker
         self._heard_from(worker)
         log.info("worker %d connected from %s (next step %d)", worker, peer.address, self.shard.next_step(worker))
-        return self._reply_params(next_step=self.shard.next_step(worker))
+        return self._reply_params(next_step=self.shard.next_step(worker), **self._checkpoint_for(worker))
 
     def _worker(self, peer: Peer, message: Message) -> int:
         """The worker this connection speaks for; a message may not name another."""
@@ -187,7 +189,7 @@ class ParameterServer:
         result = self.shard.apply(worker, step, version, grads)
         if result.accepted:
             self._save_if_due()
-        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._pacing_for(worker))
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._news_for(worker))
 
     def _save_if_due(self) -> None:
         if self.checkpointer.is_step_due(self.shard.version):
@@ -207,7 +209,19 @@ class ParameterServer:
                 self.open_round = OpenRound(asyncio.Event(), time.monotonic() + self.round_seconds)
             self._close_round_if_complete()
             await self._round_closed()
-        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._pacing_for(worker))
+        return self._reply_params(accepted=result.accepted, staleness=result.staleness, **self._news_for(worker))
+
+    def _news_for(self, worker: int) -> Message:
+        return {**self._pacing_for(worker), **self._checkpoint_for(worker)}
+
+    def _checkpoint_for(self, worker: int) -> Message:
+        """{"checkpoint": ...} for worker 0 when this shard's newest complete checkpoint is one it has not heard of
+        (it reports the job's checkpoints); nothing otherwise."""
+        last = self.checkpointer.last
+        if worker != 0 or last is None or last == self.checkpoint_told:
+            return {}
+        self.checkpoint_told = last
+        return {"checkpoint": {"step": last.step, "path": last.path, "time": last.time, "kept": list(last.kept)}}
 
     def _pacing_for(self, worker: int) -> Message:
         """{"checkpointPacing": ...} for worker 0 every few seconds (only servers save in this mode, and worker 0

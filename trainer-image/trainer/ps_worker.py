@@ -48,6 +48,8 @@ class PsWorker:
         self.step = 0
         self.max_staleness_seen = 0
         self.pacing_news: dict[str, Any] | None = None  # shard 0's checkpoint pacing, told and not yet reported
+        self.checkpoints: dict[int, dict[str, Any]] = {}  # each shard's newest complete checkpoint, as it told
+        self.checkpoint_news = False  # one was told and not yet reported
 
     def _shard_params(self, shard: int) -> dict[str, torch.Tensor]:
         return {name: p.detach().cpu() for name, p in self.params.items() if self.assignment[name] == shard}
@@ -82,6 +84,27 @@ class PsWorker:
             for name, value in reply["params"].items():
                 self.params[name].copy_(value)
         self.versions[shard] = int(reply["version"])
+        if isinstance(reply.get("checkpoint"), dict):
+            self.checkpoints[shard], self.checkpoint_news = reply["checkpoint"], True
+
+    def job_checkpoint(self) -> dict[str, Any] | None:
+        """The job's newest complete checkpoint, once every shard has told its own: the oldest of the shards'
+        newest (every shard has one at least that far), named by the job's step."""
+        if len(self.checkpoints) < len(self.env.ps_addrs):
+            return None
+        return min(self.checkpoints.values(), key=lambda said: int(said["step"]))
+
+    def report_news(self, report: RunReport) -> None:
+        """What the shards told since the last report: shard 0's checkpoint pacing, the job's checkpoint."""
+        if self.pacing_news is not None:
+            report.update(checkpointPacing=self.pacing_news)
+            self.pacing_news = None
+        checkpoint = self.job_checkpoint() if self.checkpoint_news else None
+        if checkpoint is not None:
+            report.saved(
+                int(checkpoint["step"]), str(checkpoint["path"]), float(checkpoint["time"]), checkpoint["kept"]
+            )
+            self.checkpoint_news = False
 
     def train_step(self) -> float:
         """Gradient on this step's micro-batches, pushed to every shard; the replies carry the new parameters."""
@@ -115,9 +138,7 @@ class PsWorker:
                 self.connect()
                 continue
             report.stepped(self.step, loss, samples)
-            if self.pacing_news is not None:
-                report.update(checkpointPacing=self.pacing_news)
-                self.pacing_news = None
+            self.report_news(report)
             if report.is_reporter and every is not None and self.step % every == 0 and self.step < self.total:
                 self.evaluate(report)
         return ExitCode.SUCCEEDED
@@ -194,6 +215,7 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
     try:
         worker.connect()
         report.start(worker.step, worker.total)
+        worker.report_news(report)  # where it resumed from: the shards' newest complete checkpoints
         started = time.monotonic()
         code = worker.train(report)
         if code == ExitCode.SUCCEEDED:

@@ -65,7 +65,8 @@ class RunReport:
         self.progress.update(metrics=metrics, metricsStep=step, **top_level)
 
     def checkpointed(self, checkpointer: Checkpointer) -> None:
-        """The last complete checkpoint, if any, and how long the saves have stalled training (checkpointStallSeconds:
+        """The last complete checkpoint, if any (the one this attempt resumed from until it saves one: the newest
+        complete one on the volume), and how long the saves have stalled training (checkpointStallSeconds:
         the operator counts it out of this attempt's productive time); with TJ_CHECKPOINT_PACING, the interval the
         saves so far made Auto pick (checkpointPacing)."""
         if self.progress is None:
@@ -73,9 +74,15 @@ class RunReport:
         pacing = checkpoint_pacing(checkpointer)
         if checkpointer.last is not None:
             last = checkpointer.last
-            self.progress.checkpointed(last.step, last.path, last.time, checkpointer.stall_seconds, **pacing)
+            stalled = checkpointer.stall_seconds
+            self.progress.checkpointed(last.step, last.path, last.time, stalled, last.kept, **pacing)
         elif pacing:
             self.progress.update(**pacing)
+
+    def saved(self, step: int, path: str, at: float, kept: list[int]) -> None:
+        """A checkpoint others saved for the job (parameter-server mode: the servers save, worker 0 reports)."""
+        if self.progress is not None:
+            self.progress.checkpointed(step, path, at, kept=kept)
 
     def alive(self) -> None:
         """A heartbeat without a step: rank 0 is waiting, not stalled (worker 0 waiting for slower workers)."""

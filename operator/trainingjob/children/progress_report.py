@@ -14,6 +14,7 @@ from trainingjob.children.observe import bounded
 from trainingjob.children.pacing import reason
 from trainingjob.model import CheckpointStatus, Progress
 from trainingjob.model.status import MAX_METRICS, METRIC_NAME, CheckpointPacing
+from trainingjob.model.values import MAX_KEPT
 
 MAX_REPORT_BYTES = 64 * 1024
 MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision anyway
@@ -122,7 +123,19 @@ def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:
     step, at = _count(report.get("lastCheckpointStep")), _time(report.get("lastCheckpointTime"))
     if step is None or at is None:
         return None
-    return CheckpointStatus(step=step, path=bounded(report.get("lastCheckpointPath"), 4096), time=at)
+    path = bounded(report.get("lastCheckpointPath"), 4096)
+    return CheckpointStatus(step=step, path=path, time=at, kept=_kept(report.get("checkpointsKept"), step))
+
+
+def _kept(value: Any, step: int) -> list[int] | None:
+    """The steps of the checkpoints on the volume, newest first, the last one's among them; None for anything
+    else (a trainer that does not say, or says something malformed)."""
+    if not isinstance(value, list) or not value or len(value) > MAX_KEPT:
+        return None
+    steps = [_count(item) if isinstance(item, int) else None for item in value]
+    if any(s is None for s in steps) or step not in steps:
+        return None
+    return sorted({s for s in steps if s is not None}, reverse=True)
 
 
 def final_report(pod: Any) -> bytes | None:

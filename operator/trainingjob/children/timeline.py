@@ -215,6 +215,7 @@ def _marks(timeline: Timeline, history: History, rows: list[str]) -> None:
         row = _attempt_at(history.attempts, rows, failure.time, failure.attempt)
         exit_code = f" exit {failure.exit_code}" if failure.exit_code is not None else ""
         label = f"{failure.pod}: {failure.failure_class.value}{exit_code} {failure.reason}".strip()
+        label += f"; then {failure.consequences}" if failure.consequences else ""
         timeline.marks.append(Mark(row, "failure", failure.time, label, failure.failure_class.value))
     for checkpoint in history.checkpoints:
         row = _attempt_at(history.attempts, rows, checkpoint.time)

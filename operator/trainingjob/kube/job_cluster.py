@@ -105,6 +105,9 @@ class KubernetesCluster:
         uid = str(pod["metadata"].get("uid", ""))
         return self.pod_reads.read(f"{uid}/progress", partial(ask_progress, address), nothing)
 
+    def departed(self, namespace: str, pod: str) -> tuple[str, Report] | None:
+        return None  # no memory of deleted pods here: the runtime's cached cluster keeps their last words
+
     def gang(self, pod: Manifest) -> Gang | None:
         """Rank 0's agent's account of the gang, waited for as long as its exchange may take, unless the pod is
         backed off for answering slowly."""

@@ -117,6 +117,9 @@ class LocalCluster:
         except OSError:
             return None, None
 
+    def departed(self, namespace: str, pod: str) -> tuple[str, Report] | None:
+        return None  # a local rank's progress file outlives its process: progress() reads it
+
     def gang(self, pod: Manifest) -> Gang | None:
         port = self.agent_ports.get(pod["metadata"]["name"])
         return read_gang(LOOPBACK, port) if port is not None else None

@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from trainingjob.model.base import ApiModel, Float, Int, Str
-from trainingjob.model.values import CheckpointStatus, Count, FailureClass, Metrics, PodReason, Reason
+from trainingjob.model.values import CheckpointStatus, Consequences, Count, FailureClass, Metrics, PodReason, Reason
 
 MAX_ATTEMPTS = 32
 MAX_FAILURES = 32
@@ -76,6 +76,8 @@ class FailureRecord(ApiModel):
     """The trainer container's exit code, when it exited."""
     reason: PodReason = ""
     """The reason Kubernetes or the operator gave, e.g. OOMKilled, Evicted."""
+    consequences: Consequences = ""
+    """The other ranks that failed because of it (e.g. "worker-0 exited 75 because a peer was lost")."""
 
 
 class MetricPoint(ApiModel):

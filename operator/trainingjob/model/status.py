@@ -13,6 +13,7 @@ from trainingjob.model.values import (
     MAX_METRICS,
     METRIC_NAME,
     CheckpointStatus,
+    Consequences,
     Count,
     FailureClass,
     Message,
@@ -128,6 +129,9 @@ class LastFailure(ApiModel):
     """What happened, as a sentence for people."""
     log_tail: Annotated[Str, Field(max_length=16384)] = ""
     """The last lines of the container's log."""
+    consequences: Consequences = ""
+    """The other ranks that failed with it, as consequences of this one, the root cause (e.g. "worker-0 exited 75
+    because a peer was lost"); empty when it failed alone."""
     time: datetime
     """When the failure was observed."""
 

@@ -14,6 +14,9 @@ Reason = Annotated[Str, Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 Message = Annotated[Str, Field(max_length=32768)]
 # What a kubelet or an apiserver wrote: any characters (e.g. "OutOfnvidia.com/gpu"), kept short.
 PodReason = Annotated[Str, Field(max_length=256)]
+# The ranks that failed because of a failure (a peer's exit 75), in a short sentence.
+CONSEQUENCES_LENGTH = 1024
+Consequences = Annotated[Str, Field(max_length=CONSEQUENCES_LENGTH)]
 # The trainer's evaluation metrics, e.g. {"accuracy": 0.97, "val/loss": 0.11}: a few named finite numbers.
 METRIC_NAME = r"^[A-Za-z_][A-Za-z0-9_.\-/]{0,62}$"
 MAX_METRICS = 16
@@ -35,6 +38,9 @@ class FailureClass(StrEnum):
     DEADLINE = "DeadlineExceeded"  # activeDeadlineSeconds or startupDeadlineSeconds
 
 
+MAX_KEPT = 32
+
+
 class CheckpointStatus(ApiModel):
     """The newest complete checkpoint."""
 
@@ -44,3 +50,6 @@ class CheckpointStatus(ApiModel):
     """Its folder in the pods, e.g. /checkpoints/step-1200."""
     time: datetime
     """When it was completed."""
+    kept: Annotated[list[Count], Field(max_length=MAX_KEPT)] | None = None
+    """The steps of the complete checkpoints on the volume once this one was in and checkpoint.keep had pruned the
+    older ones, newest first (at most 32), as the trainer said; unset when it did not say."""

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from trainingjob.children.contract import ExitCode
 from trainingjob.children.observe import PodState
 from trainingjob.model import FailureClass, LastFailure, RestartCounts, RestartPolicy, RunPolicy
+from trainingjob.model.values import CONSEQUENCES_LENGTH
 
 # Most telling first: a configuration error explains the rest; a preemption explains peers that then crashed.
 _PRECEDENCE = (FailureClass.PERMANENT, FailureClass.DISRUPTION, FailureClass.OOM, FailureClass.RETRYABLE)
@@ -32,11 +33,53 @@ def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
     return FailureClass.RETRYABLE
 
 
+def peer_lost(pod: PodState) -> bool:
+    """Whether the pod's trainer gave up on a lost peer: it exited RETRYABLE (75), what a rank exits when a peer died
+    or the network broke under it. Among ranks that failed together it is a consequence, not the cause."""
+    return pod.exit_code == ExitCode.RETRYABLE and not pod.disrupted
+
+
 def root_cause(pods: list[PodState], policy: RunPolicy) -> tuple[FailureClass, PodState]:
-    """The failure that explains an attempt's end: by class precedence, then the first to end, then replica."""
+    """The failure that explains an attempt's end: by class precedence, then a rank that did not just lose a peer,
+    then the first to end (finishedAt), then replica."""
     latest = datetime.max.replace(tzinfo=UTC)
-    ranked = sorted(pods, key=lambda p: (_PRECEDENCE.index(classify(p, policy)), p.finished_at or latest, p.replica))
+    ranked = sorted(
+        pods,
+        key=lambda p: (_PRECEDENCE.index(classify(p, policy)), peer_lost(p), p.finished_at or latest, p.replica),
+    )
     return classify(ranked[0], policy), ranked[0]
+
+
+def consequences(pods: list[PodState], culprit: PodState) -> str:
+    """The other ranks that failed with the root cause, in words: 'worker-0 exited 75 because a peer was lost;
+    worker-2 was disrupted (Evicted)'. Ranks that ended the same way are named together (the first few, then how
+    many more), so a large gang's consequences stay one short sentence. "" when the culprit failed alone."""
+    grouped: dict[str, list[str]] = {}
+    for pod in sorted(pods, key=lambda p: p.replica):
+        if pod != culprit:
+            grouped.setdefault(_outcome(pod), []).append(f"{pod.replica.role}-{pod.replica.index}")
+    return "; ".join(f"{_names(names)} {outcome}" for outcome, names in grouped.items())
+
+
+def _outcome(pod: PodState) -> str:
+    if peer_lost(pod):
+        return f"exited {pod.exit_code} because a peer was lost"
+    if pod.exit_code is not None:
+        return f"exited {pod.exit_code}" + (f" ({pod.reason})" if pod.reason else "")
+    return ("was disrupted" if pod.disrupted or pod.deleting else "failed") + (f" ({pod.reason})" if pod.reason else "")
+
+
+def _names(names: list[str], shown: int = 5) -> str:
+    if len(names) == 1:
+        return names[0]
+    if len(names) > shown:
+        return f"{', '.join(names[:shown])} and {len(names) - shown} more"
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def with_consequences(what: str, others: str) -> str:
+    """A failure's sentence fragment with the ranks that failed because of it."""
+    return f"{what}, and then {others}" if others else what
 
 
 def budget_used(restarts: RestartCounts) -> int:
@@ -99,9 +142,10 @@ def describe(pod: PodState) -> str:
     return " ".join(parts)
 
 
-def last_failure(pod: PodState, failure: FailureClass, now: datetime, attempt: int) -> LastFailure:
+def last_failure(pod: PodState, failure: FailureClass, now: datetime, attempt: int, others: str = "") -> LastFailure:
     """The evidence kept in status: every field replaced, so nothing of an earlier failure lingers. `attempt` is the
-    job's (a pod restarted in place runs a later attempt than the one it was created for)."""
+    job's (a pod restarted in place runs a later attempt than the one it was created for); `others`: the ranks that
+    failed because of it (consequences())."""
     return LastFailure(
         pod=pod.name,
         pod_uid=pod.uid or None,
@@ -111,5 +155,6 @@ def last_failure(pod: PodState, failure: FailureClass, now: datetime, attempt: i
         reason=pod.reason or ("Disrupted" if failure == FailureClass.DISRUPTION else "Error"),
         message=pod.message,
         log_tail=pod.log_tail,
+        consequences=others[:CONSEQUENCES_LENGTH],
         time=now,
     )

@@ -17,6 +17,7 @@ from trainingjob.plan.types import Context, Decision, Event
 
 VANISHED = "the pod is gone before it finished (evicted, preempted, its node lost, or deleted by someone)"
 DELETED = "the pod was deleted by someone other than the operator before it finished"
+PEER_LOST_WAIT_SECONDS = 5.0
 
 
 def failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
@@ -43,18 +44,47 @@ def _vanished(name: str, uid: str, replica: Replica, attempt: int) -> PodState:
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     found = failures(ctx, status)
     if not found:
-        trainer = in_place.failed_trainer(ctx, status)
-        return _end_attempt(ctx, status, [trainer]) if trainer is not None else None
-    if ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
+        found = in_place.failed_trainers(ctx, status)
+        if not found:
+            return None
+    elif ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
         return _replace_workers(ctx, status, found)
-    return in_place.pods_failed_meanwhile(ctx, status, found) or _end_attempt(ctx, status, found)
+    else:
+        names = {p.name for p in found}  # the trainers that failed in pods still up: consequences, or the cause
+        found += [p for p in in_place.reported_failures(ctx, status) if p.name not in names]
+        meanwhile = in_place.pods_failed_meanwhile(ctx, status, found)
+        if meanwhile is not None:
+            return meanwhile
+    wait = _cause_due_in(ctx, status, found)
+    return Decision(status, requeue_after=wait, final=True) if wait else _end_attempt(ctx, status, found)
+
+
+def _cause_due_in(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> float:
+    """Seconds to wait for the root cause when every rank seen failed only because it lost a peer (exit 75) while
+    others still run: the rank that died may be reported a moment later than the peers that noticed (another
+    node's kubelet). At most PEER_LOST_WAIT_SECONDS after the first of them ended, on the pod's clock; a node clock
+    ahead of the operator's waits not at all. 0: decide now."""
+    if not all(classify.peer_lost(p) for p in found):
+        return 0.0
+    names = {p.name for p in found}
+    others = [p for p in ctx.pods_of(status.current_pods_attempt) if p.name not in names]
+    if not any(p.phase == PodPhase.RUNNING and not p.deleting for p in others):
+        return 0.0
+    ended = [p.finished_at for p in found if p.finished_at is not None]
+    if not ended:
+        return 0.0
+    waited = (ctx.now - min(ended)).total_seconds()
+    return PEER_LOST_WAIT_SECONDS - waited if 0 <= waited < PEER_LOST_WAIT_SECONDS else 0.0
 
 
 def _end_attempt(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
     policy = ctx.job.spec.run_policy
     failure, culprit = classify.root_cause(found, policy)
-    verdict = classify.decide(failure, status.restarts, policy, classify.describe(culprit))
-    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt)
+    others = classify.consequences(found, culprit)
+    verdict = classify.decide(
+        failure, status.restarts, policy, classify.with_consequences(classify.describe(culprit), others)
+    )
+    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt, others)
     status = status.model_copy(update={"last_failure": evidence})
     if not verdict.restart:
         return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)

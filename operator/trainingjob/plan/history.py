@@ -139,6 +139,7 @@ def _failures(history: History, before: TrainingJobStatus, after: TrainingJobSta
         failure_class=failure.failure_class,
         exit_code=failure.exit_code,
         reason=failure.reason,
+        consequences=failure.consequences,
     )
     if history.failures and history.failures[-1] == entry:
         return history
@@ -146,8 +147,11 @@ def _failures(history: History, before: TrainingJobStatus, after: TrainingJobSta
 
 
 def _checkpoints(history: History, after: TrainingJobStatus) -> History:
-    checkpoint = after.last_checkpoint
-    if checkpoint is None or checkpoint in history.checkpoints:
+    """A new last checkpoint joins the list (without the steps kept beside it: status.lastCheckpoint says which of
+    them are still on the volume). One already there (its step and folder: an attempt that resumed from it says so
+    with the folder's time) is not listed again."""
+    checkpoint = after.last_checkpoint.model_copy(update={"kept": None}) if after.last_checkpoint else None
+    if checkpoint is None or any((c.step, c.path) == (checkpoint.step, checkpoint.path) for c in history.checkpoints):
         return history
     return history.model_copy(update={"checkpoints": [*history.checkpoints, checkpoint][-MAX_CHECKPOINTS:]})
 

@@ -10,7 +10,7 @@ failure policy's: they end the attempt the usual way."""
 from datetime import UTC, datetime
 
 from trainingjob.children.agent import Gang, GangState, RankFailure
-from trainingjob.children.contract import ROLE_WORKER, ExitCode
+from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, InPlaceRestart, Mode, Phase, TrainingJobStatus
@@ -36,21 +36,20 @@ def possible(ctx: Context, status: TrainingJobStatus) -> bool:
     )
 
 
-def failed_trainer(ctx: Context, status: TrainingJobStatus) -> PodState | None:
-    """The current attempt's trainer failure rank 0's agent reports, as a failed pod (the first rank to fail), when
-    the gang can restart in place; None otherwise (a pod not up fails by itself once its agent stops waiting)."""
+def failed_trainers(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
+    """The current attempt's trainer failures rank 0's agent reports, as failed pods (the failure policy picks the
+    root cause among them: a rank that did not just lose a peer, then the first to fail), when the gang can restart
+    in place; none otherwise (a pod not up fails by itself once its agent stops waiting)."""
+    return reported_failures(ctx, status) if possible(ctx, status) else []
+
+
+def reported_failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
+    """The trainer failures rank 0's agent reports for the current attempt, as failed pods, whether or not the gang
+    can restart in place (a failed pod's peers that lost it are its consequences)."""
     gang = ctx.observed.gang
-    if gang is None or gang.state != GangState.FAILED or gang.attempt != status.attempt or not gang.failures:
-        return None
-    if not possible(ctx, status):
-        return None
-    return _culprit(ctx, status, min(gang.failures, key=_telling))
-
-
-def _telling(failure: RankFailure) -> tuple[bool, float, int]:
-    """The rank that explains the gang's failure first: one whose trainer did not just give up on a lost peer (those
-    exit RETRYABLE, 75), then the first to fail, then the lowest rank."""
-    return failure.exit_code == ExitCode.RETRYABLE, failure.time or 0.0, failure.rank
+    if gang is None or gang.state != GangState.FAILED or gang.attempt != status.attempt:
+        return []
+    return [_culprit(ctx, status, failure) for failure in gang.failures]
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -118,13 +117,15 @@ def pods_failed_meanwhile(ctx: Context, status: TrainingJobStatus, found: list[P
         return None
     policy = ctx.job.spec.run_policy
     failure, culprit = classify.root_cause(found, policy)
-    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt - 1)
+    others = classify.consequences(found, culprit)
+    evidence = classify.last_failure(culprit, failure, ctx.now, status.attempt - 1, others)
     status = status.model_copy(update={"last_failure": evidence})
+    what = classify.with_consequences(classify.describe(culprit), others)
     if failure == FailureClass.PERMANENT:
-        verdict = classify.decide(failure, status.restarts, policy, classify.describe(culprit))
+        verdict = classify.decide(failure, status.restarts, policy, what)
         return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
     message = (
-        f"{classify.describe(culprit)} while the gang restarted in place: the same failure; re-creating the pods "
+        f"{what} while the gang restarted in place: the same failure; re-creating the pods "
         f"for attempt {status.attempt} (not counted again)."
     )
     return _new_pods(ctx, status, Event("Warning", "InPlaceRestartAbandoned", message))

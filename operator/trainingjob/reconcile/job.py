@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
 from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
+from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan
@@ -76,17 +77,31 @@ def _observe(
         observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
     observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
-    manifest = rank0_pod(job, observed, pods)
+    manifest, status = rank0_pod(job, observed, pods), job.status or TrainingJobStatus()
     if manifest is None:
-        return observed
-    status = job.status or TrainingJobStatus()
-    progress, checkpoint = cluster.progress(manifest)
-    if progress is not None and progress.attempt is None:
-        progress = progress.model_copy(update={"attempt": status.attempt})
+        departed = _departed_rank0(cluster, job)
+        return _with_report(observed, departed, status) if departed is not None else observed
+    observed = _with_report(observed, cluster.progress(manifest), status)
     rank0 = next(p for p in observed.pods if p.name == manifest["metadata"]["name"])
     ask = rank0.in_place and rank0.phase == PodPhase.RUNNING and (not rank0.ready or status.in_place_restart)
-    gang = cluster.gang(manifest) if ask else None
-    return replace(observed, progress=progress, checkpoint=checkpoint, gang=gang)
+    return replace(observed, gang=cluster.gang(manifest) if ask else None)
+
+
+def _with_report(observed: Observed, report: Report, status: TrainingJobStatus) -> Observed:
+    progress, checkpoint = report
+    if progress is not None and progress.attempt is None:
+        progress = progress.model_copy(update={"attempt": status.attempt})
+    return replace(observed, progress=progress, checkpoint=checkpoint)
+
+
+def _departed_rank0(cluster: Cluster, job: TrainingJob) -> Report | None:
+    """The last words of rank 0's pod when it is gone already (the kubelet deletes a pod a moment after its final
+    status): a suspended rank's final checkpoint. Only those of the pod the status tracks, by UID."""
+    status = job.status or TrainingJobStatus()
+    name = Replica(ROLE_WORKER, 0).pod_name(str(job.metadata.name), status.current_pods_attempt)
+    said = cluster.departed(str(job.metadata.namespace), name)
+    tracked = {t.uid for t in status.tracked_pods if t.name == name}
+    return said[1] if said is not None and said[0] in tracked else None
 
 
 def reconcile(

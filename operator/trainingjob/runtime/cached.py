@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.naming import service_name
-from trainingjob.children.progress_report import Report
+from trainingjob.children.progress_report import Report, parse_report
 from trainingjob.kube.ports import Cluster, Created, Manifest, SweepCluster
 from trainingjob.plan import Event
 from trainingjob.runtime.memory import Stores
@@ -87,6 +87,10 @@ class CachedCluster:
 
     def progress(self, pod: Manifest) -> Report:
         return self.direct.progress(pod)
+
+    def departed(self, namespace: str, pod: str) -> tuple[str, Report] | None:
+        said = self.stores.last_words.of(namespace, pod)
+        return (said[0], parse_report(said[1])) if said is not None else None
 
     def gang(self, pod: Manifest) -> Gang | None:
         return self.direct.gang(pod)

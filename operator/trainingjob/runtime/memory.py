@@ -10,6 +10,7 @@ from trainingjob.children.observe import essentials
 from trainingjob.kube.watch import PAGE, Informer, Source
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_KIND, SWEEP_PLURAL
+from trainingjob.runtime.last_words import LastWords
 from trainingjob.runtime.store import Kept, Key, Manifest, Store
 from trainingjob.sweep.trials import SWEEP_LABEL
 
@@ -53,6 +54,10 @@ class Stores:
     services: Store = field(default_factory=lambda: Store(_job_label))
     sweeps: Store = field(default_factory=lambda: Store(_own_name))
     trials: Store = field(default_factory=lambda: Store(_sweep_label, packed=True))
+    last_words: LastWords = field(default_factory=LastWords)  # of the pods seen deleted
+
+    def __post_init__(self) -> None:
+        self.pods.on_deleted = self.last_words.heard
 
     def saw(self, manifest: Manifest) -> None:
         """Take in what the apiserver answered to a write: a job's status, a pod, a Service or a sweep's status.

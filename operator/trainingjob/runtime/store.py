@@ -78,8 +78,10 @@ class Store:
         packed: bool = False,
         tombstone_seconds: float = TOMBSTONE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        on_deleted: Callable[[Manifest], None] | None = None,
     ) -> None:
         self._job_of, self._keep, self._packed = job_of, keep, packed
+        self.on_deleted = on_deleted  # given each DELETED event's object: the object's final state
         self._objects: dict[Key, Kept] = {}
         self._by_job: dict[Key, dict[str, Kept]] = {}
         self._gone: OrderedDict[str, float] = OrderedDict()  # UID -> when it was seen deleted
@@ -171,6 +173,8 @@ class Store:
         return changed
 
     def _delete(self, manifest: Manifest) -> set[Key]:
+        if self.on_deleted is not None:
+            self.on_deleted(manifest)
         key, uid, _ = _identity(manifest)
         old = self._objects.get(key)
         if uid:

@@ -93,6 +93,8 @@ export function failure(last, detailed, mayReadLogs) {
       last.exitCode !== undefined && last.exitCode !== null ? `, exit code ${last.exitCode}` : "",
       last.reason ? `, ${last.reason}` : "", last.time ? ` at ${clock(last.time)}` : ""),
     last.message ? h("p", { class: "failure-message", text: last.message }) : null,
+    last.consequences ? h("p", { class: "failure-consequences", id: "failure-consequences",
+      text: `As a consequence, ${last.consequences}.` }) : null,
     tail ? h("pre", { class: "log", id: "failure-log", text: tail })
       : h("p", { class: "muted", text: noTail }));
 }
@@ -110,8 +112,18 @@ export function pods(list) {
     "No pods.");
 }
 
+/** The checkpoints still on the volume, newest first: those the trainer last said checkpoint.keep left
+ * (status.lastCheckpoint.kept), else the newest `keep` of those the history saw. */
+export function existing(job) {
+  const status = job.status || {};
+  const seen = [...((status.history || {}).checkpoints || [])].reverse();
+  const kept = (status.lastCheckpoint || {}).kept;
+  if (Array.isArray(kept)) return seen.filter((c) => kept.includes(c.step));
+  return seen.slice(0, ((job.spec || {}).checkpoint || {}).keep ?? 3);
+}
+
 export function checkpoints(job) {
-  const list = [...(((job.status || {}).history || {}).checkpoints || [])].reverse();
+  const list = existing(job);
   return table("job-checkpoints", ["Step", "Path", "Time"],
     list.map((c) => [c.step, c.path, h("span", { title: c.time || "", text: clock(c.time) })]), "No checkpoints yet.");
 }

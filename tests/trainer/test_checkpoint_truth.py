@@ -1,0 +1,87 @@
+"""What rank 0 says of its checkpoints is what is on the volume: a SIGTERM's final checkpoint is the last one, with
+the steps keep-last-K left beside it; the next attempt says from its start which checkpoint it resumed from (the
+status is right even when the operator never read the last words of the attempt before)."""
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from testbed.trainer_procs import Pod, config_json, ps_env, read_json, single_pod_env, start_pod, start_role, wait_for
+
+pytestmark = pytest.mark.trainer
+
+
+def _on_volume(checkpoints: Path) -> list[int]:
+    """The steps of the complete checkpoints in the folder, newest first."""
+    found = [int(p.name[5:]) for p in checkpoints.glob("step-*") if (p / "COMPLETE").is_file()]
+    return sorted(found, reverse=True)
+
+
+def _resumed(progress: Path) -> dict[str, Any] | None:
+    """Attempt 2's report once it has said which checkpoint it resumed from (its first write may come before)."""
+    report = read_json(progress)
+    return report if report and report.get("attempt") == 2 and "lastCheckpointStep" in report else None
+
+
+def _stopped(pod: Pod, progress: Path) -> dict[str, Any]:
+    pod.process.send_signal(signal.SIGTERM)
+    assert pod.wait(60) == 79, pod.text()
+    final = read_json(progress)
+    assert final is not None and final["exitCode"] == 79
+    return final
+
+
+def test_a_suspended_rank_says_its_final_checkpoint_and_the_next_attempt_where_it_resumed(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05)
+    progress, checkpoints = tmp_path / "progress.json", tmp_path / "checkpoints"
+    first = start_pod(
+        "first", single_pod_env(tmp_path, config, TJ_CHECKPOINT_EVERY_STEPS="10", TJ_CHECKPOINT_KEEP="2"), logs
+    )
+    pods.append(first)
+    wait_for(lambda: (read_json(progress) or {}).get("step", 0) >= 35, 120, "three periodic checkpoints")
+    final = _stopped(first, progress)
+    step = final["lastCheckpointStep"]
+    assert step >= 35 and final["checkpointsKept"] == _on_volume(checkpoints) and len(final["checkpointsKept"]) == 2
+    assert final["checkpointsKept"][0] == step
+
+    env = single_pod_env(tmp_path, config, TJ_ATTEMPT="2", TJ_CHECKPOINT_EVERY_STEPS="", TJ_CHECKPOINT_KEEP="2")
+    second = start_pod("second", env, logs)
+    pods.append(second)
+    started = wait_for(lambda: _resumed(progress), 120, "attempt 2's report of its checkpoint")
+    assert (started["resumedFromStep"], started["lastCheckpointStep"]) == (step, step)
+    assert started["checkpointsKept"] == _on_volume(checkpoints) == final["checkpointsKept"]
+    wait_for(lambda: (read_json(progress) or {}).get("step", 0) > step, 120, "attempt 2 to train")
+    again = _stopped(second, progress)
+    assert again["lastCheckpointStep"] > step and again["checkpointsKept"] == [again["lastCheckpointStep"], step]
+
+
+def test_parameter_server_checkpoints_are_reported_by_worker_0_and_named_by_the_jobs_step(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    """Two workers push to one shard: its version runs about twice as fast as the job's step, and the folders, the
+    report and the next attempt's start all count the job's steps."""
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=4)
+    progress, shard = tmp_path / "progress.json", tmp_path / "checkpoints" / "ps-0"
+    saving = {"TJ_CHECKPOINT_EVERY_STEPS": "20", "TJ_CHECKPOINT_KEEP": "2"}
+    env = {**ps_env(tmp_path, shards=1, workers=2, config=config, wait="60"), **saving}
+    first = [start_role(pods, logs, env, role, index) for role, index in (("ps", 0), ("worker", 0), ("worker", 1))]
+    said = wait_for(
+        lambda: (r := read_json(progress)) and r.get("step", 0) >= 40 and "lastCheckpointStep" in r and r,
+        120,
+        "a reported checkpoint",
+    )
+    assert said["lastCheckpointStep"] <= said["step"] and said["checkpointsKept"][0] == said["lastCheckpointStep"]
+    for pod in first:
+        pod.process.send_signal(signal.SIGTERM)
+    assert [pod.wait(60) for pod in first] == [79, 79, 79], "\n".join(pod.text() for pod in first)
+    newest = _on_volume(shard)
+    assert newest and newest[0] <= read_json(progress)["step"]  # type: ignore[index]
+
+    env = {**ps_env(tmp_path, shards=1, workers=2, config=config, wait="60"), "TJ_ATTEMPT": "2"}
+    [start_role(pods, logs, env, role, index) for role, index in (("ps", 0), ("worker", 0), ("worker", 1))]
+    started = wait_for(lambda: _resumed(progress), 120, "attempt 2's report of its checkpoint")
+    assert (started["resumedFromStep"], started["lastCheckpointStep"]) == (newest[0], newest[0])
+    assert started["checkpointsKept"] == newest
