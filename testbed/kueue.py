@@ -9,10 +9,16 @@ listens (on loopback, with a self-signed certificate in the test's folder), sinc
 
 One thing it cannot run without: with internal certificate management off, Kueue v0.17 reads a metrics serving
 certificate from the fixed path /etc/kueue/metrics/certs at start (even with metrics off) and exits when there is
-none. The harness writes a self-signed pair there when none is present (the tests run as root, as CI does)."""
+none. The harness writes a self-signed pair there when none is present (the tests run as root, as CI does), and
+removes what it made once the last Kueue of this machine's tests has stopped: the processes that use the folder
+are counted in a state file under a lock, since two test workers may each run one."""
 
 import contextlib
+import fcntl
+import json
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,16 +85,58 @@ def _self_signed(folder: Path, stem: str) -> tuple[Path, Path]:
     return pair.cert, pair.key
 
 
-def _ensure_metrics_certs() -> None:
+_CERTS_STATE = Path(tempfile.gettempdir()) / "tj-kueue-metrics-certs.json"  # {"users": [pid...], "made": folder}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _certs_state() -> Iterator[dict[str, Any]]:
+    """Which test processes use METRICS_CERTS (those that died without saying so dropped) and the folder the
+    harness made, under a lock."""
+    with open(f"{_CERTS_STATE}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        state = json.loads(_CERTS_STATE.read_text()) if _CERTS_STATE.is_file() else {"users": [], "made": None}
+        state["users"] = [pid for pid in state["users"] if _alive(pid)]
+        yield state
+        if state["users"]:
+            _CERTS_STATE.write_text(json.dumps(state))
+        else:
+            _CERTS_STATE.unlink(missing_ok=True)
+
+
+def _acquire_metrics_certs() -> None:
     """A self-signed pair at the path Kueue reads at start (see the module's docstring), written only if absent."""
-    if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
-        return
-    METRICS_CERTS.mkdir(parents=True, exist_ok=True)
-    cert, key = _self_signed(METRICS_CERTS / ".issuer", "metrics")
-    for source, target in ((cert, "tls.crt"), (key, "tls.key")):
-        temporary = METRICS_CERTS / f".{target}.{os.getpid()}"
-        temporary.write_bytes(source.read_bytes())
-        temporary.replace(METRICS_CERTS / target)
+    with _certs_state() as state:
+        if not state["users"] and state["made"]:  # made by a run that died: remove it, then make it again
+            shutil.rmtree(state["made"], ignore_errors=True)
+            state["made"] = None
+        state["users"].append(os.getpid())
+        if (METRICS_CERTS / "tls.crt").is_file() and (METRICS_CERTS / "tls.key").is_file():
+            return
+        missing = [p for p in (METRICS_CERTS, *METRICS_CERTS.parents) if not p.exists()]
+        state["made"] = state["made"] or (str(missing[-1]) if missing else None)
+        METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        cert, key = _self_signed(METRICS_CERTS / ".issuer", "metrics")
+        (METRICS_CERTS / "tls.crt").write_bytes(cert.read_bytes())
+        (METRICS_CERTS / "tls.key").write_bytes(key.read_bytes())
+
+
+def _release_metrics_certs() -> None:
+    """The last user gone, what the harness made is removed: the machine is left as it was found."""
+    with _certs_state() as state:
+        if os.getpid() in state["users"]:
+            state["users"].remove(os.getpid())
+        if not state["users"] and state["made"]:
+            shutil.rmtree(state["made"], ignore_errors=True)
 
 
 class KueueProcess:
@@ -97,9 +145,11 @@ class KueueProcess:
     def __init__(self, plane: ControlPlane, root: Path, folder: Path) -> None:
         self.plane, self.root, self.folder = plane, root, folder
         self.server: Server | None = None
+        self.certs_held = False
 
     def start(self) -> None:
-        _ensure_metrics_certs()
+        _acquire_metrics_certs()
+        self.certs_held = True
         self.root.mkdir(parents=True, exist_ok=True)
         cert_dir = self.root / "webhook-certs"
         cert_dir.mkdir(exist_ok=True)
@@ -117,6 +167,9 @@ class KueueProcess:
         if self.server is not None:
             self.server.stop()
             self.server = None
+        if self.certs_held:
+            _release_metrics_certs()
+            self.certs_held = False
 
     def log(self) -> str:
         return self.server.log_path.read_text(errors="replace") if self.server else ""

@@ -6,13 +6,14 @@ per retry), and no pod exists; once it is accepted, the pods are created and run
 
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 from kubernetes import client
 from testbed.controlplane import ControlPlane
 from testbed.harness import Harness, condition
-from testbed.processes import poll_until
+from tests.support.admission import refusing_creates
 from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.cluster
@@ -31,43 +32,16 @@ PROBES: dict[str, Manifest] = {
 }
 
 
-def _policy(name: str, group: str, resource: str, namespace: str) -> tuple[Manifest, Manifest]:
-    """A ValidatingAdmissionPolicy refusing every create of `resource` in `namespace`, and its binding."""
-    rule = {"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": [resource]}
-    refusal = {"expression": "false", "message": f"{resource} are refused here", "reason": "Forbidden"}
-    policy = {
-        "metadata": {"name": name},
-        "spec": {"failurePolicy": "Fail", "matchConstraints": {"resourceRules": [rule]}, "validations": [refusal]},
-    }
-    selector = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-    binding = {
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"], "matchResources": {"namespaceSelector": selector}},
-    }
-    return policy, binding
-
-
 @pytest.fixture(params=list(OBJECTS), ids=[kind.lower() for kind in OBJECTS])
 def refused(request: pytest.FixtureRequest, cluster: ControlPlane, cluster_ns: str) -> Iterator[tuple[str, str]]:
     """The kind of object refused in the test's namespace, and the policy's binding, which the test may delete."""
     kind: str = request.param
     group, resource, _ = OBJECTS[kind]
     name = f"no-{resource}-{uuid.uuid4().hex[:6]}"
-    policy, binding = _policy(name, group, resource, cluster_ns)
     with cluster.api_client() as api:
-        admission = client.AdmissionregistrationV1Api(api)
-        admission.create_validating_admission_policy(policy)
-        admission.create_validating_admission_policy_binding(binding)
-        try:
-            poll_until(lambda: _probe_refused(api, kind, cluster_ns), timeout=30, what=f"{resource} refused")
+        probe = partial(_probe_refused, api, kind, cluster_ns)
+        with refusing_creates(api, name, group, resource, cluster_ns, refused=probe):
             yield kind, name
-        finally:
-            try:
-                admission.delete_validating_admission_policy_binding(name)
-            except client.ApiException as error:
-                if error.status != 404:
-                    raise
-            admission.delete_validating_admission_policy(name)
 
 
 def _probe_refused(api: client.ApiClient, kind: str, namespace: str) -> bool:

@@ -2,6 +2,7 @@
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
 the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field."""
 
+import uuid
 from functools import partial
 from typing import Any
 
@@ -11,10 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from testbed.harness import Harness
 from testbed.operator import OperatorProcess
 from testbed.processes import poll_until
-from tests.support.builders import sweep_manifest
+from tests.support.admission import refusing_creates
+from tests.support.builders import job_manifest, sweep_manifest
 from tests.support.trials import BATCH, finish_trial
 
-from trainingjob.model import GROUP, VERSION
+from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
 
 pytestmark = pytest.mark.cluster
@@ -96,3 +98,29 @@ def test_a_sweep_whose_parameter_the_job_would_refuse_fails_naming_it(h: Harness
     assert condition["reason"] == "InvalidSpec" and "parameters.0" in condition["message"]
     assert "less than or equal to 10" in condition["message"]
     assert not failed["status"].get("trials") and not h.pods("bad-0")  # no trial started
+
+
+def test_a_refused_trial_job_says_why_then_runs_once_accepted(h: Harness, operator: OperatorProcess) -> None:
+    api = h.custom.api_client
+
+    def refused() -> bool:
+        try:
+            h.custom.create_namespaced_custom_object(GROUP, VERSION, h.ns, PLURAL, job_manifest("probe"), dry_run="All")
+        except ApiException as error:
+            return bool(error.status == 403)
+        return False
+
+    name = f"no-trainingjobs-{uuid.uuid4().hex[:6]}"
+    with refusing_creates(api, name, GROUP, PLURAL, h.ns, refused=refused) as lift:
+        manifest = sweep_manifest("held", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=1, parallelism=1)
+        manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
+        _create(h, manifest)
+        waiting = _wait_sweep(
+            h, "held", lambda s: s.get("trials") and s["trials"][0].get("reason") == "JobCreateRefused", "the refusal"
+        )
+        (trial,) = waiting["status"]["trials"]
+        assert trial["phase"] == "Pending" and "trainingjobs are refused here" in trial["message"], trial
+        lift()
+        poll_until(partial(_job_or_none, h, "held-0"), timeout=60, what="the trial's job, once accepted")
+    running = _wait_sweep(h, "held", lambda s: "reason" not in s["trials"][0], "the wait forgotten")
+    assert running["status"]["trials"][0].get("waitingSince") is None

@@ -69,7 +69,7 @@ class FakeSweepCluster:
         self.sweep["metadata"]["resourceVersion"] = version
         return version
 
-    def create_job(self, namespace: str, manifest: Manifest) -> None:
+    def create_job(self, namespace: str, manifest: Manifest) -> str | None:
         self._write()
         name = manifest["metadata"]["name"]
         if name not in self.jobs:
@@ -78,6 +78,7 @@ class FakeSweepCluster:
             job["metadata"].update(creationTimestamp=T0.isoformat(), uid=f"{name}-{self.created[name]}")
             job["status"] = {"phase": "Pending"}
             self.jobs[name] = job
+        return None
 
     def suspend_job(self, namespace: str, name: str) -> None:
         self._write()

@@ -9,6 +9,8 @@ from tests.support.builders import at, job_manifest, make_sweep, sweep_step, tri
 
 from trainingjob.model import Progress
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
+from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS
+from trainingjob.sweep.plan import after_creates
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
 
@@ -252,3 +254,47 @@ def test_a_trials_objective_is_its_jobs_latest_evaluation_even_one_the_history_l
     assert sweep.status is not None
     trial = sweep.status.trials[0]
     assert (trial.objective, trial.objective_step, trial.step, trial.total_steps) == (0.7, 25, 25, 100)
+
+
+def test_a_trial_whose_job_name_is_taken_says_so_and_fails_after_the_deadline() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1, maxTrials=3), [])
+    foreign = trial_job(sweep, 0, owner="an-older-sweep")
+    sweep, result = sweep_step(sweep, [foreign], at(5))
+    assert sweep.status is not None and not result.create
+    waiting = sweep.status.trials[0]
+    assert (waiting.phase, waiting.reason, waiting.waiting_since) == (TrialPhase.PENDING, "JobNameTaken", at(5))
+    assert "sweep-0 exists and is not this sweep's" in waiting.message
+    sweep, result = sweep_step(sweep, [foreign], at(5 + CREATE_DEADLINE_SECONDS))
+    assert sweep.status is not None
+    failed = sweep.status.trials[0]
+    assert (
+        failed.phase == TrialPhase.FAILED
+        and failed.reason == "JobNameTaken"
+        and "gave up after 600 s" in failed.message
+    )
+    assert [t.job_name for t in result.create] == ["sweep-1"]  # its place goes to the next trial
+
+
+def test_a_trial_whose_name_is_freed_forgets_the_wait_once_its_job_exists() -> None:
+    sweep, _ = sweep_step(make_sweep(parallelism=1, maxTrials=3), [])
+    sweep, _ = sweep_step(sweep, [trial_job(sweep, 0, owner="an-older-sweep")], at(5))
+    sweep, result = sweep_step(sweep, [], at(10))  # the namesake was deleted: the trial's job is created
+    assert [t.job_name for t in result.create] == ["sweep-0"]
+    sweep, _ = sweep_step(sweep, [trial_job(sweep, 0)], at(15))
+    assert sweep.status is not None
+    trial = sweep.status.trials[0]
+    assert (trial.phase, trial.reason, trial.message, trial.waiting_since) == (TrialPhase.RUNNING, None, "", None)
+
+
+def test_a_refused_trial_job_is_retried_saying_why_then_fails_after_the_deadline() -> None:
+    sweep, result = sweep_step(make_sweep(parallelism=1, maxTrials=3), [])
+    assert sweep.status is not None and [t.job_name for t in result.create] == ["sweep-0"]
+    words = '403 Forbidden: trainingjobs "sweep-0" is forbidden: exceeded quota: jobs, used: 4, limited: 4'
+    status = after_creates(sweep.status, {"sweep-0": words}, at(0))
+    refused = status.trials[0]
+    assert (refused.phase, refused.reason) == (
+        TrialPhase.PENDING,
+        "JobCreateRefused",
+    ) and "exceeded quota" in refused.message
+    later = after_creates(status, {"sweep-0": words}, at(CREATE_DEADLINE_SECONDS))
+    assert later.trials[0].phase == TrialPhase.FAILED and later.counts.failed == 1

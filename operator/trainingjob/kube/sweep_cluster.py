@@ -2,6 +2,7 @@
 makes. The trial jobs it creates or suspends are not passed to on_written: their watch events are what wake the
 jobs' reconciles."""
 
+from trainingjob.kube.answers import answer
 from trainingjob.kube.ports import Manifest
 from trainingjob.kube.resources import Resources
 from trainingjob.model import PLURAL
@@ -22,10 +23,18 @@ class KubernetesSweeps:
     def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.resources.write_status(SWEEP_PLURAL, namespace, name, resource_version, patch)
 
-    def create_job(self, namespace: str, manifest: Manifest) -> None:
+    def create_job(self, namespace: str, manifest: Manifest) -> str | None:
         """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
-        earlier pass, or a namesake the planner will not adopt)."""
-        self.resources.create(PLURAL, namespace, manifest)
+        earlier pass, or a namesake the planner will not adopt). A refusal (a quota, a webhook, a policy) is
+        answered in the apiserver's words; an apiserver that did not answer is raised (the reconcile retries)."""
+        try:
+            self.resources.create(PLURAL, namespace, manifest)
+        except Exception as error:
+            found = answer(error)
+            if found is None or found.transient or found.status is None:
+                raise
+            return f"{found.status} {found.reason or 'Refused'}: {found.message}"
+        return None
 
     def suspend_job(self, namespace: str, name: str) -> None:
         """Suspend a trial's job (its pods go, the job and its history stay)."""

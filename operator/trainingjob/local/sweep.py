@@ -63,7 +63,7 @@ class LocalSweep:
         self.sweep["metadata"]["resourceVersion"] = str(int(resource_version) + 1)
         return str(self.sweep["metadata"]["resourceVersion"])
 
-    def create_job(self, namespace: str, manifest: Manifest) -> None:
+    def create_job(self, namespace: str, manifest: Manifest) -> str | None:
         name = str(manifest["metadata"]["name"])
         if name not in self.jobs:
             self.jobs[name] = LocalCluster(
@@ -72,6 +72,7 @@ class LocalSweep:
                 lambda event: self.on_event(name, event),
                 configmaps=dict(self.configmaps),
             )
+        return None
 
     def suspend_job(self, namespace: str, name: str) -> None:
         """As a merge patch of spec.runPolicy.suspend would: the job's next reconcile stops its pods."""

@@ -81,6 +81,8 @@ class Trial(ApiModel):
     """What happened, for people."""
     start_time: datetime | None = None
     """When its job was created."""
+    waiting_since: datetime | None = None
+    """While its job cannot be made (its name taken, its creation refused): since when; it fails after 10 minutes."""
     completion_time: datetime | None = None
     """When it finished."""
 

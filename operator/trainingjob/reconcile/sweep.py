@@ -19,7 +19,7 @@ from trainingjob.model.sweep_status import (
     TrainingSweepStatus,
 )
 from trainingjob.reconcile.job import merge_patch, observed_uids
-from trainingjob.sweep.plan import SweepPlan, plan
+from trainingjob.sweep.plan import SweepPlan, after_creates, plan
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import child
 
@@ -47,36 +47,52 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     listed = cluster.list_trial_jobs(namespace, name)
     children = {c.name: c for c in map(child, listed)}
     result = plan(sweep, children, now)
-    _write_status(cluster, manifest, sweep.status, result.status)
-    _act(cluster, namespace, sweep, result, observed_uids(listed))
-    return SweepOutcome(sweep.status, result.status, sweep.spec.objective.metric)
+    version = str(manifest["metadata"]["resourceVersion"])
+    version = _write_status(cluster, manifest, version, sweep.status, result.status)
+    refusals = _act(cluster, namespace, sweep, result, observed_uids(listed))
+    if not refusals:
+        return SweepOutcome(sweep.status, result.status, sweep.spec.objective.metric)
+    after = after_creates(result.status, refusals, now)  # written on the version just written
+    written = {**manifest, "status": result.status.model_dump(mode="json", by_alias=True, exclude_none=True)}
+    _write_status(cluster, written, version, result.status, after)
+    return SweepOutcome(sweep.status, after, sweep.spec.objective.metric)
 
 
 def _write_status(
-    cluster: SweepCluster, manifest: Manifest, before: TrainingSweepStatus | None, after: TrainingSweepStatus
-) -> None:
+    cluster: SweepCluster,
+    manifest: Manifest,
+    version: str,
+    before: TrainingSweepStatus | None,
+    after: TrainingSweepStatus,
+) -> str:
+    """Write `after` over the status `manifest` holds, on `version`; the version the sweep has then."""
     if before == after:
-        return
+        return version
     old = manifest.get("status") or {}
     new = after.model_dump(mode="json", by_alias=True, exclude_none=True)
     metadata = manifest["metadata"]
-    cluster.write_sweep_status(
-        metadata["namespace"], metadata["name"], str(metadata["resourceVersion"]), merge_patch(old, new)
-    )
+    return cluster.write_sweep_status(metadata["namespace"], metadata["name"], version, merge_patch(old, new))
 
 
 def _act(
     cluster: SweepCluster, namespace: str, sweep: TrainingSweep, result: SweepPlan, uids: Mapping[str, str]
-) -> None:
-    """Stop the pruned trials' jobs (a delete goes only to the job listed, by its UID), then create new ones."""
+) -> dict[str, str]:
+    """Stop the pruned trials' jobs (a delete goes only to the job listed, by its UID), then create new ones; the
+    creations the apiserver refused, by job name, in its words."""
     for job in result.stop:
         if result.action == PrunedTrialAction.DELETE:
             if uids.get(job):
                 cluster.delete_job(namespace, job, uids[job])
         else:
             cluster.suspend_job(namespace, job)
+    refusals: dict[str, str] = {}
     for trial in result.create:
-        cluster.create_job(namespace, trial_manifest(sweep, trial))
+        refusal = cluster.create_job(namespace, trial_manifest(sweep, trial))
+        if refusal is not None:
+            name = sweep.metadata.name
+            log.warning("%s/%s: the TrainingJob of trial %d was refused: %s", namespace, name, trial.number, refusal)
+            refusals[trial.job_name] = refusal
+    return refusals
 
 
 def _refuse(cluster: SweepCluster, manifest: Manifest, error: ValidationError, now: datetime) -> SweepOutcome:

@@ -136,8 +136,8 @@ class CachedSweepCluster:
     def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self._fence().write_sweep_status(namespace, name, resource_version, patch)
 
-    def create_job(self, namespace: str, manifest: Manifest) -> None:
-        self._fence().create_job(namespace, manifest)
+    def create_job(self, namespace: str, manifest: Manifest) -> str | None:
+        return self._fence().create_job(namespace, manifest)
 
     def suspend_job(self, namespace: str, name: str) -> None:
         self._fence().suspend_job(namespace, name)

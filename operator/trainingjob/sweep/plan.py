@@ -19,6 +19,7 @@ from trainingjob.model.sweep_status import (
     TrialCounts,
     TrialPhase,
 )
+from trainingjob.sweep import creation
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
 from trainingjob.sweep.trials import Child, ended, observed
@@ -45,6 +46,7 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     own = {n: c for n, c in children.items() if c.owner_uid == uid}
     action = spec.early_stopping.action if spec.early_stopping else PrunedTrialAction.SUSPEND
     trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
+    trials = creation.judged(trials, children, own, now)
     if status.phase.is_terminal:
         return SweepPlan(status, stop=_still_active(trials, own), action=action)
     verdicts = {p.number: p for p in to_prune(spec, trials)}
@@ -62,6 +64,12 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     )
     ending = _ending(sweep, trials)
     return SweepPlan(_status(sweep, trials, now, ending), create=create, stop=stop, action=action)
+
+
+def after_creates(status: TrainingSweepStatus, refusals: Mapping[str, str], now: datetime) -> TrainingSweepStatus:
+    """The status once the apiserver refused some trials' jobs (job name -> its words): what the next pass acts on."""
+    trials = creation.refused(status.trials, refusals, now)
+    return status.model_copy(update={"trials": trials, "counts": counts(trials)})
 
 
 def _new_trials(sweep: TrainingSweep, trials: Sequence[Trial], stopping: int) -> list[Trial]:
