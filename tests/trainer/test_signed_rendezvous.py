@@ -37,3 +37,15 @@ def test_a_rank_with_another_key_is_refused_by_name(tmp_path: Path) -> None:
     results = _rendezvous(tmp_path, (b"j" * 32, b"s" * 32))
     assert all("error" in result for result in results), results
     assert any("is not signed with the job key" in str(result["error"]) for result in results), results
+
+
+def test_rank_0s_store_serves_as_long_as_its_process_group(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(b"j" * 32)
+    process = multiprocessing.get_context("spawn").Process(
+        target=store_ranks.serves_after_init, args=(free_port(), str(key_file), str(tmp_path))
+    )
+    process.start()
+    process.join(RUN_TIMEOUT)
+    assert process.exitcode == 0
+    assert json.loads((tmp_path / "rank-0.json").read_text()) == {"served": "here"}

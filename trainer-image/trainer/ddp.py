@@ -38,6 +38,7 @@ from trainer.training import (
 )
 
 log = logging.getLogger(__name__)
+_STORES_IN_USE: list[Store] = []  # this process' rendezvous stores, alive as long as the process
 
 
 def init_process_group(env: TrainerEnv) -> torch.device:
@@ -51,10 +52,15 @@ def init_process_group(env: TrainerEnv) -> torch.device:
     backend, timeout = "nccl" if cuda else "gloo", timedelta(seconds=max(120.0, env.master_wait_seconds))
     # Under torchrun the agent already serves the store on MASTER_PORT: join it through env://.
     under_torchrun = "TORCHELASTIC_RUN_ID" in os.environ
+    store = None if under_torchrun else attempt_store(env, timeout)
+    if store is not None:
+        # The process group holds a store written in Python (SignedStore) only through its C++ part: without a
+        # reference here Python frees it, and with it rank 0's TCPStore server, while the others still use it.
+        _STORES_IN_USE.append(store)
     dist.init_process_group(
         backend,
         init_method="env://" if under_torchrun else None,
-        store=None if under_torchrun else attempt_store(env, timeout),
+        store=store,
         rank=env.rank,
         world_size=env.world_size,
         timeout=timeout,
