@@ -14,10 +14,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from tests.support.fake_faults import ApiFaults, Nodes, ended_containers, has_sidecar, node_of, running_containers
+from tests.support.fake_faults import (
+    ApiFaults,
+    Nodes,
+    ended_containers,
+    has_sidecar,
+    missing_secrets,
+    node_of,
+    running_containers,
+)
 
 from trainingjob.children.agent import Gang, GangState
-from trainingjob.children.naming import JOB_LABEL, TRACKING_GATE
+from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
 from trainingjob.children.observe import controller_uid
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Conflict, Created, Gone
@@ -49,7 +57,7 @@ class FakeCluster:
     services: dict[tuple[str, str], Manifest] = field(default_factory=dict)
     others: dict[tuple[str, str, str], Manifest] = field(default_factory=dict)  # Secrets, NetworkPolicies
     events: list[tuple[str, Event]] = field(default_factory=list)
-    event_times: list[datetime] = field(default_factory=list)  # when each of `events` was written
+    event_log: list[tuple[datetime, str]] = field(default_factory=list)  # when each of `events` came, its job's UID
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
@@ -154,7 +162,7 @@ class FakeCluster:
         """As kube.job_cluster does: the others first, and no pod while the job's NetworkPolicy is refused."""
         self.create_calls += 1
         pods: dict[str, str] = {}
-        refusals = []
+        refusals: list[Refusal] = []
         for manifest in manifests:
             if manifest["kind"] == "Pod" and any(r.name in self._policies(manifests) for r in refusals):
                 break
@@ -191,6 +199,7 @@ class FakeCluster:
         if refusal is not None:
             return refusal
         uid = self.add_pod(namespace, manifest)
+        self.acted.append(("create", name, uid))
         if not self.faults.losing:
             self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
         return uid
@@ -231,7 +240,7 @@ class FakeCluster:
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         self._operation()
         self.events.extend((job["metadata"]["name"], e) for e in events)
-        self.event_times.extend(self.clock() for _ in events)
+        self.event_log.extend((self.clock(), job["metadata"].get("uid", "")) for _ in events)
         self.faults.answer()
 
     # -- what users, kubelets and controllers do -----------------------------------------------------------
@@ -281,7 +290,14 @@ class FakeCluster:
         return bool(self.pods[(namespace, name)]["spec"].get("schedulingGates"))
 
     def run(self, namespace: str, name: str) -> None:
+        """The kubelet starts the pod's containers (but not while a Secret it mounts is missing)."""
         pod = self.pods[(namespace, name)]
+        secrets = {n for (ns, kind, n) in self.others if (ns, kind) == (namespace, "Secret")}
+        missing = missing_secrets(pod, secrets)
+        if missing:
+            why = {"reason": "CreateContainerConfigError", "message": f'secret "{missing[0]}" not found'}
+            self.set_status(namespace, name, containerStatuses=[{"name": CONTAINER_NAME, "state": {"waiting": why}}])
+            return
         node = node_of(pod)
         pod["spec"]["nodeName"] = node
         self.set_status(namespace, name, phase="Running", conditions=[{"type": "Ready", "status": "True"}])

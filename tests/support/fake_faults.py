@@ -103,7 +103,7 @@ def node_of(pod: Manifest) -> str:
 def sidecar_ends(pod: Manifest) -> None:
     """The sidecar of a pod whose trainer ended stops too: the pod takes the trainer's end as its phase."""
     status = pod["status"]
-    trainer = next((c for c in status.get("containerStatuses", []) if c["name"] == CONTAINER_NAME), {})
+    trainer: Manifest = next((c for c in status.get("containerStatuses", []) if c["name"] == CONTAINER_NAME), {})
     terminated = trainer.get("state", {}).get("terminated")
     if has_sidecar(pod) and terminated is not None and status.get("phase") == "Running":
         status["phase"] = "Succeeded" if terminated["exitCode"] == 0 else "Failed"
@@ -122,3 +122,9 @@ def lift_gate(pod: Manifest) -> None:
 
 def foreign_gated(pod: Manifest) -> bool:
     return any(g.get("name") == FOREIGN_GATE for g in pod.get("spec", {}).get("schedulingGates", []))
+
+
+def missing_secrets(pod: Manifest, secrets: set[str]) -> list[str]:
+    """The Secrets a pod mounts that do not exist: the kubelet cannot start it (CreateContainerConfigError)."""
+    volumes = pod.get("spec", {}).get("volumes", [])
+    return [n for v in volumes if (n := (v.get("secret") or {}).get("secretName")) and n not in secrets]
