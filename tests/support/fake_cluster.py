@@ -281,9 +281,16 @@ class FakeCluster:
             pod["metadata"].setdefault(
                 "deletionTimestamp", (self.clock() + timedelta(seconds=GRACE_SECONDS)).isoformat()
             )
+            self.touch(namespace, name)
 
     def set_status(self, namespace: str, name: str, **status: Any) -> None:
         self.pods[(namespace, name)]["status"].update(copy.deepcopy(status))
+        self.touch(namespace, name)
+
+    def touch(self, namespace: str, name: str) -> None:
+        """A kubelet's or a controller's write: the pod's next resourceVersion, so that the watch delivers it even
+        when it has not yet recorded the pod's creation."""
+        self.pods[(namespace, name)]["metadata"]["resourceVersion"] = self.version()
 
     def is_gated(self, namespace: str, name: str) -> bool:
         """Held by a scheduling gate: never scheduled, so no kubelet can run, fail or evict it."""
@@ -325,6 +332,8 @@ class FakeCluster:
         pod["metadata"].pop("finalizers", None)
         if pod["metadata"].get("deletionTimestamp"):
             del self.pods[(namespace, name)]
+        else:
+            self.touch(namespace, name)
 
     def evict(self, namespace: str, name: str, reason: str = "EvictionByEvictionAPI") -> None:
         """The Eviction API (or preemption): DisruptionTarget, then a graceful deletion."""

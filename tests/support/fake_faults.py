@@ -63,6 +63,7 @@ class Nodes:
     skew: dict[str, float] = field(default_factory=dict)
     sidecars: bool = False  # a mesh injects a sidecar into every pod created from now on
     foreign_gate: bool = False  # a queue controller gates every pod created from now on
+    finalizer: bool = False  # a foreign controller puts its finalizer on every pod created from now on
 
     def clock(self, node: str, now: datetime) -> datetime:
         return now + timedelta(seconds=self.skew.get(node, 0.0))
@@ -74,6 +75,8 @@ class Nodes:
             spec["containers"] = [*spec.get("containers", []), {"name": SIDECAR, "image": "proxy:1"}]
         if self.foreign_gate:
             spec["schedulingGates"] = [*spec.get("schedulingGates", []), {"name": FOREIGN_GATE}]
+        if self.finalizer:
+            hold(pod)
 
 
 def has_sidecar(pod: Manifest) -> bool:

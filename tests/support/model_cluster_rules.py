@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import LOST, foreign_gated, hold, lift_gate, sidecar_ends
 from tests.support.fake_watch import FakeWatch
@@ -68,6 +68,22 @@ class RealClusterRules(RuleBasedStateMachine):
     ) -> None:
         raise NotImplementedError
 
+    @initialize(
+        refused=st.sampled_from([None, "Secret", "Service", "NetworkPolicy"]),
+        held=st.booleans(),
+        meshed=st.booleans(),
+        skew=st.sampled_from([0, -360, 600]),
+        queued=st.booleans(),
+    )
+    def cluster_as_found(self, refused: str | None, held: bool, meshed: bool, skew: float, queued: bool) -> None:
+        """The cluster the operator meets, from the start: a quota on one kind, a controller with a finalizer on
+        every pod, a mesh, a node whose clock is off, a queue controller's gates (each where its flag is on)."""
+        self.secondary_refusals(refused if enabled("refused_secondaries") else None)
+        self.cluster.nodes.finalizer = held and enabled("finalizers")
+        self.cluster.nodes.sidecars = meshed
+        self.cluster.nodes.skew["node-0"] = skew if enabled("clock_skew") else 0
+        self.cluster.nodes.foreign_gate = queued and enabled("foreign_gates")
+
     @precondition(_on("refused_secondaries"))
     @rule(kind=st.sampled_from([None, None, "Secret", "Service", "NetworkPolicy"]))
     def secondary_refusals(self, kind: str | None) -> None:
@@ -89,8 +105,15 @@ class RealClusterRules(RuleBasedStateMachine):
         key = data.draw(st.sampled_from(sorted(self.cluster.pods)))
         if hold_it:
             hold(self.cluster.pods[key])
+            self.cluster.touch(*key)
         else:
             self.cluster.release(*key)
+
+    @precondition(_on("finalizers"))
+    @rule(on=st.booleans())
+    def holders(self, on: bool) -> None:
+        """A foreign controller (Kueue, a backup tool) puts its finalizer on every pod created from now on."""
+        self.cluster.nodes.finalizer = on
 
     @rule(on=st.booleans())
     def mesh(self, on: bool) -> None:
@@ -101,7 +124,9 @@ class RealClusterRules(RuleBasedStateMachine):
     @rule(data=st.data())
     def sidecar_stops(self, data: st.DataObject) -> None:
         """The sidecar of a pod whose trainer ended stops too (most meshes never do on their own)."""
-        sidecar_ends(self.cluster.pods[data.draw(st.sampled_from(sorted(self.cluster.pods)))])
+        key = data.draw(st.sampled_from(sorted(self.cluster.pods)))
+        sidecar_ends(self.cluster.pods[key])
+        self.cluster.touch(*key)
 
     @precondition(_on("clock_skew"))
     @rule(node=st.sampled_from(["node-0", "node-1"]), seconds=st.sampled_from([0, -360, -45, 90, 600]))
@@ -120,7 +145,9 @@ class RealClusterRules(RuleBasedStateMachine):
     def queue_admits(self, data: st.DataObject) -> None:
         gated = sorted(k for k, p in self.cluster.pods.items() if foreign_gated(p))
         if gated:
-            lift_gate(self.cluster.pods[data.draw(st.sampled_from(gated))])
+            key = data.draw(st.sampled_from(gated))
+            lift_gate(self.cluster.pods[key])
+            self.cluster.touch(*key)
 
     @rule(after=st.integers(0, 6), kind=st.sampled_from(["429", "500", "503", LOST, LOST]))
     def api_fault(self, after: int, kind: str) -> None:

@@ -16,8 +16,10 @@ from trainingjob.model import Phase, TrainingJobStatus
 Manifest = dict[str, Any]
 EVENT_INTERVAL = timedelta(minutes=1)
 # The quiet period: the clock moves on by these steps (about 75 minutes in all, past every deadline the random
-# jobs have), the operator reconciling after each, until the job has settled.
+# jobs have), the operator reconciling after each, until the job has settled (not before the first QUIET_AT_LEAST
+# steps, so that what it repeats while it waits is seen).
 QUIET_STEPS = (1, 2, 5, 10, 20, 30, 45, 45, 60, 120, 300, 600, 1200, 2000)
+QUIET_AT_LEAST = 8
 
 
 def check_actions_on_read(acted: Sequence[tuple[str, str, str]], job_uid: str, pods: list[Manifest]) -> None:
@@ -89,10 +91,12 @@ def unsettled(cluster: FakeCluster, namespace: str, name: str) -> str | None:
         for s in states
         if s.attempt == status.current_pods_attempt and s.phase == PodPhase.RUNNING and not s.deleting
     }
-    if status.phase == Phase.RUNNING and not suspend and _slots(job) <= up:
+    service = cluster.services.get((namespace, name))
+    served = service is not None and controller_uid(service) == job["metadata"]["uid"]
+    if status.phase == Phase.RUNNING and not suspend and _slots(job) <= up and served:
         return None
     said = [f"{c.type}={c.status} {c.reason}: {c.message}" for c in status.conditions if c.status == "False"]
-    return f"phase {status.phase}, suspend {suspend}, replicas up {sorted(up)}; {said}"
+    return f"phase {status.phase}, suspend {suspend}, replicas up {sorted(up)}, Service {served}; {said}"
 
 
 @dataclass
