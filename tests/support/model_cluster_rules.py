@@ -32,6 +32,7 @@ FIXED_ELSEWHERE: dict[str, bool] = {
     "paused_leader": False,  # precond: deletes with preconditions
     "stale_actions": False,  # precond: no delete, ungate or order reaches an object the reconcile did not read
     "ps_replacement": False,  # clock: a per-slot backoff for parameter-server worker replacements
+    "refusal_events": False,  # secondary (plan/waves.py): PodCreateRefused announced again when the refused set shrinks
 }
 
 

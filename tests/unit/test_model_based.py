@@ -43,6 +43,7 @@ from tests.support.model_liveness import (
     MissingWorkers,
     check_actions_on_read,
     check_event_rate,
+    check_queue_time_not_startup,
     check_stall_on_own_clock,
     unsettled,
 )
@@ -235,16 +236,20 @@ class OperatorUnderEvents(RealClusterRules):
         self.ledger.stats[f"passes with {writes} status writes"] += 1
         if enabled("stale_actions"):
             check_actions_on_read(self.cluster.acted[acted:], str((seen or {}).get("metadata", {}).get("uid")), pods)
-        self.events_checked = check_event_rate(self.cluster, self.events_checked)
+        exempt = frozenset() if enabled("refusal_events") else frozenset({"PodCreateRefused"})
+        self.events_checked = check_event_rate(self.cluster, self.events_checked, exempt)
         after = self.cluster.read_job(NS, name)
         if not current:
             self.ledger.stats["reconciles of a stale job"] += 1
+            if after is None and _finished_and_read(before, seen):
+                return  # its TTL ran out: the job it read, finished, is deleted (its status could not have changed)
             assert (after or {}).get("status") == (before or {}).get("status"), "a stale job's status was written"
             return
         assert not conflicted, "a write conflicted though the store held the current job"
         check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
         if before is not None and after is not None:
             check_stall_on_own_clock(before, after, self.reported_at, self.now)
+            check_queue_time_not_startup(after, pods)
         quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
         if after is not None and enabled("ps_replacement") and quiet and self.paused is None:
             self.missing.check(self.cluster, after, self.now, PLAN_SETTINGS.backoff_max_seconds)
@@ -484,6 +489,13 @@ class OperatorUnderEvents(RealClusterRules):
     def teardown(self) -> None:
         TOTALS.update(self.ledger.stats)
         TOTALS["sequences"] += 1
+
+
+def _finished_and_read(job: dict[str, Any] | None, seen: dict[str, Any] | None) -> bool:
+    """Whether the job is the one the reconcile read (its UID) and finished."""
+    if job is None or seen is None or job["metadata"]["uid"] != seen["metadata"]["uid"]:
+        return False
+    return TrainingJobStatus.model_validate(job.get("status") or {}).phase.is_terminal
 
 
 def _version(job: dict[str, Any] | None) -> str | None:
