@@ -12,7 +12,7 @@ from tests.support.fake_faults import foreign_gated
 
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, controller_uid, pod_state
-from trainingjob.model import Phase, TrainingJobStatus
+from trainingjob.model import Phase, PodOutcome, TrainingJobStatus
 
 Manifest = dict[str, Any]
 EVENT_INTERVAL = timedelta(minutes=1)
@@ -123,9 +123,10 @@ class MissingWorkers:
 
     since: dict[tuple[str, int, int], datetime] = field(default_factory=dict)
 
-    def check(self, cluster: FakeCluster, job: Manifest, now: datetime, backoff_max: float) -> None:
+    def check(self, cluster: FakeCluster, job: Manifest, now: datetime, backoff: tuple[float, float]) -> None:
         """After a caught-up, uninterrupted reconcile of a Running parameter-server job with nothing refused: a worker
-        slot missing since more than the longest backoff ago has a pod again."""
+        slot missing for longer than its own backoff (base doubled for each of its failures counted in this attempt
+        before the last, at most max: a backoff other slots' failures do not grow) has a pod again."""
         status, uid = _status(job), str(job["metadata"]["uid"])
         if job["spec"].get("mode") != "ParameterServer" or status.phase != Phase.RUNNING:
             return
@@ -142,7 +143,12 @@ class MissingWorkers:
             key = (uid, index, status.current_pods_attempt)
             first = self.since.setdefault(key, now)
             late = (now - first).total_seconds()
-            assert late <= backoff_max + 1, f"worker {index} of {job['metadata']['name']} missing for {late:.0f} s"
+            name = f"{job['metadata']['name']}-worker-{index}-{status.current_pods_attempt}"
+            failures = sum(t.name == name and t.outcome == PodOutcome.FAILED for t in status.tracked_pods)
+            limit = min(backoff[0] * 2 ** max(failures - 1, 0), backoff[1]) + 1
+            assert late <= limit, (
+                f"worker {index} of {job['metadata']['name']} missing for {late:.0f} s (its backoff {limit - 1:.0f} s)"
+            )
         for key in [k for k in self.since if k[0] == uid and ("worker", k[1]) in present]:
             del self.since[key]
 

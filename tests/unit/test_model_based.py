@@ -252,7 +252,8 @@ class OperatorUnderEvents(RealClusterRules):
             check_queue_time_not_startup(after, pods)
         quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
         if after is not None and enabled("ps_replacement") and quiet and self.paused is None:
-            self.missing.check(self.cluster, after, self.now, PLAN_SETTINGS.backoff_max_seconds)
+            backoff = (PLAN_SETTINGS.backoff_base_seconds, PLAN_SETTINGS.backoff_max_seconds)
+            self.missing.check(self.cluster, after, self.now, backoff)
         elif after is not None:
             self.missing.forget(str(after["metadata"]["uid"]))
 
