@@ -215,22 +215,9 @@ class OperatorUnderEvents(RealClusterRules):
         before, seen = self.cluster.read_job(NS, name), cached.read_job(NS, name)
         current = _version(seen) == _version(before)
         pods = cached.list_pods(NS, name)  # what the reconcile will read
-        self.cluster.operations_left, acted, faults = crash_after, len(self.cluster.acted), self.cluster.faults.failed
-        crashed = conflicted = False
+        acted, faults = len(self.cluster.acted), self.cluster.faults.failed
         writes, waves = self.cluster.status_writes, self.cluster.create_calls
-        try:
-            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
-        except Crash:
-            crashed = True
-            if cached is self.cached:
-                self.start_operator()
-        except ApiError:
-            crashed = True  # the pass ends where the error came; the next one is retried
-            self.ledger.stats["api errors"] += 1
-        except Conflict:
-            conflicted = True
-        finally:
-            self.cluster.operations_left = None
+        crashed, conflicted = self._run(cached, name, crash_after)
         writes, waves = self.cluster.status_writes - writes, self.cluster.create_calls - waves
         assert writes <= 1 + waves, f"{writes} status writes in a pass that sent {waves} waves of creations"
         self.ledger.stats[f"passes with {writes} status writes"] += 1
@@ -250,12 +237,34 @@ class OperatorUnderEvents(RealClusterRules):
         if before is not None and after is not None:
             check_stall_on_own_clock(before, after, self.reported_at, self.now)
             check_queue_time_not_startup(after, pods)
-        quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
-        if after is not None and enabled("ps_replacement") and quiet and self.paused is None:
+            quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
+            self._replacements(after, quiet and self.paused is None)
+
+    def _run(self, cached: CachedCluster, name: str, crash_after: int | None) -> tuple[bool, bool]:
+        """The reconcile itself, killed after `crash_after` operations: whether it was cut off, or conflicted."""
+        self.cluster.operations_left = crash_after
+        try:
+            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
+        except Crash:
+            if cached is self.cached:
+                self.start_operator()
+            return True, False
+        except ApiError:
+            self.ledger.stats["api errors"] += 1
+            return True, False  # the pass ends where the error came; the next one is retried
+        except Conflict:
+            return False, True
+        finally:
+            self.cluster.operations_left = None
+        return False, False
+
+    def _replacements(self, job: dict[str, Any], quiet: bool) -> None:
+        """A parameter-server job's missing workers, after a pass that could replace them (else the wait restarts)."""
+        if enabled("ps_replacement") and quiet:
             backoff = (PLAN_SETTINGS.backoff_base_seconds, PLAN_SETTINGS.backoff_max_seconds)
-            self.missing.check(self.cluster, after, self.now, backoff)
-        elif after is not None:
-            self.missing.forget(str(after["metadata"]["uid"]))
+            self.missing.check(self.cluster, job, self.now, backoff)
+        else:
+            self.missing.forget(str(job["metadata"]["uid"]))
 
     # -- pods, kubelets, schedulers and controllers --------------------------------------------------------
 
