@@ -150,6 +150,31 @@ class RealClusterRules(RuleBasedStateMachine):
             lift_gate(self.cluster.pods[key])
             self.cluster.touch(*key)
 
+    @rule(
+        name=st.sampled_from(("a", "b", "c")),
+        gaps=st.lists(st.tuples(st.integers(0, 2), st.sampled_from([1, 3, 5])), min_size=1, max_size=4),
+    )
+    def spot_reclaims(self, name: str, gaps: list[tuple[int, int]]) -> None:
+        """Spot nodes are reclaimed under workers (their pods are gone) one after another, the operator passing
+        between: (worker index, seconds to its next pass). A rule of its own so that disruptions less than a backoff
+        apart are common. The job's pods run first."""
+        self.whole_job(name, None)
+        self.operator_pass(1)
+        for index, seconds in gaps:
+            key = next((k for k in sorted(self.cluster.pods) if k[1].startswith(f"{name}-worker-{index}-")), None)
+            if key is not None and not self.cluster.is_gated(*key):
+                pod = self.cluster.pods[key]
+                self.ledger.disrupted(str(pod["metadata"]["ownerReferences"][0]["uid"]), pod["metadata"]["uid"])
+                self.cluster.evict(*key, reason="DeletionByPodGC")
+                self.cluster.reap(*key)
+            self.operator_pass(seconds)
+
+    def operator_pass(self, seconds: int) -> None:
+        raise NotImplementedError
+
+    def whole_job(self, name: str, code: int | None) -> None:
+        raise NotImplementedError
+
     @rule(after=st.integers(0, 6), kind=st.sampled_from(["429", "500", "503", LOST, LOST]))
     def api_fault(self, after: int, kind: str) -> None:
         """The apiserver will answer the `after`-th write from now with an error, or lose its answer."""

@@ -37,11 +37,11 @@ def check_actions_on_read(acted: Sequence[tuple[str, str, str]], job_uid: str, p
 
 
 def check_event_rate(cluster: FakeCluster, start: int, exempt: frozenset[str] = frozenset()) -> int:
-    """No Event for the same job, reason and message within a minute of the last (but for the reasons exempt);
-    returns how many were checked."""
-    last: dict[tuple[str, str, str], datetime] = {}
-    for index, ((job, event), (when, uid)) in enumerate(zip(cluster.events, cluster.event_log, strict=True)):
-        key = (uid, event.reason, event.message)
+    """No Event for the same cause (the same job, reason and message, no failure counted since) within a minute of
+    the last (but for the reasons exempt); returns how many were checked."""
+    last: dict[tuple[str, str, str, str], datetime] = {}
+    for index, ((job, event), (when, uid, restarts)) in enumerate(zip(cluster.events, cluster.event_log, strict=True)):
+        key = (uid, event.reason, event.message, restarts)
         before = last.get(key)
         if event.reason in exempt:
             continue
