@@ -135,6 +135,7 @@ class OperatorUnderEvents(RealClusterRules):
         self.cluster = FakeCluster(clock=lambda: self.now)
         self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds)
         self.events_checked, self.missing, self.quieted = 0, MissingWorkers(), False
+        self.cut_off: set[int] = set()  # the Events of passes an error or a crash cut off
         self.reported_at: dict[str, datetime | None] = {}  # rank 0's pod -> when its report last changed
         self.start_operator()
 
@@ -215,16 +216,18 @@ class OperatorUnderEvents(RealClusterRules):
         before, seen = self.cluster.read_job(NS, name), cached.read_job(NS, name)
         current = _version(seen) == _version(before)
         pods = cached.list_pods(NS, name)  # what the reconcile will read
-        acted, faults = len(self.cluster.acted), self.cluster.faults.failed
+        acted, faults, events = len(self.cluster.acted), self.cluster.faults.failed, len(self.cluster.events)
         writes, waves = self.cluster.status_writes, self.cluster.create_calls
         crashed, conflicted = self._run(cached, name, crash_after)
+        if crashed:
+            self.cut_off |= set(range(events, len(self.cluster.events)))
         writes, waves = self.cluster.status_writes - writes, self.cluster.create_calls - waves
         assert writes <= 1 + waves, f"{writes} status writes in a pass that sent {waves} waves of creations"
         self.ledger.stats[f"passes with {writes} status writes"] += 1
         if enabled("stale_actions"):
             check_actions_on_read(self.cluster.acted[acted:], str((seen or {}).get("metadata", {}).get("uid")), pods)
         exempt = frozenset() if enabled("refusal_events") else frozenset({"PodCreateRefused"})
-        self.events_checked = check_event_rate(self.cluster, self.events_checked, exempt)
+        self.events_checked = check_event_rate(self.cluster, self.events_checked, exempt, frozenset(self.cut_off))
         after = self.cluster.read_job(NS, name)
         if not current:
             self.ledger.stats["reconciles of a stale job"] += 1
@@ -484,6 +487,7 @@ class OperatorUnderEvents(RealClusterRules):
         for step, seconds in enumerate(QUIET_STEPS):
             self.now += timedelta(seconds=seconds)
             self.kubelets_settle()
+            self.collect_garbage()
             self.agents_run(name, True)
             self.progress(name, True, b"", 100 + seconds)
             self.reconcile(name, None, caught_up=True)
