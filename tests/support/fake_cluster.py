@@ -2,9 +2,11 @@
 (a stale status write is a Conflict, a write to a deleted job is Gone), JSON merge patches checked against
 the status schema, graceful deletion (a deletionTimestamp, then gone when the test's kubelet says so), deletes
 guarded by UID (and resourceVersion) preconditions, a pod create of a name that exists answered as done,
-controller owner references and garbage collection, refused creations, and crashes at any operation. Every
-write of the operator's bumps a cluster-wide resourceVersion and passes the object as written to `on_written`,
-as the apiserver's answer reaches the operator's stores."""
+controller owner references and garbage collection, refused creations of any kind, finalizers that keep a pod
+terminating, crashes at any operation, and (tests/support/fake_faults.py) 429/5xx answers, lost answers, injected
+sidecars, foreign scheduling gates and skewed node clocks. Every write of the operator's bumps a cluster-wide
+resourceVersion and passes the object as written to `on_written`, as the apiserver's answer reaches the operator's
+stores (unless the answer was lost); `acted` records what each delete, ungate and order reached (its UID then)."""
 
 import copy
 import itertools
@@ -12,6 +14,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
+
+from tests.support.fake_faults import (
+    ApiFaults,
+    Nodes,
+    ended_containers,
+    has_sidecar,
+    missing_secrets,
+    node_of,
+    running_containers,
+)
 
 from trainingjob.children.agent import Gang, GangState
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
@@ -46,11 +58,18 @@ class FakeCluster:
     services: dict[tuple[str, str], Manifest] = field(default_factory=dict)
     others: dict[tuple[str, str, str], Manifest] = field(default_factory=dict)  # Secrets, NetworkPolicies
     events: list[tuple[str, Event]] = field(default_factory=list)
+    # when each of `events` came, its job's UID, and the job's restarts and generation then (a new failure, or a
+    # change of the spec, is a new cause)
+    event_log: list[tuple[datetime, str, str]] = field(default_factory=list)
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
     order_pacing: dict[int, str | None] = field(default_factory=dict)  # attempt -> its order's TJ_CHECKPOINT_PACING
-    refuse: Callable[[Manifest], Refusal | None] = lambda _: None
+    refuse: Callable[[Manifest], Refusal | None] = lambda _: None  # pods
+    refuse_other: Callable[[Manifest], Refusal | None] = lambda _: None  # the Service, key Secret, NetworkPolicy
+    faults: ApiFaults = field(default_factory=ApiFaults)
+    nodes: Nodes = field(default_factory=Nodes)
+    acted: list[tuple[str, str, str]] = field(default_factory=list)  # (what, name, the UID it reached or "")
     operations_left: int | None = None  # crash when this many operations have run
     status_writes: int = 0  # status writes the apiserver took, and create calls (waves) it answered, so far
     create_calls: int = 0
@@ -65,6 +84,7 @@ class FakeCluster:
             if self.operations_left <= 0:
                 raise Crash("the operator was killed")
             self.operations_left -= 1
+        self.faults.before()
 
     def _next(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
@@ -75,7 +95,8 @@ class FakeCluster:
 
     def _written(self, manifest: Manifest) -> None:
         manifest["metadata"]["resourceVersion"] = self.version()
-        self.on_written(copy.deepcopy(manifest))
+        if not self.faults.losing:
+            self.on_written(copy.deepcopy(manifest))
 
     # -- the Cluster protocol ------------------------------------------------------------------------------
 
@@ -110,16 +131,19 @@ class FakeCluster:
         """Rank 0's agent takes the order: a later attempt starts (its pods' agents report in as they run it)."""
         self._operation()
         name = pod["metadata"]["name"]
+        self._acted("order", pod["metadata"].get("namespace", ""), name)
         self.orders.append((name, attempt))
         self.order_pacing[attempt] = pacing
         known = self.gangs.get(name)
         if known is None:
+            self.faults.answer()
             return False
         if attempt > known.attempt:
             self.gangs[name] = Gang(attempt, GangState.STARTING, known.pods, 0)
             found = next((p for (_, n), p in self.pods.items() if n == name), {})
             if found and found["status"].get("phase") == "Running":
                 found["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # its readiness probe
+        self.faults.answer()
         return True
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
@@ -137,63 +161,100 @@ class FakeCluster:
         job["status"] = status
         self.status_writes += 1
         self._written(job)
+        self.faults.answer()
         return str(job["metadata"]["resourceVersion"])
 
     def create(self, namespace: str, manifests: Sequence[Manifest]) -> Created:
+        """As kube.job_cluster does: the others first, and no pod while the job's NetworkPolicy is refused."""
         self.create_calls += 1
         pods: dict[str, str] = {}
-        refusals = []
+        refusals: list[Refusal] = []
         for manifest in manifests:
+            if manifest["kind"] == "Pod" and any(r.name in self._policies(manifests) for r in refusals):
+                break
             self._operation()
-            name = manifest["metadata"]["name"]
-            if manifest["kind"] == "Service":
-                if (namespace, name) not in self.services:
-                    self.services[(namespace, name)] = service = copy.deepcopy(manifest)
-                    service["metadata"].update(namespace=namespace, uid=self._next("service"))
-                    self._written(service)
-                continue
-            if manifest["kind"] != "Pod":  # the key Secret and the NetworkPolicy: nothing observes them
-                self.others.setdefault((namespace, manifest["kind"], name), copy.deepcopy(manifest))
-                continue
-            refusal = self.refuse(manifest)
-            if refusal is None and (namespace, name) in self.pods:
-                continue  # 409 AlreadyExists: not a refusal, a pod the next pass sees
-            if refusal is not None:
-                refusals.append(refusal)
-                continue
-            pods[name] = self.add_pod(namespace, manifest)
-            self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
+            done = self._create_one(namespace, manifest)
+            self.faults.answer()
+            if isinstance(done, Refusal):
+                refusals.append(done)
+            elif done:
+                pods[manifest["metadata"]["name"]] = done
         return Created(pods, refusals)
+
+    @staticmethod
+    def _policies(manifests: Sequence[Manifest]) -> set[str]:
+        return {m["metadata"]["name"] for m in manifests if m["kind"] == "NetworkPolicy"}
+
+    def _create_one(self, namespace: str, manifest: Manifest) -> Refusal | str:
+        """A pod's UID, "" for anything else created (or already there), or the apiserver's refusal."""
+        name = manifest["metadata"]["name"]
+        if manifest["kind"] != "Pod":
+            refused = self.refuse_other(manifest)
+            if refused is not None:
+                return refused
+            if manifest["kind"] == "Service" and (namespace, name) not in self.services:
+                self.services[(namespace, name)] = service = copy.deepcopy(manifest)
+                service["metadata"].update(namespace=namespace, uid=self._next("service"))
+                self._written(service)
+            elif manifest["kind"] != "Service":  # the key Secret and the NetworkPolicy: nothing observes them
+                self.others.setdefault((namespace, manifest["kind"], name), copy.deepcopy(manifest))
+            return ""
+        refusal = self.refuse(manifest)
+        if refusal is not None:
+            return refusal
+        if (namespace, name) in self.pods:
+            return ""  # 409 AlreadyExists: not a refusal, a pod the next pass sees
+        uid = self.add_pod(namespace, manifest)
+        self.acted.append(("create", name, uid))
+        if not self.faults.losing:
+            self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
+        return uid
 
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         for name, uid in pods.items():
             self._operation()
             pod = self.pods.get((namespace, name))
             if pod is not None and pod["metadata"]["uid"] != uid:
+                self.faults.answer()
                 continue  # 409: the precondition on its UID failed
+            self._acted("delete", namespace, name)
             self.delete_pod(namespace, name, force=force)
             if pod is not None:
                 pod["metadata"].setdefault("deletionTimestamp", self.clock().isoformat())
                 self._written(pod)
+            self.faults.answer()
 
     def ungate(self, namespace: str, names: Sequence[str]) -> None:
         for name in names:
             self._operation()
             pod = self.pods.get((namespace, name))
+            self._acted("ungate", namespace, name)
             if pod is not None:
                 gates = [g for g in pod["spec"].get("schedulingGates", []) if g["name"] != TRACKING_GATE]
                 pod["spec"]["schedulingGates"] = gates
                 self._written(pod)
+            self.faults.answer()
+
+    def _acted(self, what: str, namespace: str, name: str) -> None:
+        """What a write reached: the UID of the object of that name now (the job's for "delete job")."""
+        found = (self.jobs if what == "delete job" else self.pods).get((namespace, name))
+        self.acted.append((what, name, found["metadata"]["uid"] if found else ""))
 
     def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
         self._operation()
         found = (self.jobs.get((namespace, name)) or {}).get("metadata", {})
         if found and found["uid"] == uid and resource_version in (None, found["resourceVersion"]):
+            self._acted("delete job", namespace, name)
             del self.jobs[(namespace, name)]  # else 409: a precondition failed
+        self.faults.answer()
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         self._operation()
         self.events.extend((job["metadata"]["name"], e) for e in events)
+        now = self.jobs.get((job["metadata"].get("namespace", ""), job["metadata"]["name"])) or job
+        restarts = f"{(now.get('status') or {}).get('restarts')} {now['metadata'].get('generation')}"
+        self.event_log.extend((self.clock(), job["metadata"].get("uid", ""), restarts) for _ in events)
+        self.faults.answer()
 
     # -- what users, kubelets and controllers do -----------------------------------------------------------
 
@@ -218,40 +279,74 @@ class FakeCluster:
             namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat(), resourceVersion=self.version()
         )
         pod["status"] = {"phase": "Pending"}
+        self.nodes.admit(pod)
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return uid
 
     def delete_pod(self, namespace: str, name: str, *, force: bool = False) -> None:
+        """A graceful deletion, or a forced one (gone at once, unless a finalizer holds it)."""
         pod = self.pods.get((namespace, name))
         if pod is None:
             return
-        if force:
+        if force and not pod["metadata"].get("finalizers"):
             del self.pods[(namespace, name)]
         else:
             pod["metadata"].setdefault(
                 "deletionTimestamp", (self.clock() + timedelta(seconds=GRACE_SECONDS)).isoformat()
             )
+            self.touch(namespace, name)
 
     def set_status(self, namespace: str, name: str, **status: Any) -> None:
         self.pods[(namespace, name)]["status"].update(copy.deepcopy(status))
+        self.touch(namespace, name)
+
+    def touch(self, namespace: str, name: str) -> None:
+        """A kubelet's or a controller's write: the pod's next resourceVersion, so that the watch delivers it even
+        when it has not yet recorded the pod's creation."""
+        self.pods[(namespace, name)]["metadata"]["resourceVersion"] = self.version()
 
     def is_gated(self, namespace: str, name: str) -> bool:
         """Held by a scheduling gate: never scheduled, so no kubelet can run, fail or evict it."""
         return bool(self.pods[(namespace, name)]["spec"].get("schedulingGates"))
 
     def run(self, namespace: str, name: str) -> None:
+        """The kubelet starts the pod's containers (but not while a Secret it mounts is missing)."""
+        pod = self.pods[(namespace, name)]
+        secrets = {n for (ns, kind, n) in self.others if (ns, kind) == (namespace, "Secret")}
+        missing = missing_secrets(pod, secrets)
+        if missing:
+            why = {"reason": "CreateContainerConfigError", "message": f'secret "{missing[0]}" not found'}
+            self.set_status(namespace, name, containerStatuses=[{"name": CONTAINER_NAME, "state": {"waiting": why}}])
+            return
+        node = node_of(pod)
+        pod["spec"]["nodeName"] = node
         self.set_status(namespace, name, phase="Running", conditions=[{"type": "Ready", "status": "True"}])
+        if has_sidecar(pod):
+            started = self.nodes.clock(node, self.clock()).isoformat()
+            self.set_status(namespace, name, containerStatuses=running_containers(pod, started))
 
     def finish(self, namespace: str, name: str, exit_code: int, reason: str = "") -> None:
+        """The trainer exits; an injected sidecar keeps the pod Running (until fake_faults.sidecar_ends)."""
         reason = reason or ("Completed" if exit_code == 0 else "Error")
-        terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": self.clock().isoformat()}
+        pod = self.pods[(namespace, name)]
+        ended = self.nodes.clock(node_of(pod), self.clock()).isoformat()
+        terminated = {"exitCode": exit_code, "reason": reason, "finishedAt": ended}
         self.set_status(
             namespace,
             name,
-            phase="Succeeded" if exit_code == 0 else "Failed",
+            phase="Running" if has_sidecar(pod) else "Succeeded" if exit_code == 0 else "Failed",
             conditions=[{"type": "Ready", "status": "False"}],
-            containerStatuses=[{"name": CONTAINER_NAME, "state": {"terminated": terminated}}],
+            containerStatuses=ended_containers(pod, terminated, sidecar_runs=True),
         )
+
+    def release(self, namespace: str, name: str) -> None:
+        """The foreign controller removes its finalizer: a pod being deleted goes."""
+        pod = self.pods[(namespace, name)]
+        pod["metadata"].pop("finalizers", None)
+        if pod["metadata"].get("deletionTimestamp"):
+            del self.pods[(namespace, name)]
+        else:
+            self.touch(namespace, name)
 
     def evict(self, namespace: str, name: str, reason: str = "EvictionByEvictionAPI") -> None:
         """The Eviction API (or preemption): DisruptionTarget, then a graceful deletion."""
@@ -265,13 +360,16 @@ class FakeCluster:
         self.set_status(namespace, name, phase="Failed", reason="Evicted", message=message)
 
     def reap(self, namespace: str, name: str) -> None:
-        """The kubelet finished a graceful deletion (or the pod GC removed a pod of a lost node)."""
-        self.pods.pop((namespace, name), None)
+        """The kubelet finished a graceful deletion (or the pod GC removed a pod of a lost node): the pod goes,
+        unless a finalizer holds it."""
+        pod = self.pods.get((namespace, name))
+        if pod is not None and not pod["metadata"].get("finalizers"):
+            del self.pods[(namespace, name)]
 
     def reap_terminating(self) -> None:
-        """Every graceful deletion finishes."""
+        """Every graceful deletion finishes (but for pods a finalizer holds)."""
         for key, pod in list(self.pods.items()):
-            if pod["metadata"].get("deletionTimestamp"):
+            if pod["metadata"].get("deletionTimestamp") and not pod["metadata"].get("finalizers"):
                 del self.pods[key]
 
     def collect_garbage(self) -> None:

@@ -10,17 +10,22 @@ delete), its successor starting from whatever the cluster holds. The operator re
 (cache.CachedCluster), whose watches deliver the cluster's changes late, kind by kind, by any number of events,
 or relist after a 410 Gone; a reconcile on a stale job must change nothing (its write conflicts).
 
+What real clusters do beyond that (tests/support/model_cluster_rules.py): refused Secrets, Services and
+NetworkPolicies, finalizers, injected sidecars, skewed node clocks, foreign scheduling gates, 429/5xx and lost
+answers, a paused leader acting on its old read. Every delete, ungate and order must reach the object the reconcile
+read; and over time (tests/support/model_liveness.py) a job settles once the cluster is quiet, a parameter-server
+job replaces a missing worker within its backoff, and no Event repeats within a minute.
+
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
 from collections import Counter
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     initialize,
     invariant,
     precondition,
@@ -28,8 +33,20 @@ from hypothesis.stateful import (
 )
 from tests.support.builders import T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
+from tests.support.fake_faults import ApiError, lift_gate, sidecar_ends
 from tests.support.fake_watch import KINDS, FakeWatch
+from tests.support.model_cluster_rules import RealClusterRules, enabled
 from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster
+from tests.support.model_liveness import (
+    QUIET_AT_LEAST,
+    QUIET_STEPS,
+    MissingWorkers,
+    check_actions_on_read,
+    check_event_rate,
+    check_queue_time_not_startup,
+    check_stall_on_own_clock,
+    unsettled,
+)
 from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile.job as reconcile_module
@@ -111,13 +128,16 @@ def job_specs(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
-class OperatorUnderEvents(RuleBasedStateMachine):
+class OperatorUnderEvents(RealClusterRules):
     def __init__(self) -> None:
         super().__init__()
         self.now = T0
         self.cluster = FakeCluster(clock=lambda: self.now)
         timeout = PLAN_SETTINGS.terminating_timeout_seconds
         self.ledger = Ledger(backoff_base=PLAN_SETTINGS.backoff_base_seconds, terminating_timeout=timeout)
+        self.events_checked, self.missing, self.quieted = 0, MissingWorkers(), False
+        self.cut_off: set[int] = set()  # the Events of passes an error or a crash cut off
+        self.reported_at: dict[str, datetime | None] = {}  # rank 0's pod -> when its report last changed
         self.start_operator()
 
     def start_operator(self) -> None:
@@ -188,31 +208,67 @@ class OperatorUnderEvents(RuleBasedStateMachine):
         if caught_up:
             self.watch.deliver_all()
         self.watch.record()
-        before, seen = self.cluster.read_job(NS, name), self.cached.read_job(NS, name)
+        self.reconcile_with(self.cached, name, crash_after, caught_up=caught_up)
+
+    def reconcile_with(
+        self, cached: CachedCluster, name: str, crash_after: int | None = None, *, caught_up: bool = False
+    ) -> None:
+        """One reconcile through `cached` (the leader's stores, or a paused leader's), checked against what it read."""
+        before, seen = self.cluster.read_job(NS, name), cached.read_job(NS, name)
         current = _version(seen) == _version(before)
-        pods = self.cached.list_pods(NS, name)  # what the reconcile will read
-        self.cluster.operations_left = crash_after
-        crashed = conflicted = False
+        pods = cached.list_pods(NS, name)  # what the reconcile will read
+        acted, faults, events = len(self.cluster.acted), self.cluster.faults.failed, len(self.cluster.events)
         writes, waves = self.cluster.status_writes, self.cluster.create_calls
-        try:
-            reconcile(self.cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
-        except Crash:
-            crashed = True
-            self.start_operator()
-        except Conflict:
-            conflicted = True
-        finally:
-            self.cluster.operations_left = None
+        crashed, conflicted = self._run(cached, name, crash_after)
+        if crashed:
+            self.cut_off |= set(range(events, len(self.cluster.events)))
         writes, waves = self.cluster.status_writes - writes, self.cluster.create_calls - waves
         assert writes <= 1 + waves, f"{writes} status writes in a pass that sent {waves} waves of creations"
         self.ledger.stats[f"passes with {writes} status writes"] += 1
+        if enabled("stale_actions"):
+            check_actions_on_read(self.cluster.acted[acted:], str((seen or {}).get("metadata", {}).get("uid")), pods)
+        exempt = frozenset() if enabled("refusal_events") else frozenset({"PodCreateRefused"})
+        self.events_checked = check_event_rate(self.cluster, self.events_checked, exempt, frozenset(self.cut_off))
         after = self.cluster.read_job(NS, name)
         if not current:
             self.ledger.stats["reconciles of a stale job"] += 1
+            if after is None and _finished_and_read(before, seen):
+                return  # its TTL ran out: the job it read, finished, is deleted (its status could not have changed)
             assert (after or {}).get("status") == (before or {}).get("status"), "a stale job's status was written"
             return
         assert not conflicted, "a write conflicted though the store held the current job"
         check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
+        if before is not None and after is not None:
+            check_stall_on_own_clock(before, after, self.reported_at, self.now)
+            check_queue_time_not_startup(after, pods)
+            quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
+            self._replacements(after, quiet and self.paused is None)
+
+    def _run(self, cached: CachedCluster, name: str, crash_after: int | None) -> tuple[bool, bool]:
+        """The reconcile itself, killed after `crash_after` operations: whether it was cut off, or conflicted."""
+        self.cluster.operations_left = crash_after
+        try:
+            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
+        except Crash:
+            if cached is self.cached:
+                self.start_operator()
+            return True, False
+        except ApiError:
+            self.ledger.stats["api errors"] += 1
+            return True, False  # the pass ends where the error came; the next one is retried
+        except Conflict:
+            return False, True
+        finally:
+            self.cluster.operations_left = None
+        return False, False
+
+    def _replacements(self, job: dict[str, Any], quiet: bool) -> None:
+        """A parameter-server job's missing workers, after a pass that could replace them (else the wait restarts)."""
+        if enabled("ps_replacement") and quiet:
+            backoff = (PLAN_SETTINGS.backoff_base_seconds, PLAN_SETTINGS.backoff_max_seconds)
+            self.missing.check(self.cluster, job, self.now, backoff)
+        else:
+            self.missing.forget(str(job["metadata"]["uid"]))
 
     # -- pods, kubelets, schedulers and controllers --------------------------------------------------------
 
@@ -331,19 +387,22 @@ class OperatorUnderEvents(RuleBasedStateMachine):
             return None
 
         self.cluster.refuse = refuse
+        self.refusing_pods = mode != "none"
 
     @rule(name=st.sampled_from(NAMES), good=st.booleans(), body=GARBAGE_REPORTS, step=st.integers(0, 1000))
     def progress(self, name: str, good: bool, body: bytes, step: int) -> None:
         job = self.cluster.jobs.get((NS, name))
         attempt = ((job or {}).get("status") or {}).get("attempt", 0)
+        skewed = self.cluster.nodes.clock("node-0", self.now)  # rank 0's node: worker 0 is scheduled there
         report = b'{"step": %d, "heartbeat": %f, "attempt": %d, "totalSteps": 600, "etaSeconds": %d, ' % (
             step,
-            self.now.timestamp(),
+            skewed.timestamp(),
             attempt,
             max(600 - step, 0),
         )
         report += b'"metrics": {"accuracy": %f, "val/loss": 0.5}, "metricsStep": %d}' % (step / 1000, step)
         self.cluster.reports[f"{name}-worker-0-{attempt}"] = parse_report(report if good else body)
+        self.reported_at[f"{name}-worker-0-{attempt}"] = self.now if good else None
 
     # -- the pods' agents (in-place restarts) -----------------------------------------------------------------
 
@@ -408,6 +467,36 @@ class OperatorUnderEvents(RuleBasedStateMachine):
     def clock(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
+    # -- liveness --------------------------------------------------------------------------------------------
+
+    @precondition(lambda self: not self.quieted)
+    @rule(name=st.sampled_from(NAMES), clear=st.booleans())
+    def quiet(self, name: str, clear: bool) -> None:
+        """The cluster goes quiet: no more disruptions, faults or paused leaders; the obstacles are cleared (or stay:
+        refusals, finalizers, gates, sidecars). Pods run and report progress, the operator reconciles as time passes:
+        the job must settle (finish, run every replica, or stay suspended as asked) before its deadlines are out."""
+        self.quieted, self.paused, self.cluster.faults.after = True, None, None
+        if clear:
+            self.refusals("none")
+            self.cluster.refuse_other, self.refusing_others = (lambda _: None), False
+            self.cluster.nodes.foreign_gate = self.cluster.nodes.sidecars = self.cluster.nodes.finalizer = False
+            for key, pod in list(self.cluster.pods.items()):
+                lift_gate(pod)
+                sidecar_ends(pod)
+                self.cluster.touch(*key)
+                self.cluster.release(*key)
+        for step, seconds in enumerate(QUIET_STEPS):
+            self.now += timedelta(seconds=seconds)
+            self.kubelets_settle()
+            self.collect_garbage()
+            self.agents_run(name, True)
+            self.progress(name, True, b"", 100 + seconds)
+            self.reconcile(name, None, caught_up=True)
+            if step >= QUIET_AT_LEAST and unsettled(self.cluster, NS, name) is None:
+                self.ledger.stats["settled when quiet"] += 1
+                return
+        raise AssertionError(f"job {name} never settled in a quiet cluster: {unsettled(self.cluster, NS, name)}")
+
     @invariant()
     def cluster_is_sound(self) -> None:
         check_cluster(self.ledger, self.cluster)
@@ -415,6 +504,13 @@ class OperatorUnderEvents(RuleBasedStateMachine):
     def teardown(self) -> None:
         TOTALS.update(self.ledger.stats)
         TOTALS["sequences"] += 1
+
+
+def _finished_and_read(job: dict[str, Any] | None, seen: dict[str, Any] | None) -> bool:
+    """Whether the job is the one the reconcile read (its UID) and finished."""
+    if job is None or seen is None or job["metadata"]["uid"] != seen["metadata"]["uid"]:
+        return False
+    return TrainingJobStatus.model_validate(job.get("status") or {}).phase.is_terminal
 
 
 def _version(job: dict[str, Any] | None) -> str | None:
