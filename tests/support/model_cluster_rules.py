@@ -94,7 +94,8 @@ class RealClusterRules(RuleBasedStateMachine):
             name, plural = manifest["metadata"]["name"], f"{manifest['kind'].lower()}s"
             if manifest["kind"] != kind:
                 return None
-            return Refusal(name, 403, f'{plural} "{name}" is forbidden: exceeded quota: count/{plural}', kind)
+            said = f'{plural} "{name}" is forbidden: exceeded quota: count/{plural}'
+            return Refusal(name, 403, said, manifest["kind"])
 
         self.cluster.refuse_other = refuse if kind else lambda _: None
         self.refusing_others = kind is not None
