@@ -96,3 +96,25 @@ def test_no_pod_is_created_while_an_object_it_needs_is_refused(
     h.wait_running_pods("gated", 2, attempt=1)
     running = h.wait_phase("gated", "Running")
     assert _prepared(running)["status"] == "True"
+
+
+@pytest.mark.parametrize("kind", ["Secret", "NetworkPolicy"], ids=["secret", "networkpolicy"])
+def test_objects_created_once_do_not_hold_a_restart_when_their_kind_is_refused_later(
+    h: Harness, cluster: ControlPlane, cluster_ns: str, kind: str
+) -> None:
+    """A namespace at its quota of Secrets (or NetworkPolicies, or under a policy that refuses their creation)
+    refuses every create of that kind, even of a name that exists: admission runs before the apiserver finds the
+    name taken. A job whose key and policy exist restarts without creating them again."""
+    group, resource, _ = OBJECTS[kind]
+    h.create(job_manifest("again"))
+    h.wait_running_pods("again", 2, attempt=1)
+    assert _prepared(h.wait_phase("again", "Running"))["status"] == "True"
+    name = f"no-{resource}-{uuid.uuid4().hex[:6]}"
+    with cluster.api_client() as api:
+        probe = partial(_probe_refused, api, kind, cluster_ns)
+        with refusing_creates(api, name, group, resource, cluster_ns, refused=probe):
+            h.core.delete_namespaced_pod(h.pods("again")[1].metadata.name, h.ns)  # a disruption: the gang restarts
+            h.wait_running_pods("again", 2, attempt=2)
+            running = h.wait_phase("again", "Running")
+    assert _prepared(running)["status"] == "True"
+    assert _events(h, "again", f"{kind}CreateRefused") == 0

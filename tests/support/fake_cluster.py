@@ -74,6 +74,7 @@ class FakeCluster:
     status_writes: int = 0  # status writes the apiserver took, and create calls (waves) it answered, so far
     create_calls: int = 0
     on_written: Callable[[Manifest], None] = lambda _: None
+    watches: list[Callable[[], None]] = field(default_factory=list)  # each watch's record(), run on every write
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -89,12 +90,20 @@ class FakeCluster:
     def _next(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
+    def _watched(self) -> None:
+        """Every watch records a write as it happens, so an object the operator writes and someone else then
+        removes before the watch looks again still reaches the stores as added, then deleted (a real watch
+        misses no event)."""
+        for record in self.watches:
+            record()
+
     def version(self) -> str:
         """The next resourceVersion: one counter for every object, as etcd's revision."""
         return str(next(self._versions))
 
     def _written(self, manifest: Manifest) -> None:
         manifest["metadata"]["resourceVersion"] = self.version()
+        self._watched()
         if not self.faults.losing:
             self.on_written(copy.deepcopy(manifest))
 
@@ -206,6 +215,7 @@ class FakeCluster:
             return ""  # 409 AlreadyExists: not a refusal, a pod the next pass sees
         uid = self.add_pod(namespace, manifest)
         self.acted.append(("create", name, uid))
+        self._watched()
         if not self.faults.losing:
             self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
         return uid
@@ -290,10 +300,19 @@ class FakeCluster:
             return
         if force and not pod["metadata"].get("finalizers"):
             del self.pods[(namespace, name)]
+        elif force:  # the apiserver shortens the grace period of a pod its finalizers keep: none is left, and
+            # its deletionTimestamp moves back by the grace it had (to when its deletion was first asked for)
+            metadata = pod["metadata"]
+            had, grace = metadata.get("deletionTimestamp"), metadata.get("deletionGracePeriodSeconds", 0)
+            asked = datetime.fromisoformat(had) - timedelta(seconds=grace) if had else self.clock()
+            metadata["deletionTimestamp"] = asked.isoformat()
+            metadata["deletionGracePeriodSeconds"] = 0
+            self.touch(namespace, name)
         else:
             pod["metadata"].setdefault(
                 "deletionTimestamp", (self.clock() + timedelta(seconds=GRACE_SECONDS)).isoformat()
             )
+            pod["metadata"].setdefault("deletionGracePeriodSeconds", GRACE_SECONDS)
             self.touch(namespace, name)
 
     def set_status(self, namespace: str, name: str, **status: Any) -> None:

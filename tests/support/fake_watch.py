@@ -24,8 +24,13 @@ class FakeWatch:
 
     def __post_init__(self) -> None:
         self.cluster.on_written = self.stores.saw
+        self.cluster.watches.append(self.record)
         for kind in KINDS:
             self.relist(kind)
+
+    def close(self) -> None:
+        """The operator that held these stores is gone: its watch stops recording."""
+        self.cluster.watches.remove(self.record)
 
     def _objects(self, kind: str) -> dict[tuple[str, str], Manifest]:
         found: dict[tuple[str, str], Manifest] = getattr(self.cluster, kind)

@@ -1,9 +1,8 @@
 """The model-based test's generators for what real clusters do beyond the tidy fake (issue 32): refused Secrets,
 Services and NetworkPolicies, finalizers, injected sidecars, skewed node clocks, foreign scheduling gates, 429/5xx
 and lost answers, and a paused leader acting on its old read. Each is a rule of the state machine; those whose
-defects another branch fixes are off (`FIXED_ELSEWHERE`) until the lead turns them on after merging it.
-
-TJ_MODEL_ENABLE=all (or a comma-separated list of the names below) turns them on for a run."""
+defect is still open are off (`STILL_OPEN`): TJ_MODEL_ENABLE=all (or a comma-separated list of their names) turns
+them on for a run."""
 
 import os
 from collections.abc import Callable
@@ -23,23 +22,15 @@ from trainingjob.runtime.cached import CachedCluster
 Manifest = dict[str, Any]
 NS = "ns"
 
-# Generators and checks whose defects are fixed on another branch: the lead turns each on once that branch is in.
-FIXED_ELSEWHERE: dict[str, bool] = {
-    "refused_secondaries": False,  # secondary: a refused Secret/Service/NetworkPolicy
-    "finalizers": False,  # secondary: a pod a finalizer holds
-    "clock_skew": False,  # clock: staleness on the operator's clock
-    "foreign_gates": False,  # kueue: time held at Kueue's gate is not startup time
-    "paused_leader": False,  # precond: deletes with preconditions
-    "stale_actions": False,  # precond: no delete, ungate or order reaches an object the reconcile did not read
-    "ps_replacement": False,  # clock: a per-slot backoff for parameter-server worker replacements
-    "refusal_events": False,  # secondary (plan/waves.py): PodCreateRefused announced again when the refused set shrinks
-}
+# Generators whose defect is still open: off unless named in TJ_MODEL_ENABLE. A scheduling gate another controller
+# holds (not Kueue's: the Kueue integration holds the job before any pod exists) still counts as startup time.
+STILL_OPEN: frozenset[str] = frozenset({"foreign_gates"})
 
 
 def enabled(name: str) -> bool:
-    """Whether a generator or check runs: on unless fixed elsewhere, or named in TJ_MODEL_ENABLE (or "all")."""
+    """Whether a generator or check runs: on unless its defect is still open, or named in TJ_MODEL_ENABLE (or "all")."""
     named = {n.strip() for n in os.environ.get("TJ_MODEL_ENABLE", "").split(",") if n.strip()}
-    return FIXED_ELSEWHERE.get(name, True) or name in named or "all" in named
+    return name not in STILL_OPEN or name in named or "all" in named
 
 
 def _on(name: str) -> Callable[[Any], bool]:
@@ -202,4 +193,5 @@ class RealClusterRules(RuleBasedStateMachine):
             self.cluster.on_written = self.watch.stores.saw
         self.ledger.stats["paused leader reconciles"] += 1
         if stops:
+            self.paused.close()
             self.paused = None

@@ -10,8 +10,9 @@ from typing import Any
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.children.naming import CONTAINER_NAME
-from trainingjob.children.observe import PodPhase, controller_uid, pod_state
+from trainingjob.children.observe import PodPhase, PodState, controller_uid, pod_state
 from trainingjob.model import AttemptOutcome, ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
+from trainingjob.plan.failure import PEER_LOST_WAIT_SECONDS
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED
 
 Manifest = dict[str, Any]
@@ -229,11 +230,9 @@ def _check_settled(
     if a.attempt == b.attempt:
         counted = _failed_uids(a, PodOutcome.FAILED)
         left = [
-            s.name
-            for s in states
-            if (s.has_failed or s.deleting) and s.phase != PodPhase.SUCCEEDED and s.uid not in counted
+            s for s in states if (s.has_failed or s.deleting) and s.phase != PodPhase.SUCCEEDED and s.uid not in counted
         ]
-        assert not left, f"failures left uncounted: {left}"
+        assert not left or _awaiting_cause(left, states, now), f"failures left uncounted: {[s.name for s in left]}"
         gone = (_failed_uids(b, None) - {s.uid for s in states}) & _failed_uids(a, None)
         assert not gone, f"vanished pods left uncounted: {gone}"
         limit = timedelta(seconds=policy.get("startupDeadlineSeconds", 1800))
@@ -253,6 +252,19 @@ def _check_settled(
         assert used < active, f"active {used:.0f} s past activeDeadlineSeconds {active}"
     workers = [s for s in states if s.replica.role == "worker" and not s.deleting]
     assert a.workers.active == sum(not s.is_finished for s in workers), "status.workers.active is not the pods'"
+
+
+def _awaiting_cause(left: list[PodState], states: list[PodState], now: datetime) -> bool:
+    """Uncounted failures the operator may still hold: ranks that all exited 75 (a peer was lost) while another pod
+    runs, less than PEER_LOST_WAIT_SECONDS after the first of them ended (the rank that died may show a moment
+    later)."""
+    if not all(s.exit_code == 75 and not s.disrupted and s.finished_at is not None for s in left):
+        return False
+    names = {s.name for s in left}
+    if not any(s.phase == PodPhase.RUNNING and not s.deleting for s in states if s.name not in names):
+        return False
+    first = min(s.finished_at for s in left if s.finished_at is not None)
+    return timedelta(0) <= now - first < timedelta(seconds=PEER_LOST_WAIT_SECONDS)
 
 
 def _check_cleared(a: TrainingJobStatus, pods: list[Manifest]) -> None:
@@ -308,9 +320,15 @@ def _check_not_premature(
             and s.deleting_since is not None
             and s.deleting_since + timedelta(seconds=stuck) <= now - limit
         ]
-        assert waiting or held or (refused and created is not None and created.last_transition_time <= now - limit), (
-            "failed for a startup deadline that had not passed"
-        )
+        # An object the pods need (Secret, Service, NetworkPolicy) refused: Prepared False since then.
+        prepared = next((c for c in b.conditions if c.type == ConditionType.PREPARED), None)
+        unprepared = prepared is not None and prepared.status == "False" and prepared.reason.endswith("CreateRefused")
+        assert (
+            waiting
+            or held
+            or (refused and created is not None and created.last_transition_time <= now - limit)
+            or (unprepared and prepared is not None and prepared.last_transition_time <= now - limit)
+        ), "failed for a startup deadline that had not passed"
     if reason == "DeadlineExceeded":
         assert b.start_time is not None
         used = (now - b.start_time).total_seconds() - b.suspended_seconds

@@ -142,6 +142,8 @@ class OperatorUnderEvents(RealClusterRules):
 
     def start_operator(self) -> None:
         """A new operator process: its stores start from a fresh list of everything."""
+        if getattr(self, "watch", None) is not None:
+            self.watch.close()
         self.watch = FakeWatch(self.cluster)
         self.cached = CachedCluster(self.cluster, self.watch.stores, on_fallback=self._fell_back)
 
@@ -475,6 +477,8 @@ class OperatorUnderEvents(RealClusterRules):
         """The cluster goes quiet: no more disruptions, faults or paused leaders; the obstacles are cleared (or stay:
         refusals, finalizers, gates, sidecars). Pods run and report progress, the operator reconciles as time passes:
         the job must settle (finish, run every replica, or stay suspended as asked) before its deadlines are out."""
+        if self.paused is not None:
+            self.paused.close()
         self.quieted, self.paused, self.cluster.faults.after = True, None, None
         if clear:
             self.refusals("none")

@@ -111,3 +111,22 @@ def test_a_running_job_that_loses_its_service_says_so() -> None:
     job, _ = step(job, pods_of(job, 1), at(3), service=False)
     running = condition(job, "Running")
     assert running.reason == "ReplacingService" and "the job's Service is missing" in running.message
+
+
+@pytest.mark.parametrize(
+    ("prepared", "kinds"),
+    [
+        pytest.param(False, ["Secret", "NetworkPolicy", "Pod", "Pod"], id="refused-before-sent-again"),
+        pytest.param(True, ["Pod", "Pod"], id="created-not-sent-again"),
+    ],
+)
+def test_the_key_and_policy_are_sent_until_they_were_created(prepared: bool, kinds: list[str]) -> None:
+    """A namespace at its Secret quota refuses a create even of a name that exists, so once the key and the policy
+    were created the pods of later waves (restarts, replacements) go without them."""
+    job, _ = refused_once(SECRET)
+    assert job.status is not None
+    if prepared:
+        done = after_wave(job.status, {}, [], at(5), 1, prepared_sent=True)
+        job = job.model_copy(update={"status": done.status})
+    _, result = step(job, [], at(60))
+    assert [m["kind"] for m in result.create] == kinds

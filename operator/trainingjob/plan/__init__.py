@@ -44,6 +44,7 @@ from trainingjob.plan import (
     history,
     in_place,
     phase,
+    prepared,
     progress,
     queue,
     success,
@@ -123,7 +124,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     bounds = (settings.checkpoint_min_seconds, settings.checkpoint_max_seconds)
     pacing = pacing_variable(ctx.job.spec.checkpoint, status, settings.checkpoint_prior_mtbf_seconds, bounds)
     manifests = _pods(ctx, creates, attempt, image, pacing)
-    if manifests:
+    if manifests and not prepared.created(status):
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
     if any(d.create_service for d in decisions) and not status.phase.is_terminal:
         manifests.insert(0, service_manifest(ctx.job, ctx.uid))

@@ -2,7 +2,7 @@
 key Secret (every pod mounts it) and its NetworkPolicy (when on). The reconcile sends them first and creates no pod
 while the apiserver refuses one; what they met is recorded here (pure) in the Prepared condition: False with the
 refused object and the apiserver's words (retried with a growing delay, counted by the startup deadline, announced
-once per cause), True once every one was created or found."""
+once per cause), True once every one was created or found; from then on they are not sent again (created())."""
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -19,6 +19,15 @@ MESSAGE_LENGTH = 4096
 
 def prepared_condition(status: TrainingJobStatus) -> Condition | None:
     return next((c for c in status.conditions if c.type == ConditionType.PREPARED), None)
+
+
+def created(status: TrainingJobStatus) -> bool:
+    """Whether the key Secret and NetworkPolicy were created (or found) for this job: later waves do not send them
+    again. A namespace at its quota of Secrets, or under a policy refusing their creation, refuses a create even of a
+    name that exists (admission runs before the apiserver finds the name taken), so sending them with every wave
+    would hold every restart and replacement of a job whose objects exist. (The Service is the informer's to see.)"""
+    found = prepared_condition(status)
+    return found is not None and found.status == ConditionStatus.TRUE
 
 
 def refused_now(status: TrainingJobStatus) -> Condition | None:
