@@ -31,6 +31,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
+from bench.kubeflow_plane import RoutablePlane  # noqa: E402
 from kubernetes import client  # noqa: E402
 from testbed import kwok, pods  # noqa: E402
 from testbed.controlplane import WRITES_AUDIT_POLICY, Binaries, ControlPlane  # noqa: E402
@@ -40,7 +41,6 @@ from testbed.namespaces import create_namespace  # noqa: E402
 from testbed.operator import OperatorProcess  # noqa: E402
 from testbed.processes import poll_until  # noqa: E402
 
-from kubeflow_plane import RoutablePlane  # noqa: E402
 from trainingjob.children.agent import job_key  # noqa: E402
 from trainingjob.model import GROUP, PLURAL, VERSION  # noqa: E402
 

@@ -105,7 +105,7 @@ class ControlPlane:
         audit_policy: dict[str, Any] | None = None,
     ) -> None:
         self.root = root
-        self.audit_policy = audit_policy or AUDIT_POLICY
+        self.audit_rules: dict[str, Any] = audit_policy or AUDIT_POLICY
         self.binaries = binaries
         self.cluster = cluster
         self.node_ip = node_ip
@@ -184,7 +184,7 @@ class ControlPlane:
 
     def _audit_policy(self) -> Path:
         path = self.root / "audit-policy.yaml"
-        path.write_text(yaml.safe_dump(self.audit_policy))
+        path.write_text(yaml.safe_dump(self.audit_rules))
         return path
 
     def audit_events(self) -> list[dict[str, Any]]:
