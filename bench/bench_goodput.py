@@ -1,14 +1,18 @@
 """Benchmark: goodput in time, with rank 1's trainer killed every minute of training, in local mode.
 
-Run: python bench/bench_goodput.py [--minutes 10] [--kill-every 60] [--clean-minutes 2]. The operator's planner
-and reconcile run the digits DDP example (2 ranks) as `tjctl run` does: real trainer processes under in-place agents,
-the operator's restarts in place after local mode's backoff (1 s).
+Run: python bench/bench_goodput.py [--minutes 10] [--kill-every 60] [--clean-minutes 2] [--prior SECONDS]. The
+operator's planner and reconcile run the digits DDP example (2 ranks) as `tjctl run` does: real trainer processes
+under in-place agents, the operator's restarts in place (at once after an attempt that saved a checkpoint, else after
+the crash loop's backoff: 1 s in local mode).
 
 A first run without failures and without checkpoints measures the trainer's step time from outside: the times its
 metrics log gives its first and its last logged step, over the steps between (so it includes whatever else a step costs:
 logging, evaluations; and excludes startup and saves). The measured run has enough steps for --minutes of training
 at that pace, checkpoints `everySteps: Auto`, and rank 1's trainer is SIGKILLed each --kill-every seconds after its
-attempt's first step.
+attempt's first step. Auto's prior for the job's first failure (TJ_OPERATOR_CHECKPOINT_PRIOR_MTBF_SECONDS, 6 h by
+default) is --prior, by default the failure rate the run injects: the run compresses a cluster's hours between failures
+into a minute, and an operator sets its prior to its own clusters' rate (with 6 h here, the first failure redoes up
+to one interval of 20-45 s; `--prior 21600` shows it).
 
 Goodput from outside: the job's steps times the clean step time (each step once), over the measured run's wall time
 (from the job's creation to its end). Printed beside the goodput the job's status reports (status.goodput.ratio) and
@@ -23,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
 
 from trainer.agent_http import request_json  # noqa: E402
-from trainingjob.local.cluster import run_local  # noqa: E402
+from trainingjob.local.cluster import LOCAL_SETTINGS, run_local  # noqa: E402
 from trainingjob.model import TrainingJobStatus  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "digits-ddp.yaml"
@@ -67,9 +72,12 @@ class Killer:
         self.first_step: tuple[int, float] | None = None  # (attempt, when this process saw its first step)
         self.kills, self.killed = 0, 0  # how many, and the last attempt killed
         self.done = threading.Event()
+        self.pacing: dict[int, str] = {}  # each attempt's checkpoint pacing, as rank 0 last reported it
 
     def on_status(self, status: TrainingJobStatus) -> None:
         progress, attempt = status.progress, status.attempt
+        if progress is not None and progress.checkpoint_pacing is not None and progress.attempt is not None:
+            self.pacing[progress.attempt] = progress.checkpoint_pacing.reason
         began = progress is not None and progress.first_step_time is not None and progress.attempt == attempt
         if began and attempt > self.killed and (self.first_step is None or self.first_step[0] != attempt):
             self.first_step = (attempt, time.monotonic())
@@ -102,18 +110,25 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--kill-every", type=float, default=60.0)
     parser.add_argument("--clean-minutes", type=float, default=2.0)
+    parser.add_argument("--prior", type=float, help="Auto's prior MTBF in seconds (default: --kill-every)")
     args = parser.parse_args()
+    settings = replace(LOCAL_SETTINGS, checkpoint_prior_mtbf_seconds=args.prior or args.kill_every)
     with tempfile.TemporaryDirectory() as root:
         probe = clean_step_seconds(Path(root) / "probe", 500)  # sizes the clean run
         step = clean_step_seconds(Path(root) / "clean", int(args.clean_minutes * 60 / probe))
         steps = int(args.minutes * 60 / step)
-        print(f"clean run: {1 / step:.1f} steps/s; measured run: {steps} steps ({args.minutes:g} min at that pace)")
+        print(
+            f"clean run: {1 / step:.1f} steps/s; measured run: {steps} steps ({args.minutes:g} min at that pace); "
+            f"Auto's prior {settings.checkpoint_prior_mtbf_seconds:g} s between failures"
+        )
         workdir = Path(root) / "measured"
         killer = Killer(workdir, args.kill_every)
         thread = threading.Thread(target=killer.run, daemon=True)
         thread.start()
         started = time.monotonic()
-        status, _ = run_local(job(steps, "Auto"), workdir, on_status=killer.on_status, on_event=lambda event: None)
+        status, _ = run_local(
+            job(steps, "Auto"), workdir, on_status=killer.on_status, on_event=lambda event: None, settings=settings
+        )
         wall = time.monotonic() - started
         killer.done.set()
     assert status is not None and status.phase.value == "Succeeded" and status.goodput is not None, status
@@ -125,6 +140,11 @@ def main() -> None:
     print(f"status minus outside: {100 * ((split.ratio or 0) - outside):+.1f} points (goal within 2)")
     parts = ("productive", "startup", "checkpoint_stall", "recovery", "redone", "queued")
     print("status split: " + ", ".join(f"{part} {getattr(split, part + '_seconds')} s" for part in parts))
+    for record in status.history.attempts if status.history else []:
+        print(
+            f"  attempt {record.attempt}: resumed from {record.resumed_from_step}, got to {record.last_step}; "
+            f"checkpoints {killer.pacing.get(record.attempt, '?')}"
+        )
 
 
 if __name__ == "__main__":

@@ -6,25 +6,35 @@ containers, so rank 0's agent is played on its pod's IP (testbed/fake_agent.py, 
 with the job's key) and its readiness flips are written as its kubelet would. For each path it prints the
 apiserver's writes from the failure until the status says Running again (every client's, from the apiserver's own
 request counter: the operator's, the bench's kubelet writes, the controllers'; lease renewals aside) and the time that
-took, less the backoff (0.1 s here).
+took, less the backoff (0.1 s here). The apiserver's audit log says who made each write and how it was answered.
+
+kwok gives pods loopback IPs (127.1.0.0/16, so that fake agents can listen on them), which the apiserver refuses in
+Endpoints and EndpointSlices (422): the endpoints controllers' writes for the job's Service all fail, and each pod
+change retries them (and adds a Warning Event). They are counted, as the apiserver answered them, and listed apart.
+On a cluster whose pod IPs it accepts, a readiness flip leaves Endpoints as they are (publishNotReadyAddresses keeps
+the address among the ready ones) and rewrites the EndpointSlice once (its `serving` condition follows readiness).
 """
 
 import argparse
+import ipaddress
 import re
+import socket
 import sys
 import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
+from bench.kubeflow_plane import RoutablePlane  # noqa: E402
 from kubernetes import client  # noqa: E402
 from testbed import kwok, pods  # noqa: E402
-from testbed.controlplane import Binaries, ControlPlane  # noqa: E402
+from testbed.controlplane import WRITES_AUDIT_POLICY, Binaries, ControlPlane  # noqa: E402
 from testbed.crds import install_crd  # noqa: E402
 from testbed.fake_agent import FakeAgent, fake_agent  # noqa: E402
 from testbed.namespaces import create_namespace  # noqa: E402
@@ -37,6 +47,9 @@ from trainingjob.model import GROUP, PLURAL, VERSION  # noqa: E402
 NS, JOB, BACKOFF = "bench", "gang", 0.1
 WRITE = re.compile(r'^apiserver_request_total\{([^}]*verb="(?:POST|PUT|PATCH|DELETE)"[^}]*)\} (\S+)$', re.MULTILINE)
 LABEL = re.compile(r'(resource|subresource|verb)="([^"]*)"')
+
+
+Measured = tuple[float, Counter[str], datetime]  # seconds, writes by 'verb resource', when the window closed
 
 
 def writes(api: client.ApiClient) -> Counter[str]:
@@ -55,24 +68,82 @@ def writes(api: client.ApiClient) -> Counter[str]:
     return found
 
 
+def audited(plane: ControlPlane) -> dict[str, dict[str, Any]]:
+    """The audit log's writes so far by audit ID, lease renewals left out."""
+    events = plane.audit_events()
+    return {e["auditID"]: e for e in events if (e.get("objectRef") or {}).get("resource") != "leases"}
+
+
+def who_wrote(plane: ControlPlane, before: dict[str, dict[str, Any]], ended: datetime, total: int) -> Counter[str]:
+    """The writes audited after `before` and received by `ended`, by 'client: verb resource -> code'. The log is
+    written as requests end: read until it has the `total` the apiserver's counter saw."""
+
+    def read() -> list[dict[str, Any]] | None:
+        news = [e for key, e in audited(plane).items() if key not in before and _received(e) <= ended]
+        return news if len(news) >= total else None
+
+    found: Counter[str] = Counter()
+    news = poll_until(read, timeout=10, interval=0.05, what=f"the audit log's {total} writes")
+    for event in news:
+        ref = event.get("objectRef") or {}
+        resource = "/".join(filter(None, (ref.get("resource"), ref.get("subresource"))))
+        code = (event.get("responseStatus") or {}).get("code", "?")
+        found[f"{_client(event.get('userAgent', '?'))}: {event.get('verb')} {resource} -> {code}"] += 1
+    return found
+
+
+def _client(agent: str) -> str:
+    """Who by its user agent: the controller-manager's clients end in their controller's name."""
+    program = agent.split("/", 1)[0]
+    return agent.rsplit("/", 1)[-1] if program == "kube-controller-manager" else program
+
+
+def _received(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+
+
+def own_address() -> str:
+    """This machine's address outside loopback (the one its default route leaves from): rank 0's agent listens there,
+    where the operator can reach it and the apiserver takes it in Endpoints. No packet is sent."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))
+        address = str(probe.getsockname()[0])
+    if ipaddress.ip_address(address).is_loopback:
+        raise SystemExit(f"this machine has no address outside loopback ({address}): rank 0's agent needs one")
+    return address
+
+
+def move_rank0(core: client.CoreV1Api, name: str, address: str) -> None:
+    """Rank 0's pod on `address` (kwok gave it one in the routable range, where nothing listens)."""
+    ips = [{"op": "replace", "path": "/status/podIP", "value": address}]
+    core.patch_namespaced_pod_status(
+        name, NS, [*ips, {"op": "replace", "path": "/status/podIPs", "value": [{"ip": address}]}]
+    )
+
+    def listed() -> bool:
+        subsets = core.read_namespaced_endpoints(JOB, NS).subsets or []
+        return any(a.ip == address for subset in subsets for a in subset.addresses or [])
+
+    poll_until(listed, timeout=60, what="rank 0's new address in the Service's Endpoints")
+
+
 def status(custom: client.CustomObjectsApi) -> dict[str, Any]:
     found: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, JOB).get("status") or {}
     return found
 
 
-def measured(
-    api: client.ApiClient, fail: Callable[[], None], back: Callable[[dict[str, Any]], bool]
-) -> tuple[float, Counter[str]]:
-    """Seconds from `fail` until the status is `back` (less the backoff), and the apiserver's writes meanwhile."""
+def measured(api: client.ApiClient, fail: Callable[[], None], back: Callable[[dict[str, Any]], bool]) -> Measured:
+    """Seconds from `fail` until the status is `back` (less the backoff), the apiserver's writes meanwhile, and when
+    that was."""
     custom = client.CustomObjectsApi(api)
     before, began = writes(api), time.monotonic()
     fail()
     poll_until(lambda: back(status(custom)), timeout=300, interval=0.02, what="the gang running again")
     seconds = time.monotonic() - began - BACKOFF
-    return seconds, writes(api) - before
+    return seconds, writes(api) - before, datetime.now(UTC)
 
 
-def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) -> tuple[float, Counter[str]]:
+def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) -> Measured:
     core = client.CoreV1Api(api)
 
     def fail() -> None:
@@ -85,7 +156,7 @@ def in_place(api: client.ApiClient, agent: FakeAgent, rank0: str, ranks: int) ->
     return measured(api, fail, lambda s: s.get("phase") == "Running" and s.get("attempt") == 2)
 
 
-def new_pods(api: client.ApiClient, ranks: int) -> tuple[float, Counter[str]]:
+def new_pods(api: client.ApiClient, ranks: int) -> Measured:
     """The same gang's rank 1 pod fails: every pod goes and attempt 3 gets pods of its own."""
     core = client.CoreV1Api(api)
 
@@ -100,7 +171,7 @@ def new_pods(api: client.ApiClient, ranks: int) -> tuple[float, Counter[str]]:
     return measured(api, fail, back)
 
 
-def run(api: client.ApiClient, operator: OperatorProcess, ranks: int) -> None:
+def run(api: client.ApiClient, plane: ControlPlane, operator: OperatorProcess, ranks: int) -> None:
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     create_namespace(core, NS)
     body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TrainingJob", "metadata": {"name": JOB}}
@@ -108,12 +179,15 @@ def run(api: client.ApiClient, operator: OperatorProcess, ranks: int) -> None:
         GROUP, VERSION, NS, PLURAL, body | {"spec": {"workers": {"replicas": ranks}, "trainer": {"steps": 100}}}
     )
     poll_until(lambda: status(custom).get("phase") == "Running", timeout=300, interval=0.1, what="the gang running")
-    rank0 = core.read_namespaced_pod(f"{JOB}-worker-0-1", NS)
+    rank0, address = core.read_namespaced_pod(f"{JOB}-worker-0-1", NS), own_address()
+    move_rank0(core, rank0.metadata.name, address)
     key = job_key(operator.key, custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, JOB)["metadata"]["uid"])
     gang = {"attempt": 1, "state": "running", "pods": ranks, "running": ranks, "failures": []}
-    with fake_agent(rank0.status.pod_ip, key, **gang) as agent:
-        place_s, place_writes = in_place(api, agent, rank0.metadata.name, ranks)
-    pods_s, pods_writes = new_pods(api, ranks)
+    before = audited(plane)
+    with fake_agent(address, key, **gang) as agent:
+        place_s, place_writes, ended = in_place(api, agent, rank0.metadata.name, ranks)
+    who = who_wrote(plane, before, ended, place_writes.total())
+    pods_s, pods_writes, _ = new_pods(api, ranks)
     place, fresh = place_writes.total(), pods_writes.total()
     print(
         f"rank failure in a {ranks}-rank gang -> status Running again, backoff excluded: in place {place_s:.2f} s and "
@@ -122,6 +196,7 @@ def run(api: client.ApiClient, operator: OperatorProcess, ranks: int) -> None:
     )
     for title, counts in (("in place", place_writes), ("new pods", pods_writes)):
         print(f"  {title}: " + ", ".join(f"{n} {key}" for key, n in counts.most_common(8)))
+    print("  in place, by client (the audit log): " + ", ".join(f"{n} {key}" for key, n in sorted(who.items())))
 
 
 def main() -> None:
@@ -129,7 +204,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=256)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tj-bench-") as root:
-        plane = ControlPlane(Path(root), Binaries.from_environment(), cluster=True)
+        plane = RoutablePlane(Path(root), Binaries.from_environment(), cluster=True, audit_policy=WRITES_AUDIT_POLICY)
         plane.start()
         operator = OperatorProcess(plane.kubeconfig, Path(root), TJ_OPERATOR_BACKOFF_BASE_SECONDS=str(BACKOFF))
         try:
@@ -138,7 +213,7 @@ def main() -> None:
                 for index in range(4):  # room for 400 pods: 6 nodes x 110
                     client.CoreV1Api(api).create_node(kwok.gpu_node(f"extra-node-{index}", f"127.0.11.{index + 1}"))
                 operator.start()
-                run(api, operator, args.ranks)
+                run(api, plane, operator, args.ranks)
         finally:
             operator.stop()
             plane.stop()

@@ -42,6 +42,13 @@ AUDIT_POLICY = {
         {"level": "None"},
     ],
 }
+# Every write, for benchmarks that say who wrote what (apiserver_request_total has no client label).
+WRITES_AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "verbs": ["create", "update", "patch", "delete"]}, {"level": "None"}],
+}
 
 
 @dataclass(frozen=True)
@@ -88,8 +95,17 @@ class ControlPlane:
     """Starts and stops one control plane in `root`. `cluster=False` is the envtest tier. With `node_ip` it serves
     a real node (testbed/node.py) on that address instead of kwok's fake ones."""
 
-    def __init__(self, root: Path, binaries: Binaries, *, cluster: bool, node_ip: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        binaries: Binaries,
+        *,
+        cluster: bool,
+        node_ip: str | None = None,
+        audit_policy: dict[str, Any] | None = None,
+    ) -> None:
         self.root = root
+        self.audit_rules: dict[str, Any] = audit_policy or AUDIT_POLICY
         self.binaries = binaries
         self.cluster = cluster
         self.node_ip = node_ip
@@ -168,7 +184,7 @@ class ControlPlane:
 
     def _audit_policy(self) -> Path:
         path = self.root / "audit-policy.yaml"
-        path.write_text(yaml.safe_dump(AUDIT_POLICY))
+        path.write_text(yaml.safe_dump(self.audit_rules))
         return path
 
     def audit_events(self) -> list[dict[str, Any]]:

@@ -107,6 +107,36 @@ def test_a_trainer_failure_restarts_the_gang_in_its_pods_counted_once(world: Wor
     assert world.reasons()[-2:] == ["RetryableFailure", "RestartedInPlace"]  # one Event for Running again
 
 
+def test_an_attempt_that_saved_restarts_in_place_at_once_and_a_crash_loop_still_waits(world: World) -> None:
+    """Attempt 1 moved the newest checkpoint forward: attempt 2 is ordered on the pass after the record, with no
+    backoff. Attempt 2 fails before saving anything: the crash loop's backoff applies as before (the second failure
+    of a streak that began with the one that saved: twice the base)."""
+    world.start()
+    report = {"step": 120, "heartbeat": world.now.timestamp(), "attempt": 1, "lastCheckpointStep": 100}
+    world.cluster.reports[RANK0] = progress_from_report(report | {"lastCheckpointTime": world.now.timestamp()})
+    world.reconcile()
+    world.trainer_fails()
+    world.reconcile()
+    assert world.status["lastCheckpoint"]["step"] == 100 and not world.cluster.orders
+    world.advance(0.1)
+    world.reconcile()
+    assert world.cluster.orders == [(RANK0, 2)], "no backoff after an attempt that saved"
+    world.agents_run()
+    world.reconcile()
+    assert (world.status["phase"], world.status["attempt"]) == ("Running", 2)
+    resumed = report | {"step": 100, "attempt": 2, "resumedFromStep": 100}
+    world.cluster.reports[RANK0] = progress_from_report(resumed | {"heartbeat": world.now.timestamp()})
+    world.reconcile()
+    world.trainer_fails()
+    world.reconcile()
+    world.advance(2 * BACKOFF - 0.5)
+    world.reconcile()
+    assert world.status["attempt"] == 3 and world.cluster.orders == [(RANK0, 2)], "within the crash loop's backoff"
+    world.advance(0.6)
+    world.reconcile()
+    assert world.cluster.orders[-1] == (RANK0, 3)
+
+
 @pytest.mark.parametrize("crash_after", range(3), ids=lambda n: f"killed-after-{n}-operations")
 def test_an_operator_killed_between_recording_and_telling_tells_on_its_next_pass(
     world: World, crash_after: int

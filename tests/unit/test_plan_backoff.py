@@ -8,7 +8,7 @@ from tests.support.builders import SETTINGS, T0, make_job
 
 from trainingjob.children.observe import Observed
 from trainingjob.model import TrainingJobStatus
-from trainingjob.plan.backoff import backoff_seconds, failures_in_a_row
+from trainingjob.plan.backoff import backoff_seconds, failures_in_a_row, in_place_backoff_seconds
 from trainingjob.plan.types import Context
 
 pytestmark = pytest.mark.fast
@@ -83,3 +83,34 @@ def test_the_delay_doubles_in_the_loop_up_to_the_maximum() -> None:
     assert delays == [10, 20, 40, 80, 160, 300, 300, 300]
     productive = [attempt(1, None), attempt(2, 100), attempt(3, 200, None)]
     assert backoff_seconds(ctx, status(productive, 3, 300, restarts=7)) == SETTINGS.backoff_base_seconds
+
+
+@pytest.mark.parametrize(
+    ("job", "expected"),
+    [
+        pytest.param(status([attempt(1, None, None)], 1, 100), 0, id="the-first-attempt-saved: at once"),
+        pytest.param(status([attempt(1, None, None)], 1, None), 10, id="the-first-attempt-saved-nothing: the base"),
+        pytest.param(
+            status([attempt(1, None), attempt(2, 100), attempt(3, 200, None)], 3, 300), 0, id="each-attempt-saved"
+        ),
+        pytest.param(
+            status([attempt(1, None), attempt(2, 100), attempt(3, 100, None)], 3, 100),
+            40,
+            id="a-crash-loop-after-a-save: doubles as before",
+        ),
+        pytest.param(
+            status([attempt(1, None), attempt(2, 100), attempt(3, 200, None)], 2, 200),
+            0,
+            id="read-after-the-next-attempt-began: its resume point says the failed one saved",
+        ),
+        pytest.param(
+            status([attempt(1, None), attempt(2, 100), attempt(3, 100)], 2, 100), 20, id="resumed-where-it-began"
+        ),
+        pytest.param(status([], 1, 100, restarts=1), 10, id="no-history-of-it: the backoff"),
+    ],
+)
+def test_a_restart_in_place_after_an_attempt_that_saved_waits_for_nothing(
+    job: TrainingJobStatus, expected: int
+) -> None:
+    ctx = Context(make_job(), Observed(()), T0, SETTINGS)
+    assert in_place_backoff_seconds(ctx, job) == expected

@@ -341,9 +341,11 @@ def run_local(
     chaos: Chaos | None = None,
     poll_seconds: float = 0.25,
     configmaps: ConfigMaps | None = None,
+    settings: Settings = LOCAL_SETTINGS,
 ) -> tuple[TrainingJobStatus | None, LocalCluster]:
     """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports).
-    `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes."""
+    `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes; `settings` are the
+    operator's (benchmarks change its checkpoint prior)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
     name = str(cluster.job["metadata"]["name"])
     if chaos and _pauses(manifest):
@@ -352,7 +354,7 @@ def run_local(
     killed = False
     try:
         while True:
-            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=LOCAL_SETTINGS)
+            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings)
             if outcome.after is None:
                 return status, cluster
             status = outcome.after

@@ -15,7 +15,7 @@ from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, InPlaceRestart, Mode, Phase, TrainingJobStatus
 from trainingjob.plan import classify, finished
-from trainingjob.plan.backoff import backoff_seconds
+from trainingjob.plan.backoff import in_place_backoff_seconds
 from trainingjob.plan.classify import TRAINER_FAILED
 from trainingjob.plan.slots import slots
 from trainingjob.plan.transitions import after, moved, seconds_until
@@ -74,7 +74,7 @@ def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verd
     status = status.model_copy(update=update)
     message = f"{verdict.message} Restarting in place as attempt {attempt} from the newest checkpoint; the pods stay."
     status, events = moved(ctx, status, Phase.RESTARTING, verdict.reason, message)
-    return Decision(status, events=events, requeue_after=max(backoff_seconds(ctx, status), 0.1), final=True)
+    return Decision(status, events=events, requeue_after=max(in_place_backoff_seconds(ctx, status), 0.1), final=True)
 
 
 def _follow(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) -> Decision | None:
@@ -85,7 +85,7 @@ def _follow(ctx: Context, status: TrainingJobStatus, pending: InPlaceRestart) ->
         return _done(ctx, status, pending)
     if not possible(ctx, status):
         return Decision(status.model_copy(update={"in_place_restart": None}))
-    due = after(pending.time, backoff_seconds(ctx, status))
+    due = after(pending.time, in_place_backoff_seconds(ctx, status))
     deadline = after(due, ctx.settings.in_place_timeout_seconds)
     if ctx.now >= deadline or (gang is None and ctx.now >= after(due, SILENT_SECONDS)):
         return _fall_back(ctx, status, gang)
