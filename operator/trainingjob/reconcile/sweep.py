@@ -17,11 +17,13 @@ from trainingjob.model.sweep_status import (
     SweepConditionType,
     SweepPhase,
     TrainingSweepStatus,
+    TrialPhase,
 )
 from trainingjob.reconcile.job import merge_patch, observed_uids
-from trainingjob.sweep.plan import SweepPlan, after_creates, plan
+from trainingjob.sweep.plan import SweepPlan, after_creates, oversized, plan
+from trainingjob.sweep.summary import STATUS_LIMIT_BYTES, status_bytes
 from trainingjob.sweep.trial_jobs import trial_manifest
-from trainingjob.sweep.trials import child
+from trainingjob.sweep.trials import Child, child
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,11 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     except ValidationError as error:
         return _refuse(cluster, manifest, error, now)
     listed = cluster.list_trial_jobs(namespace, name)
-    children = {c.name: c for c in map(child, listed)}
-    result = plan(sweep, children, now)
+    result = plan(sweep, _children(sweep.status, listed), now)
+    size = status_bytes(result.status)
+    if size > STATUS_LIMIT_BYTES:
+        log.warning("%s/%s: the status would take %d bytes: not written, nothing done", namespace, name, size)
+        result = oversized(sweep, size, STATUS_LIMIT_BYTES, now)
     version = str(manifest["metadata"]["resourceVersion"])
     version = _write_status(cluster, manifest, version, sweep.status, result.status)
     refusals = _act(cluster, namespace, sweep, result, observed_uids(listed))
@@ -56,6 +61,17 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     written = {**manifest, "status": result.status.model_dump(mode="json", by_alias=True, exclude_none=True)}
     _write_status(cluster, written, version, result.status, after)
     return SweepOutcome(sweep.status, after, sweep.spec.objective.metric)
+
+
+def _children(status: TrainingSweepStatus | None, listed: Sequence[Manifest]) -> dict[str, Child]:
+    """The trials' jobs by name, each read in full only where the planner looks inside it: an unfinished or pruned
+    trial's. The jobs of the other finished trials (thousands, in a large sweep) are known by name and owner."""
+    inside = {t.job_name for t in status.trials if t.phase not in _SETTLED} if status else set()
+    found = (child(m, parse=(m.get("metadata") or {}).get("name") in inside) for m in listed)
+    return {c.name: c for c in found}
+
+
+_SETTLED = (TrialPhase.SUCCEEDED, TrialPhase.FAILED)
 
 
 def _write_status(
