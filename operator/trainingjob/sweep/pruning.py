@@ -3,6 +3,7 @@ MedianPruner decides it, from the per-step medians of the succeeded trials compu
 trial by trial and step by step costs trials x steps x succeeded trials); successive halving by Optuna's pruner on
 the study rebuilt from the listed trials."""
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial], summarised_succee
     if stopping is None or not running:
         return []
     if stopping.algorithm == PruningAlgorithm.MEDIAN:
-        return _by_median(spec, stopping, aligned(trials), running, summarised_succeeded)
+        return _by_median(spec, stopping, trials, running, summarised_succeeded)
     study = rebuilt(spec, aligned(trials), len(trials))
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
     verdicts = []
@@ -57,38 +58,43 @@ def _verdict(spec: TrainingSweepSpec, stopping: EarlyStopping, number: int, step
 
 
 def _by_median(
-    spec: TrainingSweepSpec, stopping: EarlyStopping, curves: Sequence[Trial], running: Sequence[Trial], earlier: int
+    spec: TrainingSweepSpec, stopping: EarlyStopping, trials: Sequence[Trial], running: Sequence[Trial], earlier: int
 ) -> list[Pruned]:
-    """MedianPruner's verdicts: a running trial is stopped at the first of its own evaluations, past warmupSteps,
-    where its best value so far trails the median of the succeeded trials' values there (at least startupTrials
-    of them there, and startupTrials succeeded in all)."""
-    done = [t for t in curves if t.phase == TrialPhase.SUCCEEDED and t.objective is not None]
+    """MedianPruner's verdicts (on the curves aligned()): a running trial is stopped at the first of its own
+    evaluations, past warmupSteps, where its best value so far trails the median of the succeeded trials' values
+    there, each trial's latest at or before that step (at least startupTrials of them there, and startupTrials
+    succeeded in all). The medians are taken once, at the running trials' steps only."""
+    done = [t for t in trials if t.phase == TrialPhase.SUCCEEDED and t.objective is not None and t.curve]
     if not done or len(done) + earlier < stopping.startup_trials:
         return []
     maximize = spec.objective.goal == Goal.MAXIMIZE
-    medians = _medians(done, max(stopping.startup_trials, 1))
-    by_number = {t.number: t for t in curves}
+    steps = sorted({point.step for trial in running for point in trial.curve if point.step >= stopping.warmup_steps})
+    medians = _medians(done, steps, max(stopping.startup_trials, 1))
     verdicts = []
     for trial in running:
-        own, best = {point.step for point in trial.curve}, None
-        for point in by_number[trial.number].curve:
+        best = None
+        for point in trial.curve:
             best = point.value if best is None else (max if maximize else min)(best, point.value)
             median = medians.get(point.step)
-            if point.step not in own or point.step < stopping.warmup_steps or median is None:
-                continue
-            if best < median if maximize else best > median:
+            if median is not None and (best < median if maximize else best > median):
                 verdicts.append(_verdict(spec, stopping, trial.number, point.step, point.value))
                 break
     return verdicts
 
 
-def _medians(done: Sequence[Trial], least: int) -> dict[int, float]:
-    """At each step, the median of the trials' values there (as numpy's 50th percentile), where `least` have one."""
+def _medians(done: Sequence[Trial], steps: Sequence[int], least: int) -> dict[int, float]:
+    """At each of `steps` (ascending), the median (numpy's 50th percentile) of the trials' values there, each
+    trial's latest evaluation at or before it, up to its last; where at least `least` trials have one."""
     values: dict[int, list[float]] = defaultdict(list)
     for trial in done:
-        for point in trial.curve:
-            values[point.step].append(point.value)
-    return {step: float(np.percentile(vs, 50)) for step, vs in values.items() if len(vs) >= least}
+        own = [point.step for point in trial.curve]
+        for step in steps:
+            if step > own[-1]:
+                break
+            at = bisect_right(own, step) - 1
+            if at >= 0:
+                values[step].append(trial.curve[at].value)
+    return {step: float(np.percentile(found, 50)) for step, found in values.items() if len(found) >= least}
 
 
 def at_its_end(trial: Trial) -> bool:
