@@ -1,20 +1,26 @@
 """A sweep of thousands of trials unpacks only its unfinished trials' jobs: the trials store keeps each job's head
 (what the sweep reads of a finished trial's job) beside the packed job, and a reconcile from the stores, asking whole
-only for the jobs it looks inside, decides and writes exactly as one given every job whole."""
+only for the jobs it looks inside, decides and writes exactly as one given every job whole. And the many trials'
+reports wake their sweep at most once per batch window."""
 
 import copy
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from kubernetes import client
 from tests.support.builders import SWEEP_UID, T0, sweep_manifest
 
+from trainingjob.kube.client import Connection
 from trainingjob.kube.ports import Manifest
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob.model.sweep_status import ObjectivePoint, SweepPhase, TrainingSweepStatus, Trial, TrialPhase
 from trainingjob.reconcile.sweep import reconcile_sweep
 from trainingjob.runtime.cached import CachedSweepCluster
+from trainingjob.runtime.controller import Controller
 from trainingjob.runtime.memory import Stores, trial_head
+from trainingjob.runtime.metrics import Metrics
+from trainingjob.settings import OperatorSettings
 from trainingjob.sweep.plan import job_name
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import child
@@ -140,3 +146,13 @@ def test_a_reconcile_from_the_stores_in_part_decides_and_writes_as_one_from_ever
     assert ("suspend", "sweep-8") in in_part.sent and ("create", "sweep-10") in in_part.sent
     heads = stores.trials.of_job("ns", "sweep", {"sweep-7", "sweep-8", "sweep-9"})
     assert sum("status" in j for j in heads) == 3, "only the running trials' jobs unpacked"
+
+
+def test_a_sweep_waits_its_own_batch_window_after_a_change_before_its_reconcile() -> None:
+    """Every trial's progress report changes its job, and each change wakes the sweep: the sweep queue waits
+    sweep_batch_seconds (ReconcileQueue merges the wake-ups meanwhile, tests/unit/test_queue.py), the job queue its
+    own much shorter window."""
+    settings = OperatorSettings(leader_election=False, sweep_batch_seconds=7.5)
+    built = Controller(settings, Connection(client.ApiClient(), "ns"), Metrics())
+    assert built.sweep_queue.batch_seconds == 7.5 and built.job_queue.batch_seconds == settings.batch_seconds
+    assert OperatorSettings().sweep_batch_seconds >= 1, "a sweep of thousands of trials reconciled on every report"

@@ -115,6 +115,11 @@ class TrialCounts(ApiModel):
     pruned: Count = 0
     """Stopped early."""
 
+    @property
+    def started(self) -> int:
+        """Every trial started so far, those the status lists and those it summarises."""
+        return self.pending + self.running + self.succeeded + self.failed + self.pruned
+
 
 class SweepConditionType(StrEnum):
     RUNNING = "Running"
