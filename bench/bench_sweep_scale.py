@@ -24,7 +24,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Manifest = dict[str, Any]
 
 
-def _spec(total: int) -> Manifest:
+def _spec(total: int, rule: str) -> Manifest:
     template = {"spec": {"mode": "DDP", "workers": {"replicas": 2}, "trainer": {"steps": TOTAL_STEPS}}}
     parameters = [
         {"name": "lr", "path": "trainer.learningRate", "type": "Float", "min": 0.001, "max": 1.0, "log": True},
@@ -37,7 +37,7 @@ def _spec(total: int) -> Manifest:
         "maxTrials": total,
         "maxFailedTrials": total,
         "parallelism": RUNNING + 1,
-        "earlyStopping": {"algorithm": "Median", "startupTrials": 5},
+        "earlyStopping": {"algorithm": "Median", "startupTrials": 5} if rule == "Median" else {"algorithm": rule},
     }
 
 
@@ -50,7 +50,7 @@ def _evaluations(quality: float, points: int, total_steps: int) -> list[Manifest
     ]
 
 
-def _world(total: int, varied: bool) -> tuple[Manifest, list[Manifest]]:
+def _world(total: int, varied: bool, rule: str) -> tuple[Manifest, list[Manifest]]:
     """The sweep (its status as this code keeps it) and its trials' jobs: all but the last of its `total` trials
     started, RUNNING of them running halfway and the others succeeded; the last one is drawn by the reconcile.
     `varied`: each trial runs its own number of steps (as when steps is a parameter), so no two curves share a
@@ -64,7 +64,7 @@ def _world(total: int, varied: bool) -> tuple[Manifest, list[Manifest]]:
 
     rng = random.Random(total)
     metadata = {"name": "sweep", "namespace": "ns", "uid": "sweep-uid", "generation": 1, "resourceVersion": "1"}
-    manifest = {"apiVersion": API_VERSION, "kind": SWEEP_KIND, "metadata": metadata, "spec": _spec(total)}
+    manifest = {"apiVersion": API_VERSION, "kind": SWEEP_KIND, "metadata": metadata, "spec": _spec(total, rule)}
     sweep = TrainingSweep.from_manifest(manifest)
     trials, jobs = [], []
     for number in range(total - 1):
@@ -138,13 +138,13 @@ class Writes:
         return None
 
 
-def side(total: int, varied: bool) -> Manifest:
+def side(total: int, varied: bool, rule: str) -> Manifest:
     """Measure here (the PYTHONPATH's code): ROUNDS timed reconciles, then one under tracemalloc."""
     from trainingjob.reconcile.sweep import reconcile_sweep  # noqa: PLC0415
     from trainingjob.runtime.cached import CachedSweepCluster  # noqa: PLC0415
     from trainingjob.runtime.memory import Stores  # noqa: PLC0415
 
-    sweep, jobs = _world(total, varied)
+    sweep, jobs = _world(total, varied, rule)
     stores = Stores()
     stores.sweeps.apply("ADDED", sweep)
     for job in jobs:
@@ -175,9 +175,9 @@ def side(total: int, varied: bool) -> Manifest:
     }
 
 
-def _run(tree: Path, total: int, varied: bool) -> Manifest:
+def _run(tree: Path, total: int, varied: bool, rule: str) -> Manifest:
     env = {**os.environ, "PYTHONPATH": f"{tree / 'operator'}"}
-    command = [sys.executable, __file__, "--side", str(total), *(["--varied"] if varied else [])]
+    command = [sys.executable, __file__, "--side", str(total), "--rule", rule, *(["--varied"] if varied else [])]
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     result: Manifest = json.loads(done.stdout.strip().splitlines()[-1])
     return result
@@ -189,17 +189,18 @@ def main() -> None:
     parser.add_argument("--old", type=Path, help="a checkout of an earlier commit: its code at 500 trials, beside")
     parser.add_argument("--sizes", type=int, nargs="*", default=[500, 2_000, 10_000])
     parser.add_argument("--varied", action="store_true", help="each trial its own number of steps")
+    parser.add_argument("--rule", choices=["Median", "SuccessiveHalving"], default="Median")
     args = parser.parse_args()
     if args.side:
-        print(json.dumps(side(args.side, args.varied)))
+        print(json.dumps(side(args.side, args.varied, args.rule)))
         return
     here = Path(__file__).resolve().parent.parent
-    rows = [("this code", _run(here, total, args.varied)) for total in args.sizes]
+    rows = [("this code", _run(here, total, args.varied, args.rule)) for total in args.sizes]
     if args.old:
-        rows.insert(0, ("old code", _run(args.old.resolve(), 500, args.varied)))
+        rows.insert(0, ("old code", _run(args.old.resolve(), 500, args.varied, args.rule)))
     base = next(r for name, r in rows if name == "this code" and r["total"] == min(args.sizes))
     curves = "each trial's own steps" if args.varied else "shared steps"
-    print(f"one sweep reconcile, {RUNNING} running, {curves}, median of {ROUNDS}; ratios against this code at 500")
+    print(f"one sweep reconcile, {RUNNING} running, {curves}, {args.rule}, median of {ROUNDS}; ratios against 500")
     head = ("code", "trials", "listed", "wall s", "cpu s", "peak MB", "status KiB", "cpu ratio", "peak ratio")
     print("  {:<10} {:>7} {:>7} {:>7} {:>6} {:>8} {:>10} {:>9} {:>10}".format(*head))
     for name, r in rows:

@@ -13,7 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from trainingjob.model.sweep import EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
-from trainingjob.model.sweep_status import ObjectivePoint, Trial, TrialPhase
+from trainingjob.model.sweep_status import Trial, TrialPhase
 from trainingjob.sweep.study import NUMBER, rebuilt
 
 REASONS = {PruningAlgorithm.MEDIAN: "PrunedByMedian", PruningAlgorithm.SUCCESSIVE_HALVING: "PrunedBySuccessiveHalving"}
@@ -37,7 +37,8 @@ def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial], summarised_succee
         return []
     if stopping.algorithm == PruningAlgorithm.MEDIAN:
         return _by_median(spec, stopping, trials, running, summarised_succeeded)
-    study = rebuilt(spec, aligned(trials), len(trials))
+    steps = sorted({point.step for trial in trials for point in trial.curve})
+    study = rebuilt(spec, trials, len(trials), steps)
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
     verdicts = []
     for trial in running:
@@ -60,10 +61,11 @@ def _verdict(spec: TrainingSweepSpec, stopping: EarlyStopping, number: int, step
 def _by_median(
     spec: TrainingSweepSpec, stopping: EarlyStopping, trials: Sequence[Trial], running: Sequence[Trial], earlier: int
 ) -> list[Pruned]:
-    """MedianPruner's verdicts (on the curves aligned()): a running trial is stopped at the first of its own
-    evaluations, past warmupSteps, where its best value so far trails the median of the succeeded trials' values
-    there, each trial's latest at or before that step (at least startupTrials of them there, and startupTrials
-    succeeded in all). The medians are taken once, at the running trials' steps only."""
+    """MedianPruner's verdicts, every trial's curve taken at every step any trial was evaluated at (its latest
+    evaluation at or before it: trials rarely share steps, and the rule compares them step by step). A running trial
+    is stopped at the first of its own evaluations, past warmupSteps, where its best value so far trails the median
+    of the succeeded trials' values there (at least startupTrials of them there, and startupTrials succeeded in
+    all). The medians are taken once, at the running trials' steps only."""
     done = [t for t in trials if t.phase == TrialPhase.SUCCEEDED and t.objective is not None and t.curve]
     if not done or len(done) + earlier < stopping.startup_trials:
         return []
@@ -102,25 +104,6 @@ def at_its_end(trial: Trial) -> bool:
     if trial.total_steps is None:
         return False
     return max(trial.step or 0, trial.objective_step or 0) >= trial.total_steps
-
-
-def aligned(trials: Sequence[Trial]) -> list[Trial]:
-    """The trials with their curves at the same steps: every step any trial was evaluated at, up to each trial's
-    last, its value there the trial's latest evaluation at or before it. A job's status keeps the evaluations its
-    reconciles saw, so two trials rarely share steps, and the rules compare trials step by step: a trial would be
-    measured against whichever few had an evaluation seen at exactly its step."""
-    steps = sorted({point.step for trial in trials for point in trial.curve})
-    result = []
-    for trial in trials:
-        points, seen, latest = list(trial.curve), 0, None
-        filled = []
-        for step in steps:
-            while seen < len(points) and points[seen].step <= step:
-                latest, seen = points[seen], seen + 1
-            if latest is not None and step <= points[-1].step:
-                filled.append(ObjectivePoint(step=step, value=latest.value))
-        result.append(trial.model_copy(update={"curve": filled}))
-    return result
 
 
 def _pruned_at(study: optuna.Study, trial: FrozenTrial, steps: list[int]) -> int | None:
