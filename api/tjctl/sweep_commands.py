@@ -80,7 +80,7 @@ def table(sweeps: list[TrainingSweep]) -> Table:
     for sweep in sweeps:
         status = sweep.status
         counts, best = (status.counts, status.best_trial) if status is not None else (None, None)
-        started = len(status.trials) if status is not None else 0
+        started = status.counts.started if status is not None else 0
         best_text = f"{sweep.spec.objective.metric} {best.objective:.4f} (trial {best.number})" if best else "-"
         made.add_row(
             str(sweep.metadata.name),

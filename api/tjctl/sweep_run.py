@@ -134,7 +134,7 @@ def summary(status: TrainingSweepStatus, metric: str, seconds: float) -> str:
     0.9811 with lr=0.00316, batch=64, optimizer=adam'."""
     counts, best = status.counts, status.best_trial
     line = (
-        f"{status.phase.value}: {len(status.trials)} trials in {display.duration(seconds)}: {counts.succeeded}"
+        f"{status.phase.value}: {counts.started} trials in {display.duration(seconds)}: {counts.succeeded}"
         f" succeeded, {counts.pruned} pruned, {counts.failed} failed."
     )
     if best is not None:

@@ -29,6 +29,10 @@ class OperatorSettings(BaseSettings):
     batch_seconds: float = Field(default=0.05, gt=0, le=5)
     """After a job's first change, wait this long before reconciling it, so that a burst of pod events (a gang
     starting) makes one reconcile, not one per pod."""
+    sweep_batch_seconds: float = Field(default=2.0, gt=0, le=300)
+    """After a sweep's trial job (or the sweep) changes, wait this long before reconciling the sweep: every change
+    within the window makes one reconcile, so a sweep of many trials reporting progress is reconciled at most once
+    per window, not once per report."""
     max_writes_in_flight: int = Field(default=16, ge=1, le=256)
     """The most writes (pod creations, deletions, releases) in flight at once, across all jobs; when the apiserver
     answers 429 the operator halves its pace and waits as asked, then grows back."""

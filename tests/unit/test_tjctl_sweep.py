@@ -16,7 +16,15 @@ from tjctl.local_configmaps import configmaps_in
 from tjctl.sweep_run import changes, ranked, summary
 from trainingjob.local.sweep import LocalSweep
 from trainingjob.model.sweep import Goal
-from trainingjob.model.sweep_status import BestTrial, SweepPhase, TrainingSweepStatus, Trial, TrialCounts, TrialPhase
+from trainingjob.model.sweep_status import (
+    BestTrial,
+    SummarisedTrials,
+    SweepPhase,
+    TrainingSweepStatus,
+    Trial,
+    TrialCounts,
+    TrialPhase,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -157,6 +165,16 @@ def test_the_summary_counts_the_trials_and_names_the_best() -> None:
         "Succeeded: 2 trials in 1m10s: 1 succeeded, 1 pruned, 0 failed. Best: trial 0 (sweep-0), accuracy 0.9800"
         " with lr=0.00316, batch=64"
     )
+
+
+def test_the_summary_counts_the_trials_the_status_summarises_too() -> None:
+    status = TrainingSweepStatus(
+        phase=SweepPhase.SUCCEEDED,
+        trials=[_trial(700, TrialPhase.SUCCEEDED, 0.98)],
+        counts=TrialCounts(succeeded=500, pruned=190, failed=11),
+        summarised=SummarisedTrials(succeeded=499, pruned=190, failed=11),
+    )
+    assert summary(status, "accuracy", 60).startswith("Succeeded: 701 trials in 1m00s: 500 succeeded, 190 pruned")
 
 
 def _mounting(manifest: dict[str, Any], configmap: str) -> dict[str, Any]:

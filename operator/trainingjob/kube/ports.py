@@ -3,10 +3,10 @@ queued job's Kueue Workload), SweepCluster for a sweep's. Implemented on the api
 kube.kueue, kube.sweep_cluster), from the runtime's stores (runtime.cached), on this machine (local.cluster,
 local.sweep) and in memory by the tests (tests/support/fake_cluster.py). Pure: no client."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.progress_report import Report
@@ -62,6 +62,16 @@ class Queues(Protocol):
 
     def read(self, namespace: str, job: str, uid: str) -> QueueState: ...
     def apply(self, job: TrainingJob, action: WorkloadAction, now: datetime) -> None: ...
+
+
+@runtime_checkable
+class TrialJobsInPart(Protocol):
+    """A SweepCluster that can list a sweep's trials' jobs whole only where asked (runtime.cached, from the stores):
+    the others as their metadata alone (name, namespace, uid, version, the controlling owner, creation and
+    deletion times), which is all a sweep reads of a finished trial's job; a sweep of thousands of trials then
+    unpacks only its few unfinished ones."""
+
+    def list_trial_jobs_in_part(self, namespace: str, sweep: str, whole: Collection[str]) -> list[Manifest]: ...
 
 
 class SweepCluster(Protocol):

@@ -20,8 +20,9 @@ SWEEP_KIND = "TrainingSweep"
 SWEEP_PLURAL = "trainingsweeps"
 SWEEP_SINGULAR = "trainingsweep"
 SWEEP_SHORT_NAMES = ("tjs",)
-# A trial's job is "<sweep>-<number>": room for numbers up to MAX_TRIALS - 1 within a job name.
-MAX_SWEEP_NAME_LENGTH = MAX_NAME_LENGTH - 1 - len(str(MAX_TRIALS - 1))
+# A trial's job is "<sweep>-<number>": room for numbers up to 999 within a job name; a sweep of more trials needs a
+# name shorter by a character for each further digit (the rule _trial_names).
+MAX_SWEEP_NAME_LENGTH = MAX_NAME_LENGTH - 1 - len("999")
 MAX_PARAMETERS = 16
 
 
@@ -188,6 +189,11 @@ class TrainingSweepSpec(ApiModel):
         return self
 
 
+def _trial_names_fit(sweep: "TrainingSweep") -> bool:
+    name = sweep.metadata.name
+    return name is None or len(name) + 1 + len(str(sweep.spec.max_trials - 1)) <= MAX_NAME_LENGTH
+
+
 class TrainingSweep(ApiObject):
     """A hyperparameter sweep: TrainingJobs as trials, sampled, stopped early and ranked by one metric."""
 
@@ -198,4 +204,16 @@ class TrainingSweep(ApiObject):
     status: TrainingSweepStatus | None = None
     """The observed state of the sweep, written by the operator."""
 
-    cross_field_rules = (name_rule(MAX_SWEEP_NAME_LENGTH),)
+    cross_field_rules = (
+        name_rule(MAX_SWEEP_NAME_LENGTH),
+        Rule(
+            field="metadata.name",
+            cel=f"self.metadata.name.size() + 1 + string(self.spec.maxTrials - 1).size() <= {MAX_NAME_LENGTH}",
+            message=(
+                f"metadata.name with '-' and the last trial's number (maxTrials - 1) must fit a TrainingJob's name"
+                f" ({MAX_NAME_LENGTH} characters): shorten the name or lower maxTrials"
+            ),
+            reason=Reason.INVALID,
+            holds=_trial_names_fit,
+        ),
+    )

@@ -12,8 +12,9 @@ from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.values import Count, Message, Reason
 
-MAX_TRIALS = 500  # the status keeps every trial: 500 of them stay well inside an object's size limit
+MAX_TRIALS = 10_000  # the status lists the best, the unfinished and the newest finished; the rest are summarised
 MAX_CURVE_POINTS = 16
+MAX_TRIAL_MESSAGE = 1024  # a trial's message is cut to this: 1,000 trials' failures stay well inside the status
 # By parameter name (the operator writes them from the spec's names; the CRD cannot check the keys of a map of
 # untyped values with CEL, so it does not).
 Parameters = Annotated[dict[Annotated[Str, Field(max_length=63)], Value], Field(max_length=16)]
@@ -114,6 +115,11 @@ class TrialCounts(ApiModel):
     pruned: Count = 0
     """Stopped early."""
 
+    @property
+    def started(self) -> int:
+        """Every trial started so far, those the status lists and those it summarises."""
+        return self.pending + self.running + self.succeeded + self.failed + self.pruned
+
 
 class SweepConditionType(StrEnum):
     RUNNING = "Running"
@@ -136,6 +142,30 @@ class SweepCondition(ApiModel):
     """When status last changed."""
 
 
+class SummarisedTrials(ApiModel):
+    """The finished trials the status no longer lists one by one (the oldest, never the best): how many ended in
+    each phase, and their objectives, so the status stays under 1 MiB however many trials a sweep runs."""
+
+    succeeded: Count = 0
+    """Succeeded."""
+    failed: Count = 0
+    """Failed."""
+    pruned: Count = 0
+    """Stopped early."""
+    objectives: Count = 0
+    """How many of them had an objective (their last evaluation's, or a succeeded trial's result)."""
+    objective_min: Objective | None = None
+    """The least of those objectives."""
+    objective_max: Objective | None = None
+    """The greatest."""
+    objective_mean: Objective | None = None
+    """Their mean."""
+
+    @property
+    def total(self) -> int:
+        return self.succeeded + self.failed + self.pruned
+
+
 class TrainingSweepStatus(ApiModel):
     """The observed state of the sweep, written by the operator."""
 
@@ -150,7 +180,10 @@ class TrainingSweepStatus(ApiModel):
     trials: Annotated[list[Trial], Field(max_length=MAX_TRIALS), AfterValidator(unique_by("number"))] = Field(
         default_factory=list, json_schema_extra=list_map("number")
     )
-    """Every trial so far, by number."""
+    """The trials by number: every unfinished one, the best, and the newest finished ones (older finished trials
+    are counted in summarised)."""
+    summarised: SummarisedTrials | None = None
+    """The older finished trials not listed in trials: counts by phase and objective statistics."""
     counts: TrialCounts = Field(default_factory=TrialCounts)
     """Trials by phase."""
     best_trial: BestTrial | None = None

@@ -2,14 +2,14 @@
 that makes a crash harmless: the status, then stop pruned trials' jobs, then create new trials' jobs."""
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from trainingjob.kube.ports import Manifest, SweepCluster
+from trainingjob.kube.ports import Manifest, SweepCluster, TrialJobsInPart
 from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep import PrunedTrialAction, TrainingSweep
 from trainingjob.model.sweep_status import (
@@ -17,11 +17,13 @@ from trainingjob.model.sweep_status import (
     SweepConditionType,
     SweepPhase,
     TrainingSweepStatus,
+    TrialPhase,
 )
 from trainingjob.reconcile.job import merge_patch, observed_uids
-from trainingjob.sweep.plan import SweepPlan, after_creates, plan
+from trainingjob.sweep.plan import SweepPlan, after_creates, oversized, plan
+from trainingjob.sweep.summary import STATUS_LIMIT_BYTES, status_bytes
 from trainingjob.sweep.trial_jobs import trial_manifest
-from trainingjob.sweep.trials import child
+from trainingjob.sweep.trials import Child, child
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +46,16 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
         sweep = TrainingSweep.from_manifest(manifest)
     except ValidationError as error:
         return _refuse(cluster, manifest, error, now)
-    listed = cluster.list_trial_jobs(namespace, name)
-    children = {c.name: c for c in map(child, listed)}
-    result = plan(sweep, children, now)
+    inside = {t.job_name for t in sweep.status.trials if t.phase not in _SETTLED} if sweep.status else set()
+    if isinstance(cluster, TrialJobsInPart):
+        listed = cluster.list_trial_jobs_in_part(namespace, name, inside)
+    else:
+        listed = cluster.list_trial_jobs(namespace, name)
+    result = plan(sweep, _children(inside, listed), now)
+    size = status_bytes(result.status)
+    if size > STATUS_LIMIT_BYTES:
+        log.warning("%s/%s: the status would take %d bytes: not written, nothing done", namespace, name, size)
+        result = oversized(sweep, size, STATUS_LIMIT_BYTES, now)
     version = str(manifest["metadata"]["resourceVersion"])
     version = _write_status(cluster, manifest, version, sweep.status, result.status)
     refusals = _act(cluster, namespace, sweep, result, observed_uids(listed))
@@ -56,6 +65,17 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     written = {**manifest, "status": result.status.model_dump(mode="json", by_alias=True, exclude_none=True)}
     _write_status(cluster, written, version, result.status, after)
     return SweepOutcome(sweep.status, after, sweep.spec.objective.metric)
+
+
+def _children(inside: Collection[str], listed: Sequence[Manifest]) -> dict[str, Child]:
+    """The trials' jobs by name, each read in full only where the planner looks inside it (`inside`: an unfinished
+    or pruned trial's). The jobs of the other finished trials (thousands, in a large sweep) are known by name and
+    owner."""
+    found = (child(m, parse=(m.get("metadata") or {}).get("name") in inside) for m in listed)
+    return {c.name: c for c in found}
+
+
+_SETTLED = (TrialPhase.SUCCEEDED, TrialPhase.FAILED)
 
 
 def _write_status(

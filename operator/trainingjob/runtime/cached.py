@@ -13,7 +13,7 @@ reconcile that outlived its leadership (one still running when the Lease was los
 its lease) stops at its next write instead of acting beside the new leader.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 from trainingjob.children.agent import Gang
@@ -132,6 +132,9 @@ class CachedSweepCluster:
 
     def list_trial_jobs(self, namespace: str, sweep: str) -> list[Manifest]:
         return self.stores.trials.of_job(namespace, sweep)
+
+    def list_trial_jobs_in_part(self, namespace: str, sweep: str, whole: Collection[str]) -> list[Manifest]:
+        return self.stores.trials.of_job(namespace, sweep, whole)
 
     def write_sweep_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self._fence().write_sweep_status(namespace, name, resource_version, patch)

@@ -108,6 +108,7 @@ class Controller:
             retry_after=retry_after,
             resync_seconds=options.resync_seconds,
             gate=self.gate,
+            batch_seconds=options.sweep_batch_seconds,
         )
         self.informers: list[Informer] = []
         self.leading: asyncio.Task[None] | None = None

@@ -28,6 +28,16 @@ def sources(namespace: str) -> tuple[Source, ...]:
     )
 
 
+def trial_head(manifest: Manifest) -> Manifest:
+    """What a sweep reads of a finished trial's job (sweep.trials.child, not parsing it): which job it is, whose,
+    and since when; about 1 KiB as Python objects, where the whole job, unpacked, is tens."""
+    metadata = manifest.get("metadata") or {}
+    kept = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller")]
+    head = {k: metadata[k] for k in kept if k in metadata}
+    return {"metadata": {**head, "ownerReferences": owners} if owners else head}
+
+
 def _own_name(manifest: Manifest) -> str | None:
     return str(manifest["metadata"]["name"])
 
@@ -53,7 +63,7 @@ class Stores:
     pods: Store = field(default_factory=lambda: Store(_job_label, keep=essentials))
     services: Store = field(default_factory=lambda: Store(_job_label))
     sweeps: Store = field(default_factory=lambda: Store(_own_name))
-    trials: Store = field(default_factory=lambda: Store(_sweep_label, packed=True))
+    trials: Store = field(default_factory=lambda: Store(_sweep_label, packed=True, head=trial_head))
     last_words: LastWords = field(default_factory=LastWords)  # of the pods seen deleted
 
     def __post_init__(self) -> None:

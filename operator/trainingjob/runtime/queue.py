@@ -55,6 +55,11 @@ class ReconcileQueue:
         if gate is None:
             self.gate.set()
 
+    @property
+    def batch_seconds(self) -> float:
+        """How long a woken key waits before its reconcile: the changes meanwhile make the same one."""
+        return self._batch
+
     def wake(self, key: Key) -> None:
         """Reconcile this job soon; wake-ups that arrive while it is being reconciled are merged into one more."""
         self._wakeups.setdefault(key, asyncio.Event())

@@ -10,14 +10,15 @@ deleted (its UID is remembered for a while), whichever order a watch event and a
 Readers get the stored mappings themselves, not copies: nothing may change them. Every update replaces an
 object whole, so what a reader holds is a consistent snapshot of one version. A store made with `packed` keeps
 each object as compact JSON instead (a TrainingJob's many small parts cost several times their bytes as Python
-objects) and gives every reader a fresh copy.
+objects) and gives every reader a fresh copy; with `head` it also keeps a small part of each unpacked, which
+of_job gives instead of the whole object for the names a reader does not need whole.
 """
 
 import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +53,7 @@ class Kept:
     version: str
     job: str | None
     value: Manifest | bytes
+    head: Manifest | None = None  # a small part of it, unpacked (Store's `head`)
 
     def manifest(self) -> Manifest:
         if isinstance(self.value, bytes):
@@ -76,11 +78,12 @@ class Store:
         *,
         keep: Callable[[Manifest], Manifest] = without_managed_fields,
         packed: bool = False,
+        head: Callable[[Manifest], Manifest] | None = None,
         tombstone_seconds: float = TOMBSTONE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         on_deleted: Callable[[Manifest], None] | None = None,
     ) -> None:
-        self._job_of, self._keep, self._packed = job_of, keep, packed
+        self._job_of, self._keep, self._packed, self._head = job_of, keep, packed, head
         self.on_deleted = on_deleted  # given each DELETED event's object: the object's final state
         self._objects: dict[Key, Kept] = {}
         self._by_job: dict[Key, dict[str, Kept]] = {}
@@ -95,10 +98,14 @@ class Store:
         entry = self._objects.get((namespace, name))
         return None if entry is None else entry.manifest()
 
-    def of_job(self, namespace: str, job: str) -> list[Manifest]:
+    def of_job(self, namespace: str, job: str, whole: Collection[str] | None = None) -> list[Manifest]:
+        """The objects of `job`; given `whole`, those not named in it as their head alone (where kept)."""
         with self._lock:
             found = sorted(self._by_job.get((namespace, job), {}).items())
-        return [entry.manifest() for _, entry in found]
+        return [
+            entry.head if whole is not None and entry.head is not None and name not in whole else entry.manifest()
+            for name, entry in found
+        ]
 
     @property
     def packed(self) -> bool:
@@ -138,7 +145,8 @@ class Store:
         key, uid, version = _identity(manifest)
         trimmed = self._keep(manifest)
         value = json.dumps(trimmed, separators=(",", ":")).encode() if self._packed else trimmed
-        return Kept(key, uid, version, self._job_of(trimmed), value)
+        head = self._head(trimmed) if self._head is not None else None
+        return Kept(key, uid, version, self._job_of(trimmed), value, head)
 
     def replace(self, manifests: Iterable[Manifest | Kept], version: str) -> set[Key]:
         """A whole list, read at `version`: objects not in it are gone, unless written after it was read."""

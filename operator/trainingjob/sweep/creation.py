@@ -7,13 +7,12 @@ Once its job exists, the wait is forgotten."""
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from trainingjob.model.sweep_status import Trial, TrialPhase
+from trainingjob.model.sweep_status import MAX_TRIAL_MESSAGE, Trial, TrialPhase
 from trainingjob.sweep.trials import Child, ended
 
 NAME_TAKEN, REFUSED = "JobNameTaken", "JobCreateRefused"
 WAITING = (NAME_TAKEN, REFUSED)
 CREATE_DEADLINE_SECONDS = 600.0
-MAX_MESSAGE = 1024
 
 
 def _uncreated(trial: Trial) -> bool:
@@ -25,9 +24,9 @@ def waiting(trial: Trial, reason: str, message: str, now: datetime) -> Trial:
     since = trial.waiting_since or now
     waited = (now - since).total_seconds()
     if waited >= CREATE_DEADLINE_SECONDS:
-        gave_up = f"{message} (gave up after {waited:.0f} s)"[:MAX_MESSAGE]
+        gave_up = f"{message} (gave up after {waited:.0f} s)"[:MAX_TRIAL_MESSAGE]
         return ended(trial, TrialPhase.FAILED, reason, gave_up, now).model_copy(update={"waiting_since": since})
-    return trial.model_copy(update={"reason": reason, "message": message[:MAX_MESSAGE], "waiting_since": since})
+    return trial.model_copy(update={"reason": reason, "message": message[:MAX_TRIAL_MESSAGE], "waiting_since": since})
 
 
 def judged(

@@ -3,7 +3,7 @@ create. No I/O, no clock. The status is written first, so a trial exists in the 
 before its job does, and a stopped trial is marked Pruned before its job is stopped: an operator killed between
 any two writes finishes the work on the next reconcile and never runs a trial twice or loses one."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -11,6 +11,7 @@ from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep import Goal, PrunedTrialAction, TrainingSweep
 from trainingjob.model.sweep_status import (
     BestTrial,
+    SummarisedTrials,
     SweepCondition,
     SweepConditionType,
     SweepPhase,
@@ -22,6 +23,7 @@ from trainingjob.model.sweep_status import (
 from trainingjob.sweep import creation
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
+from trainingjob.sweep.summary import compacted
 from trainingjob.sweep.trials import Child, ended, observed
 
 
@@ -49,37 +51,59 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     trials = creation.judged(trials, children, own, now)
     if status.phase.is_terminal:
         return SweepPlan(status, stop=_still_active(trials, own), action=action)
-    verdicts = {p.number: p for p in to_prune(spec, trials)}
+    earlier = status.summarised.succeeded if status.summarised else 0
+    verdicts = {p.number: p for p in to_prune(spec, trials, earlier)}
     trials = [_pruned(t, verdicts[t.number], now) if t.number in verdicts else t for t in trials]
-    failed = sum(t.phase == TrialPhase.FAILED for t in trials)
+    summary = status.summarised
+    failed = sum(t.phase == TrialPhase.FAILED for t in trials) + (summary.failed if summary else 0)
     if failed > spec.max_failed_trials:
         trials = [_stopped(t, now) for t in trials]
         failure = f"{failed} trials failed (maxFailedTrials is {spec.max_failed_trials})"
-        ended = _status(sweep, trials, now, (SweepPhase.FAILED, "TooManyFailedTrials", failure))
-        return SweepPlan(ended, stop=_still_active(trials, own), action=action)
+        stop = _still_active(trials, own)
+        ended = _status(sweep, trials, now, (SweepPhase.FAILED, "TooManyFailedTrials", failure), stop)
+        return SweepPlan(ended, stop=stop, action=action)
     stop = _still_active(trials, own)  # they count against parallelism until they are stopped
-    trials += _new_trials(sweep, trials, stopping=len(stop))
+    trials += _new_trials(sweep, trials, summary, stopping=len(stop))
     create = tuple(
         t for t in trials if t.phase == TrialPhase.PENDING and t.start_time is None and t.job_name not in children
     )
-    ending = _ending(sweep, trials)
-    return SweepPlan(_status(sweep, trials, now, ending), create=create, stop=stop, action=action)
+    ending = _ending(sweep, trials, summary)
+    return SweepPlan(_status(sweep, trials, now, ending, stop), create=create, stop=stop, action=action)
 
 
 def after_creates(status: TrainingSweepStatus, refusals: Mapping[str, str], now: datetime) -> TrainingSweepStatus:
     """The status once the apiserver refused some trials' jobs (job name -> its words): what the next pass acts on."""
     trials = creation.refused(status.trials, refusals, now)
-    return status.model_copy(update={"trials": trials, "counts": counts(trials)})
+    return status.model_copy(update={"trials": trials, "counts": counts(trials, status.summarised)})
 
 
-def _new_trials(sweep: TrainingSweep, trials: Sequence[Trial], stopping: int) -> list[Trial]:
+def _started(trials: Sequence[Trial], summary: SummarisedTrials | None) -> int:
+    return len(trials) + (summary.total if summary else 0)
+
+
+def oversized(sweep: TrainingSweep, size: int, limit: int, now: datetime) -> SweepPlan:
+    """What a reconcile does when the status it planned would take `size` bytes, over `limit`: nothing but say so
+    in the Running condition (StatusTooLarge). A trial's job is made only once the trial is in the status, and a
+    trial is stopped only once it is marked Pruned there, so neither happens; the next reconcile plans again."""
+    old = sweep.status or TrainingSweepStatus()
+    message = (
+        f"the status would take {size} bytes, over the {limit} it may: no trial is started or stopped until it"
+        " fits (fewer trials at once, shorter parameter values)"
+    )
+    conditions = _conditions(old.conditions, SweepPhase.RUNNING, "StatusTooLarge", message, now)
+    return SweepPlan(old.model_copy(update={"conditions": conditions}))
+
+
+def _new_trials(
+    sweep: TrainingSweep, trials: Sequence[Trial], summary: SummarisedTrials | None, stopping: int
+) -> list[Trial]:
     spec = sweep.spec
     active = sum(not t.phase.is_finished for t in trials) + stopping
-    count = min(spec.parallelism - active, trial_budget(spec) - len(trials))
+    first = _started(trials, summary)
+    count = min(spec.parallelism - active, trial_budget(spec) - first)
     if spec.suspend or count <= 0:
         return []
-    drawn = next_parameters(spec, trials, count)
-    first = len(trials)
+    drawn = next_parameters(spec, trials, count, summarised=first - len(trials))
     return [
         Trial(number=first + i, job_name=job_name(str(sweep.metadata.name), first + i), parameters=values)
         for i, values in enumerate(drawn)
@@ -106,13 +130,13 @@ def _still_active(trials: Sequence[Trial], own: Mapping[str, Child]) -> tuple[st
 Ending = tuple[SweepPhase, str, str] | None
 
 
-def _ending(sweep: TrainingSweep, trials: Sequence[Trial]) -> Ending:
-    budget = trial_budget(sweep.spec)
-    if len(trials) < budget or not all(t.phase.is_finished for t in trials):
+def _ending(sweep: TrainingSweep, trials: Sequence[Trial], summary: SummarisedTrials | None) -> Ending:
+    started = _started(trials, summary)
+    if started < trial_budget(sweep.spec) or not all(t.phase.is_finished for t in trials):
         return None
-    if any(t.phase == TrialPhase.SUCCEEDED for t in trials):
-        return SweepPhase.SUCCEEDED, "AllTrialsFinished", f"all {len(trials)} trials finished"
-    return SweepPhase.FAILED, "NoTrialSucceeded", f"none of the {len(trials)} trials succeeded"
+    if any(t.phase == TrialPhase.SUCCEEDED for t in trials) or (summary and summary.succeeded):
+        return SweepPhase.SUCCEEDED, "AllTrialsFinished", f"all {started} trials finished"
+    return SweepPhase.FAILED, "NoTrialSucceeded", f"none of the {started} trials succeeded"
 
 
 def best(trials: Sequence[Trial], goal: Goal) -> BestTrial | None:
@@ -126,40 +150,51 @@ def best(trials: Sequence[Trial], goal: Goal) -> BestTrial | None:
     )
 
 
-def counts(trials: Sequence[Trial]) -> TrialCounts:
+def counts(trials: Sequence[Trial], summary: SummarisedTrials | None = None) -> TrialCounts:
+    """The trials by phase, those listed and those summarised."""
     by_phase = {phase: sum(t.phase == phase for t in trials) for phase in TrialPhase}
+    earlier = summary or SummarisedTrials()
     return TrialCounts(
         pending=by_phase[TrialPhase.PENDING],
         running=by_phase[TrialPhase.RUNNING],
-        succeeded=by_phase[TrialPhase.SUCCEEDED],
-        failed=by_phase[TrialPhase.FAILED],
-        pruned=by_phase[TrialPhase.PRUNED],
+        succeeded=by_phase[TrialPhase.SUCCEEDED] + earlier.succeeded,
+        failed=by_phase[TrialPhase.FAILED] + earlier.failed,
+        pruned=by_phase[TrialPhase.PRUNED] + earlier.pruned,
     )
 
 
-def _status(sweep: TrainingSweep, trials: list[Trial], now: datetime, ending: Ending) -> TrainingSweepStatus:
+def _status(
+    sweep: TrainingSweep, trials: list[Trial], now: datetime, ending: Ending, stopping: Collection[str]
+) -> TrainingSweepStatus:
+    """The status to write: the trials listed as summary.compacted keeps them (the best, and the pruned ones whose
+    jobs are still to stop, always listed), the older finished ones summarised."""
     old = sweep.status or TrainingSweepStatus()
     phase = ending[0] if ending else (SweepPhase.RUNNING if trials else SweepPhase.PENDING)
-    reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials))
+    top = best(trials, sweep.spec.objective.goal)
+    keep = {t.number for t in trials if t.job_name in stopping} | ({top.number} if top else set())
+    started = _started(trials, old.summarised)
+    listed, summary = compacted(trials, old.summarised, keep)
+    reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials, started))
     conditions = _conditions(old.conditions, phase, reason, message, now)
     return old.model_copy(
         update={
             "phase": phase,
             "conditions": conditions,
             "observed_generation": sweep.metadata.generation,
-            "trials": trials,
-            "counts": counts(trials),
-            "best_trial": best(trials, sweep.spec.objective.goal),
+            "trials": listed,
+            "summarised": summary,
+            "counts": counts(listed, summary),
+            "best_trial": top,
             "start_time": old.start_time or (now if trials else None),
             "completion_time": old.completion_time or (now if ending else None),
         }
     )
 
 
-def _running_message(sweep: TrainingSweep, trials: Sequence[Trial]) -> str:
+def _running_message(sweep: TrainingSweep, trials: Sequence[Trial], started: int) -> str:
     active = sum(not t.phase.is_finished for t in trials)
     suspended = " (suspended: no new trials)" if sweep.spec.suspend else ""
-    return f"{len(trials)} of {trial_budget(sweep.spec)} trials started, {active} running{suspended}"
+    return f"{started} of {trial_budget(sweep.spec)} trials started, {active} running{suspended}"
 
 
 def _conditions(

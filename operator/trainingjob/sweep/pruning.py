@@ -1,13 +1,19 @@
-"""Which running trials to stop early: Optuna's pruner asked about each, given every trial's evaluation curve."""
+"""Which running trials to stop early, given every listed trial's evaluation curve: the median rule as Optuna's
+MedianPruner decides it, from the per-step medians of the succeeded trials computed once per reconcile (asking Optuna
+trial by trial and step by step costs trials x steps x succeeded trials); successive halving by Optuna's pruner on
+the study rebuilt from the listed trials."""
 
+from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
-from optuna.trial import FrozenTrial, TrialState, create_trial
+from optuna.trial import FrozenTrial
 
-from trainingjob.model.sweep import PruningAlgorithm, TrainingSweepSpec
-from trainingjob.model.sweep_status import ObjectivePoint, Trial, TrialPhase
+from trainingjob.model.sweep import EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
+from trainingjob.model.sweep_status import Trial, TrialPhase
 from trainingjob.sweep.study import NUMBER, rebuilt
 
 REASONS = {PruningAlgorithm.MEDIAN: "PrunedByMedian", PruningAlgorithm.SUCCESSIVE_HALVING: "PrunedBySuccessiveHalving"}
@@ -22,27 +28,75 @@ class Pruned:
     message: str
 
 
-def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial]) -> list[Pruned]:
-    """The running trials whose evaluations trail the others by the early-stopping rule."""
+def to_prune(spec: TrainingSweepSpec, trials: Sequence[Trial], summarised_succeeded: int = 0) -> list[Pruned]:
+    """The running trials whose evaluations trail the others by the early-stopping rule (`summarised_succeeded`:
+    the succeeded trials the status no longer lists, which count towards startupTrials)."""
     stopping = spec.early_stopping
     running = [t for t in trials if t.phase == TrialPhase.RUNNING and t.curve and not at_its_end(t)]
     if stopping is None or not running:
         return []
-    study = rebuilt(spec, aligned(trials), len(trials))
+    if stopping.algorithm == PruningAlgorithm.MEDIAN:
+        return _by_median(spec, stopping, trials, running, summarised_succeeded)
+    steps = sorted({point.step for trial in trials for point in trial.curve})
+    study = rebuilt(spec, trials, len(trials), steps)
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
     verdicts = []
     for trial in running:
         frozen = by_number.get(trial.number)
         own_steps = [point.step for point in trial.curve]
-        step = _pruned_at(study, frozen, stopping.algorithm, own_steps) if frozen is not None else None
+        step = _pruned_at(study, frozen, own_steps) if frozen is not None else None
         if frozen is not None and step is not None:
-            value = frozen.intermediate_values[step]
-            message = (
-                f"{spec.objective.metric} {value:.6g} near step {step} trailed the other trials"
-                f" ({stopping.algorithm.value} rule): stopped early"
-            )
-            verdicts.append(Pruned(trial.number, REASONS[stopping.algorithm], message))
+            verdicts.append(_verdict(spec, stopping, trial.number, step, frozen.intermediate_values[step]))
     return verdicts
+
+
+def _verdict(spec: TrainingSweepSpec, stopping: EarlyStopping, number: int, step: int, value: float) -> Pruned:
+    message = (
+        f"{spec.objective.metric} {value:.6g} near step {step} trailed the other trials"
+        f" ({stopping.algorithm.value} rule): stopped early"
+    )
+    return Pruned(number, REASONS[stopping.algorithm], message)
+
+
+def _by_median(
+    spec: TrainingSweepSpec, stopping: EarlyStopping, trials: Sequence[Trial], running: Sequence[Trial], earlier: int
+) -> list[Pruned]:
+    """MedianPruner's verdicts, every trial's curve taken at every step any trial was evaluated at (its latest
+    evaluation at or before it: trials rarely share steps, and the rule compares them step by step). A running trial
+    is stopped at the first of its own evaluations, past warmupSteps, where its best value so far trails the median
+    of the succeeded trials' values there (at least startupTrials of them there, and startupTrials succeeded in
+    all). The medians are taken once, at the running trials' steps only."""
+    done = [t for t in trials if t.phase == TrialPhase.SUCCEEDED and t.objective is not None and t.curve]
+    if not done or len(done) + earlier < stopping.startup_trials:
+        return []
+    maximize = spec.objective.goal == Goal.MAXIMIZE
+    steps = sorted({point.step for trial in running for point in trial.curve if point.step >= stopping.warmup_steps})
+    medians = _medians(done, steps, max(stopping.startup_trials, 1))
+    verdicts = []
+    for trial in running:
+        best = None
+        for point in trial.curve:
+            best = point.value if best is None else (max if maximize else min)(best, point.value)
+            median = medians.get(point.step)
+            if median is not None and (best < median if maximize else best > median):
+                verdicts.append(_verdict(spec, stopping, trial.number, point.step, point.value))
+                break
+    return verdicts
+
+
+def _medians(done: Sequence[Trial], steps: Sequence[int], least: int) -> dict[int, float]:
+    """At each of `steps` (ascending), the median (numpy's 50th percentile) of the trials' values there, each
+    trial's latest evaluation at or before it, up to its last; where at least `least` trials have one."""
+    values: dict[int, list[float]] = defaultdict(list)
+    for trial in done:
+        own = [point.step for point in trial.curve]
+        for step in steps:
+            if step > own[-1]:
+                break
+            at = bisect_right(own, step) - 1
+            if at >= 0:
+                values[step].append(trial.curve[at].value)
+    return {step: float(np.percentile(found, 50)) for step, found in values.items() if len(found) >= least}
 
 
 def at_its_end(trial: Trial) -> bool:
@@ -52,36 +106,7 @@ def at_its_end(trial: Trial) -> bool:
     return max(trial.step or 0, trial.objective_step or 0) >= trial.total_steps
 
 
-def aligned(trials: Sequence[Trial]) -> list[Trial]:
-    """The trials with their curves at the same steps: every step any trial was evaluated at, up to each trial's
-    last, its value there the trial's latest evaluation at or before it. A job's status keeps the evaluations its
-    reconciles saw, so two trials rarely share steps, and the rules compare trials step by step: a trial would be
-    measured against whichever few had an evaluation seen at exactly its step."""
-    steps = sorted({point.step for trial in trials for point in trial.curve})
-    result = []
-    for trial in trials:
-        points, seen, latest = list(trial.curve), 0, None
-        filled = []
-        for step in steps:
-            while seen < len(points) and points[seen].step <= step:
-                latest, seen = points[seen], seen + 1
-            if latest is not None and step <= points[-1].step:
-                filled.append(ObjectivePoint(step=step, value=latest.value))
-        result.append(trial.model_copy(update={"curve": filled}))
-    return result
-
-
-def _pruned_at(study: optuna.Study, trial: FrozenTrial, algorithm: PruningAlgorithm, steps: list[int]) -> int | None:
-    """The first of `steps` (the trial's own evaluations) at which the pruner would have stopped it, or None. The
-    median rule is asked at every one reported so far (evaluations can arrive faster than reconciles, and it
-    compares trials step by step); successive halving, which keeps its rungs in the study, only at the latest."""
-    if algorithm != PruningAlgorithm.MEDIAN:
-        return steps[-1] if study.pruner.prune(study, trial) else None
-    for step in steps:
-        values = {s: v for s, v in trial.intermediate_values.items() if s <= step}
-        prefix = create_trial(
-            state=TrialState.RUNNING, params=trial.params, distributions=trial.distributions, intermediate_values=values
-        )
-        if study.pruner.prune(study, prefix):
-            return step
-    return None
+def _pruned_at(study: optuna.Study, trial: FrozenTrial, steps: list[int]) -> int | None:
+    """Successive halving's verdict at the trial's latest evaluation (it keeps its rungs in the study): the step it
+    would stop the trial at, or None."""
+    return steps[-1] if study.pruner.prune(study, trial) else None

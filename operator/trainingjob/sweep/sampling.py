@@ -3,7 +3,9 @@ with every earlier trial told.
 
 A grid's order is one seeded permutation of all its combinations, whatever maxTrials says, so raising maxTrials
 continues it; the next trials take the first combinations in that order that no trial has run yet, so no
-combination runs twice, even for a sweep whose earlier trials followed another order."""
+combination runs twice, even for a sweep whose earlier trials followed another order. Trials the status summarised
+(the oldest finished ones, see sweep.summary) are known by number only: trial k took the order's position k (the
+first free one when it started; not so for trials started before this order, whose combinations a summary loses)."""
 
 import hashlib
 from collections.abc import Iterator, Sequence
@@ -55,26 +57,33 @@ def _point_key(values: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
     return tuple(sorted(values.items()))
 
 
-def _next_grid_points(spec: TrainingSweepSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Value]]:
+def _next_grid_points(
+    spec: TrainingSweepSpec, trials: Sequence[Trial], count: int, summarised: int
+) -> list[dict[str, Value]]:
     """The first `count` combinations in the grid's order that no trial has run, within the trial budget."""
-    count = min(count, trial_budget(spec) - len(trials))
+    count = min(count, trial_budget(spec) - len(trials) - summarised)
     taken = {_point_key(t.parameters) for t in trials}
+    listed, started = {t.number for t in trials}, len(trials) + summarised
     points: list[dict[str, Value]] = []
-    for index in grid_order(spec):
+    for position, index in enumerate(grid_order(spec)):
         if len(points) >= count:
             break
+        if position < started and position not in listed:
+            continue  # a summarised trial's: trial k took position k (the first one free when it started)
         point = grid_point(spec.parameters, index)
         if _point_key(point) not in taken:
             points.append(point)
     return points
 
 
-def next_parameters(spec: TrainingSweepSpec, trials: Sequence[Trial], count: int) -> list[dict[str, Value]]:
-    """Parameters for the next `count` trials (numbered from len(trials)): each drawn as if the ones before it,
-    these included, were running."""
+def next_parameters(
+    spec: TrainingSweepSpec, trials: Sequence[Trial], count: int, summarised: int = 0
+) -> list[dict[str, Value]]:
+    """Parameters for the next `count` trials (numbered from len(trials) + summarised, the trials the status no
+    longer lists): each drawn as if the ones before it, these included, were running."""
     if spec.search.algorithm == Algorithm.GRID:
-        return _next_grid_points(spec, trials, count)
-    first = len(trials)
+        return _next_grid_points(spec, trials, count, summarised)
+    first = len(trials) + summarised
     space = distributions(spec.parameters)
     drawn: list[dict[str, Value]] = []
     known = list(trials)

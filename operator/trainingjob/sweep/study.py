@@ -2,6 +2,7 @@
 can be killed at any moment and the next reconcile knows what the last one knew."""
 
 import logging
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 import optuna
@@ -60,15 +61,23 @@ def first_rung(stopping: EarlyStopping | None, trials: Sequence[Trial]) -> int |
     return max(max(lasts) // 100, 1) if lasts else None
 
 
-def rungs(trial: Trial, first: int, reduction_factor: int) -> dict[str, float]:
+def rungs(trial: Trial, first: int, reduction_factor: int, steps: Sequence[int] | None = None) -> dict[str, float]:
     """The rungs a trial has passed, as Optuna's pruner records them while a trial runs (the study is rebuilt, so
-    they are rebuilt too): rung k's value is the first evaluation at or past step first x factor^k. A running
-    trial's latest evaluation is left out: that is the one being judged."""
-    points = list(trial.curve) if trial.phase.is_finished else list(trial.curve[:-1])
+    they are rebuilt too): rung k's value is the trial's evaluation at the first of `steps` (ascending; its own
+    when None) at or past step first x factor^k, from its first evaluation to its last: its latest evaluation at
+    or before that step (every trial's curve taken at every step any trial was evaluated at, so trials evaluated
+    at different steps meet at the same rungs). A running trial's latest evaluation is left out: that is the one
+    being judged, so its rungs end before it."""
+    own = [point.step for point in trial.curve]
+    if not own:
+        return {}
+    among = own if steps is None else steps
     passed: dict[str, float] = {}
-    while reached := next((p for p in points if p.step >= first * reduction_factor ** len(passed)), None):
-        passed[_completed_rung_key(len(passed))] = reached.value
-    return passed
+    while True:
+        at = bisect_left(among, max(first * reduction_factor ** len(passed), own[0]))
+        if at == len(among) or among[at] > own[-1] or (among[at] == own[-1] and not trial.phase.is_finished):
+            return passed
+        passed[_completed_rung_key(len(passed))] = trial.curve[bisect_right(own, among[at]) - 1].value
 
 
 def frozen(trial: Trial, space: dict[str, BaseDistribution], attrs: dict[str, float]) -> FrozenTrial | None:
@@ -91,15 +100,18 @@ def frozen(trial: Trial, space: dict[str, BaseDistribution], attrs: dict[str, fl
         return None
 
 
-def rebuilt(spec: TrainingSweepSpec, trials: Sequence[Trial], number: int) -> optuna.Study:
-    """A study holding every trial so far, in number order, ready to ask for trial `number`."""
+def rebuilt(
+    spec: TrainingSweepSpec, trials: Sequence[Trial], number: int, steps: Sequence[int] | None = None
+) -> optuna.Study:
+    """A study holding every trial so far, in number order, ready to ask for trial `number`; successive halving's
+    rungs taken at `steps` (see rungs)."""
     direction = StudyDirection.MINIMIZE if spec.objective.goal == Goal.MINIMIZE else StudyDirection.MAXIMIZE
     stopping = spec.early_stopping
     first = first_rung(stopping, trials)
     study = optuna.create_study(direction=direction, sampler=sampler(spec, number), pruner=pruner(stopping, first))
     space = distributions(spec.parameters)
     factor = stopping.reduction_factor if stopping else 0
-    found = (frozen(t, space, rungs(t, first, factor) if first else {}) for t in sorted(trials, key=_number))
+    found = (frozen(t, space, rungs(t, first, factor, steps) if first else {}) for t in sorted(trials, key=_number))
     study.add_trials([t for t in found if t is not None])
     return study
 

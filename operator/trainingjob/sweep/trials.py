@@ -1,6 +1,7 @@
 """A trial's state from its TrainingJob: phase, the objective so far and its curve. Finished trials are final."""
 
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -9,7 +10,7 @@ from pydantic import ValidationError
 
 from trainingjob.model import Phase, TrainingJob
 from trainingjob.model.history import EvaluationPoint
-from trainingjob.model.sweep_status import MAX_CURVE_POINTS, ObjectivePoint, Trial, TrialPhase
+from trainingjob.model.sweep_status import MAX_CURVE_POINTS, MAX_TRIAL_MESSAGE, ObjectivePoint, Trial, TrialPhase
 
 SWEEP_LABEL = "trainingjob.io/sweep"
 TRIAL_LABEL = "trainingjob.io/trial"
@@ -35,16 +36,17 @@ class Child:
         return not finished and not self.job.spec.run_policy.suspend
 
 
-def child(manifest: Mapping[str, Any]) -> Child:
-    """Read a TrainingJob manifest from the store."""
+def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
+    """Read a TrainingJob manifest from the store; without `parse`, only its metadata (job None): enough for a
+    finished trial's job, which the planner only looks up by name and owner."""
     metadata = manifest.get("metadata") or {}
     owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller")]
-    try:
-        job: TrainingJob | None = TrainingJob.from_manifest(
-            {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
-        )
-    except ValidationError:
-        job = None
+    job: TrainingJob | None = None
+    if parse:
+        with suppress(ValidationError):
+            job = TrainingJob.from_manifest(
+                {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
+            )
     created = metadata.get("creationTimestamp")
     return Child(
         name=str(metadata.get("name", "")),
@@ -146,5 +148,6 @@ def _succeeded(trial: Trial, job: TrainingJob, metric: str, now: datetime) -> Tr
 
 
 def ended(trial: Trial, phase: TrialPhase, reason: str | None, message: str, now: datetime) -> Trial:
-    """The trial finished at `now` in `phase`, saying why."""
-    return trial.model_copy(update={"phase": phase, "reason": reason, "message": message, "completion_time": now})
+    """The trial finished at `now` in `phase`, saying why (in at most MAX_TRIAL_MESSAGE characters)."""
+    update = {"phase": phase, "reason": reason, "message": message[:MAX_TRIAL_MESSAGE], "completion_time": now}
+    return trial.model_copy(update=update)

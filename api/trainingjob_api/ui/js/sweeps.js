@@ -61,11 +61,16 @@ export function sweepsView(root) {
         return h("tr", { "data-sweep": `${namespace}/${name}` },
           h("td", {}, h("a", { href: sweepLink(namespace, name), text: `${namespace}/${name}` })),
           h("td", {}, phaseBadge(sweep.status?.phase || "Pending")),
-          h("td", { text: `${(sweep.status?.trials || []).length}/${sweep.spec.maxTrials}` }),
+          h("td", { text: `${started(counts)}/${sweep.spec.maxTrials}` }),
           ["running", "succeeded", "pruned", "failed"].map((key) => h("td", { text: String(counts[key] || 0) })),
           h("td", { text: bestText(sweep) }));
       })))));
   });
+}
+
+/** Every trial started: the status's counts take in the older finished trials it no longer lists. */
+export function started(counts) {
+  return ["pending", "running", "succeeded", "failed", "pruned"].reduce((sum, key) => sum + (counts[key] || 0), 0);
 }
 
 /** The trials, best first: those with an objective by it, whatever their phase (shown beside), then the rest. */
@@ -142,7 +147,7 @@ export function sweepView(root, namespace, name) {
     const parameters = sweep.spec.parameters;
     const parameter = parameters.find((p) => p.name === chosen) || parameters[0];
     const counts = sweep.status?.counts || {};
-    const started = (sweep.status?.trials || []).length;
+    const begun = started(counts);
     const select = h("select", { id: "sweep-param", "aria-label": "parameter" },
       parameters.map((p) => h("option", { value: p.name, text: p.name, selected: p.name === parameter.name })));
     const plot = h("div", { class: "plot" }, scatter(sweep, parameter));
@@ -154,7 +159,7 @@ export function sweepView(root, namespace, name) {
     replace(content,
       h("section", { class: "panel" },
         h("p", { id: "sweep-summary" }, h("span", { id: "sweep-phase" }, phaseBadge(sweep.status?.phase || "Pending")),
-          ` ${started} of ${sweep.spec.maxTrials} trials: ${counts.running || 0} running, ${counts.succeeded || 0}`
+          ` ${begun} of ${sweep.spec.maxTrials} trials: ${counts.running || 0} running, ${counts.succeeded || 0}`
           + ` succeeded, ${counts.pruned || 0} pruned, ${counts.failed || 0} failed`),
         h("p", { id: "sweep-best" }, best ? `Best: ${bestText(sweep)} with ${Object.entries(best.parameters)
           .map(([k, v]) => `${k}=${typeof v === "number" ? num(v) : v}`).join(", ")}` : "No trial has succeeded yet.")),
