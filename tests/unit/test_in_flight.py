@@ -11,7 +11,9 @@ import pytest
 from tests.support.builders import job_manifest
 from tests.support.fake_cluster import FakeCluster
 
-from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, NotLeading
+from trainingjob.children.workload import Act, QueueState, WorkloadAction
+from trainingjob.model import TrainingJob
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, FencedQueues, NotLeading
 from trainingjob.runtime.in_flight import InFlight, step_down
 from trainingjob.runtime.memory import Stores
 
@@ -101,3 +103,32 @@ def test_writes_are_fenced_once_the_operator_no_longer_leads(leading: bool) -> N
     with pytest.raises(NotLeading):
         sweeps.delete_job("ns", "a", job["metadata"]["uid"])
     assert ("ns", "a-worker-0-1") in fake.pods and ("ns", "a") in fake.jobs
+
+
+class _Workloads:
+    """A Queues that records the Workload writes it was asked for."""
+
+    def __init__(self) -> None:
+        self.applied: list[WorkloadAction] = []
+
+    def read(self, namespace: str, job: str, uid: str) -> QueueState:
+        return QueueState(exists=True)
+
+    def apply(self, job: TrainingJob, action: WorkloadAction, now: datetime) -> None:
+        self.applied.append(action)
+
+
+@pytest.mark.parametrize("leading", [True, False], ids=["leading", "no-longer-leading"])
+def test_kueue_workload_writes_are_fenced_too(leading: bool) -> None:
+    direct = _Workloads()
+    queues = FencedQueues(direct, may_write=lambda: leading)
+    job = TrainingJob.model_validate(job_manifest("a", namespace="ns"))
+    assert queues.read("ns", "a", "uid").exists  # reads are not fenced
+    action = WorkloadAction(Act.RELEASE)
+    if leading:
+        queues.apply(job, action, datetime(2026, 1, 1, tzinfo=UTC))
+        assert direct.applied == [action]
+        return
+    with pytest.raises(NotLeading):
+        queues.apply(job, action, datetime(2026, 1, 1, tzinfo=UTC))
+    assert direct.applied == []

@@ -14,12 +14,15 @@ its lease) stops at its next write instead of acting beside the new leader.
 """
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
 from typing import TypeVar
 
 from trainingjob.children.agent import Gang
 from trainingjob.children.naming import service_name
 from trainingjob.children.progress_report import Report, parse_report
-from trainingjob.kube.ports import Cluster, Created, Manifest, SweepCluster
+from trainingjob.children.workload import QueueState, WorkloadAction
+from trainingjob.kube.ports import Cluster, Created, Manifest, Queues, SweepCluster
+from trainingjob.model import TrainingJob
 from trainingjob.plan import Event
 from trainingjob.runtime.memory import Stores
 
@@ -147,3 +150,16 @@ class CachedSweepCluster:
 
     def delete_job(self, namespace: str, name: str, uid: str) -> None:
         self._fence().delete_job(namespace, name, uid)
+
+
+class FencedQueues:
+    """Kueue Workloads read through `direct`, and written only while `may_write`, as every other write."""
+
+    def __init__(self, direct: Queues, *, may_write: Callable[[], bool] = _always) -> None:
+        self.direct, self.may_write = direct, may_write
+
+    def read(self, namespace: str, job: str, uid: str) -> QueueState:
+        return self.direct.read(namespace, job, uid)
+
+    def apply(self, job: TrainingJob, action: WorkloadAction, now: datetime) -> None:
+        _fenced(self.may_write, self.direct).apply(job, action, now)

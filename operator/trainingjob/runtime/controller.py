@@ -26,7 +26,7 @@ from trainingjob.kube.watch import Informer
 from trainingjob.kube.writes import Pacer
 from trainingjob.plan import Settings
 from trainingjob.reconcile.job import reconcile
-from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, NotLeading
+from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, FencedQueues, NotLeading
 from trainingjob.runtime.in_flight import InFlight, drain, step_down
 from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace, lead
 from trainingjob.runtime.memory import Stores, sources, store_informer
@@ -85,7 +85,7 @@ class Controller:
         self.elector = self._elector() if options.leader_election else None
         leading = self._leading
         self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc, may_write=leading)
-        self.queues = KubeQueues(connection.api, resources)
+        self.queues = FencedQueues(KubeQueues(connection.api, resources), may_write=leading)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
         self.gate = asyncio.Event()
