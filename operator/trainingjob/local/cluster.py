@@ -289,7 +289,8 @@ class LocalCluster:
         Path(env[contract.PROGRESS_FILE]).unlink(missing_ok=True)  # an earlier run's, in the same work folder
         pod = copy.deepcopy(manifest)
         pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
-        ready_port = self.agent_ports.get(name) if env.get(contract.RANK) == "0" else None
+        probed = container.get("readinessProbe") is not None  # rank 0's agent, or a parameter-server worker's
+        ready_port = self.agent_ports.get(name) if probed else None
         with log_path.open("ab") as log, interrupt_deferred():
             process = subprocess.Popen(
                 command,
