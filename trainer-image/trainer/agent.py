@@ -122,6 +122,7 @@ class Agent:
         self.settings, self.rank, self.stop = settings, 0 if self.solo else env.node_rank, stop
         self.job_attempt, self.agent_id = env.attempt, secrets.token_hex(8)
         self.attempt = env.incarnation if self.solo else env.attempt
+        self.unit = "incarnation" if self.solo else "attempt"  # what its logs call what it runs
         self.wake = threading.Event()
         pods = 1 if self.solo else env.num_workers
         self.gang = GangState(self.attempt, pods) if self.rank == 0 else None
@@ -151,7 +152,8 @@ class Agent:
         endpoints = Endpoints(self.settings.key, self.status, self.gang, self.wake.set)
         server = AgentServer(self.settings.port, endpoints, self.connections).start()
         role = "coordinator" if self.gang is not None else f"coordinator at {self.settings.coordinator}"
-        log.info("in-place agent of rank %d on port %d (%s)", self.rank, server.port, role)
+        who = "a parameter-server worker, its own coordinator" if self.solo else role
+        log.info("in-place agent of rank %d on port %d (%s)", self.rank, server.port, who)
         try:
             self.begin(self.attempt)
             if self.link is not None:
@@ -202,7 +204,7 @@ class Agent:
     def begin(self, attempt: int) -> None:
         """Run `attempt` in this pod: the old child's group dead first, then (on the coordinator) the gang on it."""
         if attempt != self.attempt:
-            log.info("attempt %d ordered (this pod was on attempt %d)", attempt, self.attempt)
+            log.info("%s %d ordered (this pod was on %s %d)", self.unit, attempt, self.unit, self.attempt)
         if self.child is not None:
             end_group(self.child)
             self.child = None
@@ -231,7 +233,7 @@ class Agent:
             return None
         child, self.child = self.child, None
         code = end_group(child)  # its group's leftovers too
-        log.info("attempt %d's trainer (pid %d) exited with %d", self.attempt, child.pid, code)
+        log.info("%s %d's trainer (pid %d) exited with %d", self.unit, self.attempt, child.pid, code)
         if code == ExitCode.SUCCEEDED:
             self.report("succeeded")
             return code
@@ -248,7 +250,7 @@ class Agent:
         """No child now: wait for an order until the deadline, then exit with `code`."""
         self.failed_code = code
         self.waiting_until = time.monotonic() + self.settings.wait_seconds
-        log.info("waiting up to %gs for the order to start the next attempt", self.settings.wait_seconds)
+        log.info("waiting up to %gs for the order to start the next %s", self.settings.wait_seconds, self.unit)
 
     def report(self, event: str, exit_code: int = 0) -> None:
         """Tell the coordinator (or, on rank 0, the gang directly) what this pod's attempt did."""

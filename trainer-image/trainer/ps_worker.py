@@ -140,6 +140,8 @@ class PsWorker:
                 self.connect()
                 continue
             report.stepped(self.step, loss, samples)
+            if self.env.incarnation == 1:  # local mode's --kill stops the worker's first incarnation only
+                faults.maybe_pause(self.step)
             faults.maybe_delay_step()
             self.report_news(report)
             if report.is_reporter and every is not None and self.step % every == 0 and self.step < self.total:
