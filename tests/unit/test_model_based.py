@@ -562,6 +562,7 @@ def _version(job: dict[str, Any] | None) -> str | None:
     return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
+@pytest.mark.timeout(1200)  # the full count (make test): ~525 s on 2 busy cores before PS workers restarted in place
 def test_the_operator_holds_its_invariants_under_random_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reconcile_module, "FIRST_WAVE", 1)  # the random jobs' 1-5 pods come in several waves
     run_model(OperatorUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)
