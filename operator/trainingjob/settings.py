@@ -63,11 +63,11 @@ class OperatorSettings(BaseSettings):
     image it started with (status.defaultImage) when this changes."""
     in_place_restart: bool = True
     """When a DDP gang's trainer fails (or stalls) while every pod is healthy, restart it inside its pods: the
-    launcher in each pod starts the next attempt, no pod is deleted or created. Off: every restart re-creates the
-    gang's pods."""
+    launcher in each pod starts the next attempt, no pod is deleted or created; a parameter-server worker's trainer
+    restarts alone inside its pod the same way. Off: every restart re-creates the gang's pods (or the worker's)."""
     in_place_timeout_seconds: float = Field(default=60.0, gt=0)
     """An in-place restart that has not brought every pod's trainer back this long after its backoff ended falls
-    back to re-creating the pods (the restart is not counted twice)."""
+    back to re-creating the pods, or the worker's pod (the restart is not counted twice)."""
     checkpoint_prior_mtbf_seconds: float = Field(default=21600.0, gt=0)
     """checkpoint.everySteps Auto: the mean time between failures assumed of a job before its first restart (plus
     the time it has run without one); from its first restart on, its own record counts: running seconds /

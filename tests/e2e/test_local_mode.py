@@ -41,12 +41,20 @@ def test_a_killed_rank_restarts_from_its_checkpoint_and_the_job_succeeds(tmp_pat
     assert sorted(p.name for p in (tmp_path / "work" / "checkpoints").glob("step-*"))[-1] == "step-300"
 
 
-def test_the_parameter_server_example_runs_with_its_own_key(tmp_path: Path) -> None:
-    """The job's key reaches every process (a PS pod without one exits 78), readable by this user only."""
+def test_the_parameter_server_example_runs_with_its_own_key_and_a_killed_worker_restarts_in_place(
+    tmp_path: Path,
+) -> None:
+    """The job's key reaches every process (a PS pod without one exits 78), readable by this user only; worker 1's
+    trainer, killed, restarts inside its pod as its incarnation 2 and the job trains on."""
     example = REPO / "examples" / "digits-ps.yaml"
     workers = yaml.safe_load(example.read_text())["spec"]["workers"]["replicas"]
-    result = tjctl("run", str(example), "--workdir", str(tmp_path / "work"))
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = tjctl("run", str(example), "--kill", "worker-1@100", "--workdir", str(tmp_path / "work"))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "(SIGKILL) at step 100." in output  # the worker stopped itself there, as DDP ranks do
+    assert "the trainer in pod digits-ps-worker-1-1 exited with code 137" in output
+    assert "Restarting worker 1's trainer in place as its incarnation 2" in output
+    assert "RestartedInPlace: Worker 1 runs its incarnation 2" in output
     key = tmp_path / "work" / "job.key"
     assert len(key.read_bytes()) == 32 and key.stat().st_mode & 0o777 == 0o600
     report = json.loads((tmp_path / "work" / "logs" / "digits-ps-worker-0-1.progress.json").read_text())

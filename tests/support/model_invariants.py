@@ -28,6 +28,8 @@ class Ledger:
     attempts_with_pods: dict[str, set[int]] = field(default_factory=dict)
     trainer_failures: dict[str, set[int]] = field(default_factory=dict)  # attempts whose trainer failed in place
     counted_in_place: dict[str, set[int]] = field(default_factory=dict)
+    worker_failures: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # (pod UID, incarnation) failed
+    counted_workers: dict[str, set[tuple[str, int]]] = field(default_factory=dict)  # ...and restarted in place
     backoff_base: float = 0.0  # the planner's first backoff: no pod is created sooner after a failure
     terminating_timeout: float = 0.0  # a deleted pod still there this long after its grace period is stuck
     stats: Counter[str] = field(default_factory=Counter)
@@ -161,7 +163,8 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
     assert steps in (0, 1), f"attempt moved by {steps} in one reconcile"
     if steps == 1:
         assert grown == 1 or (grown == 0 and b.phase in (Phase.SUSPENDED, Phase.PENDING)), (b, a)
-    if a.in_place_restarts > b.in_place_restarts:
+    in_place = _check_workers_in_place(ledger, uid, b, a) if steps == 0 else 0
+    if a.in_place_restarts > b.in_place_restarts and steps == 1:
         _check_in_place(ledger, uid, b, a)
     elif grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
         ledger.count(uid, {a.last_failure.pod_uid} if a.last_failure.pod_uid else set())
@@ -169,13 +172,14 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
     if b.pods_attempt is not None and a.pods_attempt is None and a.attempt == b.attempt:
         assert grown == 0, "a restart in place that fell back to new pods was counted again"
         ledger.stats["in-place fallbacks"] += 1
-    elif grown and steps == 0:
+    elif grown > in_place and steps == 0:
         assert job["spec"].get("mode") == "ParameterServer", "pods replaced alone outside ParameterServer mode"
         newly = _failed_uids(a, PodOutcome.FAILED) - _failed_uids(b, PodOutcome.FAILED)
         newly |= _failed_uids(b, None) - {t.uid for t in a.tracked_pods}
-        assert len(newly) == grown, f"{grown} restarts counted for {len(newly)} pods"
+        newly -= {t.uid for t in b.tracked_pods if t.restarting_since is not None}  # counted when restarted in place
+        assert len(newly) == grown - in_place, f"{grown - in_place} restarts counted for {len(newly)} pods"
         ledger.count(uid, newly)
-        ledger.stats["workers replaced"] += grown
+        ledger.stats["workers replaced"] += grown - in_place
     policy = job["spec"].get("runPolicy") or {}
     budgeted = a.restarts.retryable + a.restarts.oom + a.restarts.stalled
     assert budgeted <= policy.get("backoffLimit", 3), "restarts beyond backoffLimit"
@@ -197,6 +201,23 @@ def _check_in_place(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJ
         assert b.attempt not in counted, f"attempt {b.attempt}'s trainer failure counted twice"
         counted.add(b.attempt)
     ledger.stats["in-place restarts"] += 1
+
+
+def _check_workers_in_place(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus) -> int:
+    """Parameter-server workers restarted in place (the attempt stays): each a worker whose trainer failed in that
+    incarnation, counted once, in the same pod, its next incarnation recorded. How many."""
+    before = {t.uid: t.incarnation for t in b.tracked_pods}
+    moved = {(t.uid, t.incarnation) for t in a.tracked_pods if t.incarnation and t.incarnation != before.get(t.uid)}
+    restarted = a.in_place_restarts - b.in_place_restarts
+    assert len(moved) == restarted, f"{restarted} restarts in place for {len(moved)} workers' new incarnations"
+    assert _total(a) - _total(b) >= restarted, "a worker's restart in place not counted"
+    failed, counted = ledger.worker_failures.get(uid, set()), ledger.counted_workers.setdefault(uid, set())
+    for pod, incarnation in moved:
+        assert (pod, incarnation - 1) in failed, f"pod {pod} restarted as {incarnation} though no trainer failed"
+        assert (pod, incarnation - 1) not in counted, f"pod {pod}'s incarnation {incarnation - 1} counted twice"
+        counted.add((pod, incarnation - 1))
+    ledger.stats["workers restarted in place"] += restarted
+    return restarted
 
 
 def _check_legitimate(

@@ -4,44 +4,23 @@ dies after recording it; pods that do not come back fall back to new pods withou
 in place; and what keeps a gang from restarting in place (a failed pod, parameter-server mode, the setting off)."""
 
 from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 import pytest
-from tests.support.builders import SETTINGS, T0, job_manifest
-from tests.support.fake_cluster import Crash, FakeCluster
+from tests.support.builders import SETTINGS, job_manifest
+from tests.support.reconcile_world import NS, ReconcileWorld
 
 from trainingjob.children.agent import Gang, GangState, RankFailure
 from trainingjob.children.progress_report import progress_from_report
-from trainingjob.plan import Settings
 from trainingjob.plan.failure import PEER_LOST_WAIT_SECONDS
-from trainingjob.reconcile.job import reconcile
 
 pytestmark = pytest.mark.fast
 
-NS, RANK0 = "ns", "job-worker-0-1"
+RANK0 = "job-worker-0-1"
 BACKOFF = SETTINGS.backoff_base_seconds
 
 
-class World:
-    def __init__(self, settings: Settings = SETTINGS) -> None:
-        self.now = T0
-        self.cluster = FakeCluster(clock=lambda: self.now)
-        self.settings = settings
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-    def reconcile(self, crash_after: int | None = None) -> bool:
-        self.cluster.operations_left = crash_after
-        try:
-            reconcile(self.cluster, NS, "job", now=self.now, settings=self.settings)
-        except Crash:
-            return False
-        finally:
-            self.cluster.operations_left = None
-        return True
-
+class World(ReconcileWorld):
     def start(self, **spec: Any) -> None:
         self.cluster.submit(job_manifest(namespace=NS, **spec))
         self.reconcile()
@@ -61,17 +40,6 @@ class World:
         gang = self.cluster.gangs[RANK0]
         count = gang.pods if running is None else running
         self.cluster.gangs[RANK0] = replace(gang, state=GangState.RUNNING, running=count)
-
-    @property
-    def status(self) -> Any:
-        return self.cluster.job_status(NS, "job")
-
-    @property
-    def pods(self) -> list[str]:
-        return sorted(name for _, name in self.cluster.pods)
-
-    def reasons(self) -> list[str]:
-        return [event.reason for _, event in self.cluster.events]
 
 
 @pytest.fixture
@@ -142,13 +110,7 @@ def test_an_operator_killed_between_recording_and_telling_tells_on_its_next_pass
     world: World, crash_after: int
 ) -> None:
     world.start()
-    world.trainer_fails()
-    world.reconcile()
-    world.advance(BACKOFF + 0.1)
-    world.reconcile(crash_after=crash_after)
-    while world.cluster.gangs[RANK0].attempt < 2:
-        world.advance(0.5)
-        world.reconcile()
+    world.told_despite_a_crash(RANK0, crash_after, BACKOFF)
     world.agents_run()
     world.reconcile()
     assert (world.status["attempt"], world.status["restarts"]["retryable"], world.status["phase"]) == (2, 1, "Running")
@@ -235,13 +197,14 @@ def test_what_keeps_a_gang_from_restarting_in_place(case: str) -> None:
 
 
 def test_pods_are_made_with_an_agent_only_for_ddp_and_the_trainers_own_command() -> None:
-    cases: list[tuple[dict[str, Any], str | None]] = [({}, "true"), ({"mode": "ParameterServer", "servers": 1}, None)]
+    ps = {"mode": "ParameterServer", "servers": 1}  # its workers restart in place, its servers never
+    cases: list[tuple[dict[str, Any], set[str | None]]] = [({}, {"true"}), (ps, {"true", None})]
     for spec, expected in cases:
         world = World()
         world.cluster.submit(job_manifest(namespace=NS, **spec))
         world.reconcile()
         labels = {p["metadata"]["labels"].get("trainingjob.io/in-place") for p in world.cluster.pods.values()}
-        assert labels == {expected}, spec
+        assert labels == expected, spec
 
 
 def test_an_agent_that_never_answers_falls_back_to_new_pods_within_seconds(world: World) -> None:

@@ -431,6 +431,9 @@ class OperatorUnderEvents(RealClusterRules):
         found = self._rank0(name)
         if found is None or self.cluster.pods[(NS, found[0])]["metadata"]["labels"].get(IN_PLACE_LABEL) != "true":
             return
+        if self._parameter_servers(name):
+            self.worker_trainer_fails(name, rank, code)
+            return
         pod, uid, pods = found
         gang = self._agents(pod, pods)
         if gang.state in (GangState.FAILED, GangState.SUCCEEDED):
@@ -441,6 +444,40 @@ class OperatorUnderEvents(RealClusterRules):
         self.ledger.trainer_failures.setdefault(uid, set()).add(gang.attempt)
         self.ledger.stats["trainer failures in place"] += 1
 
+    def _parameter_servers(self, name: str) -> bool:
+        job = self.cluster.jobs.get((NS, name))
+        return job is not None and job["spec"].get("mode") == "ParameterServer"
+
+    def _worker(self, name: str, index: int) -> tuple[str, str, str] | None:
+        """A parameter-server job's worker `index`, running with an agent: its pod's name and UID, the job's UID."""
+        job = self.cluster.jobs.get((NS, name))
+        if job is None or not self._parameter_servers(name):
+            return None
+        status = TrainingJobStatus.model_validate(job.get("status") or {})
+        pod = self.cluster.pods.get((NS, f"{name}-worker-{index}-{status.current_pods_attempt}"))
+        if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+            return None
+        if pod["metadata"]["labels"].get(IN_PLACE_LABEL) != "true":
+            return None
+        return pod["metadata"]["name"], pod["metadata"]["uid"], job["metadata"]["uid"]
+
+    @rule(name=st.sampled_from(NAMES), index=st.integers(0, 2), code=st.sampled_from([1, 75, 137, 78]))
+    def worker_trainer_fails(self, name: str, index: int, code: int) -> None:
+        """A parameter-server worker's trainer exits inside its healthy pod: its agent (a gang of one) says its
+        incarnation failed, its pod turns unready."""
+        found = self._worker(name, index)
+        if found is None:
+            return
+        pod, pod_uid, uid = found
+        gang = self.cluster.gangs.setdefault(pod, Gang(1, GangState.RUNNING, 1, 1))
+        if gang.state in (GangState.FAILED, GangState.SUCCEEDED):
+            return
+        failure = RankFailure(0, code, self.now.timestamp())
+        self.cluster.gangs[pod] = replace(gang, state=GangState.FAILED, failures=(failure,))
+        self.cluster.pods[(NS, pod)]["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+        self.ledger.worker_failures.setdefault(uid, set()).add((pod_uid, gang.attempt))
+        self.ledger.stats["worker trainer failures in place"] += 1
+
     @rule(name=st.sampled_from(NAMES), rank=st.integers(0, 2), code=st.sampled_from([1, 75, 137]))
     def gang_breaks(self, name: str, rank: int, code: int) -> None:
         """Every pod of the job runs, then a rank's trainer exits inside its pod (the case restarts in place are for:
@@ -450,7 +487,15 @@ class OperatorUnderEvents(RealClusterRules):
 
     @rule(name=st.sampled_from(NAMES), all_of_them=st.booleans())
     def agents_run(self, name: str, all_of_them: bool) -> None:
-        """The pods' agents start the attempt they were told: all of them, or some."""
+        """The pods' agents start the attempt they were told: all of them, or some (a parameter-server worker's
+        agent, a gang of one, runs its new incarnation)."""
+        for index in range(3):
+            worker = self._worker(name, index)
+            gang = self.cluster.gangs.get(worker[0]) if worker else None
+            if worker and gang and gang.state == GangState.STARTING and (all_of_them or index != 1):
+                self.cluster.gangs[worker[0]] = replace(gang, state=GangState.RUNNING, running=1)
+        if self._parameter_servers(name):
+            return
         found = self._rank0(name)
         if found is not None and found[0] in self.cluster.gangs:
             gang = self.cluster.gangs[found[0]]
@@ -521,6 +566,7 @@ def _version(job: dict[str, Any] | None) -> str | None:
     return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
+@pytest.mark.timeout(1200)  # the full count (make test): ~525 s on 2 busy cores before PS workers restarted in place
 def test_the_operator_holds_its_invariants_under_random_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reconcile_module, "FIRST_WAVE", 1)  # the random jobs' 1-5 pods come in several waves
     run_model(OperatorUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)

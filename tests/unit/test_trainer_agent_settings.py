@@ -1,5 +1,5 @@
-"""The in-place agent's variables: on only for DDP pods with TJ_IN_PLACE=1, defaults that find rank 0's agent,
-and a ConfigError naming a bad variable (the job key is required: orders are signed)."""
+"""The in-place agent's variables: on only for workers (DDP or parameter-server) with TJ_IN_PLACE=1, defaults
+that find rank 0's agent, and a ConfigError naming a bad variable (the job key is required: orders are signed)."""
 
 from pathlib import Path
 
@@ -66,9 +66,17 @@ def test_a_bad_variable_is_a_config_error_naming_it(
     assert raised.value.field == variable
 
 
-def test_the_agent_is_on_only_for_ddp_pods_that_ask_for_it(environ: dict[str, str]) -> None:
+def test_the_agent_is_on_only_for_workers_that_ask_for_it(environ: dict[str, str]) -> None:
     assert is_enabled(environ, read_env(environ))
     assert not is_enabled(environ | {"TJ_IN_PLACE": "0"}, read_env(environ))
     assert not is_enabled({k: v for k, v in environ.items() if k != "TJ_IN_PLACE"}, read_env(environ))
-    ps_job = environ | {"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "ps-0:2222"}
-    assert not is_enabled(ps_job, read_env(ps_job))
+    ps_worker = environ | {"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "ps-0:2222", "TJ_REPLICA_INDEX": "1"}
+    assert is_enabled(ps_worker, read_env(ps_worker))  # a gang of one: it restarts in place
+    server = ps_worker | {"TJ_ROLE": "ps", "TJ_REPLICA_INDEX": "0"}
+    assert not is_enabled(server, read_env(server))  # its state is the model: replaced, never restarted in place
+
+
+def test_a_parameter_server_worker_needs_no_coordinator(environ: dict[str, str]) -> None:
+    ps_worker = environ | {"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "ps-0:2222", "TJ_AGENT_PORT": "0", "TJ_INCARNATION": "3"}
+    env = read_env(ps_worker)
+    assert read_settings(ps_worker, env).port == 0 and env.incarnation == 3

@@ -1,4 +1,5 @@
-"""The in-place agent (TJ_IN_PLACE=1, DDP jobs): PID 1 supervises its pod's trainer and restarts it in place.
+"""The in-place agent (TJ_IN_PLACE=1, DDP jobs and parameter-server workers): PID 1 supervises its pod's trainer
+and restarts it in place.
 
 The agent never imports torch. It runs each attempt's trainer as a child in a process group of its own, with
 TJ_ATTEMPT set to that attempt (the pod's environment names the first), from a warm spare (trainer.spare) when one
@@ -18,6 +19,11 @@ is ready, and keeps one spare warm while the attempt runs (trainer.agent_procs).
 - SIGTERM or SIGINT: SIGTERM to the child (it checkpoints and forwards it to its local ranks), SIGKILL to its group
   after 30 s, exit with its code. The agent's children never outlive it.
 
+A parameter-server worker's agent is a gang of one (its own coordinator): its "attempts" are the worker's
+incarnations (TJ_INCARNATION, 1 for the pod's first trainer) while TJ_ATTEMPT stays the job's attempt, and each
+trainer also gets TJ_AGENT_ID, the agent's random id: the servers refuse a worker's older incarnation once a newer
+one of the same agent said hello (trainer.ps_server), so a stale process never pushes as the new one.
+
 Rank 0's agent is the coordinator: it holds the gang's state (trainer.agent_state) and serves the operator and the
 other agents over HTTP (trainer.agent_http, signed as trainer.agent_auth says); the others long-poll it and report
 to it (trainer.agent_link). Attempt N's processes are fenced off attempt N+1's: rendezvous under an attempt prefix
@@ -26,6 +32,7 @@ to it (trainer.agent_link). Attempt N's processes are fenced off attempt N+1's: 
 
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -55,8 +62,9 @@ NO_SPARE = "TJ_TEST_NO_SPARE"  # tests and measurements only: "1" starts every a
 
 
 def is_enabled(environ: Mapping[str, str], env: TrainerEnv) -> bool:
-    """TJ_IN_PLACE=1 on a DDP job's pod (parameter-server jobs keep one trainer per container's life)."""
-    return environ.get(c.IN_PLACE, "").strip() == "1" and not env.is_parameter_server_job
+    """TJ_IN_PLACE=1 on a DDP job's pod or a parameter-server worker's (a parameter server keeps one trainer per
+    container's life: its state is the model's)."""
+    return environ.get(c.IN_PLACE, "").strip() == "1" and env.role == c.ROLE_WORKER
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def read_settings(environ: Mapping[str, str], env: TrainerEnv) -> AgentSettings:
     """The agent's settings; a ConfigError names a bad variable (the job key is required: orders are signed)."""
     port = _port(environ)
     coordinator = environ.get(c.AGENT_COORDINATOR, "").strip()
-    if not coordinator and port == 0 and env.node_rank != 0:
+    if not coordinator and port == 0 and env.node_rank != 0 and not env.is_parameter_server_job:
         raise ConfigError("environment", c.AGENT_COORDINATOR, f"is required when {c.AGENT_PORT} is 0")
     address = parse_address(coordinator, c.AGENT_COORDINATOR) if coordinator else (env.master_addr, port)
     if env.job_key_file is None:
@@ -110,10 +118,14 @@ class Agent:
     """One pod's agent: the main loop owns every process; HTTP and the coordinator link only update state."""
 
     def __init__(self, settings: AgentSettings, env: TrainerEnv, argv: Sequence[str], stop: StopFlag) -> None:
-        self.settings, self.rank, self.stop = settings, env.node_rank, stop
-        self.attempt = env.attempt
+        self.solo = env.is_parameter_server_job  # a PS worker: a gang of one, counting incarnations, not attempts
+        self.settings, self.rank, self.stop = settings, 0 if self.solo else env.node_rank, stop
+        self.job_attempt, self.agent_id = env.attempt, secrets.token_hex(8)
+        self.attempt = env.incarnation if self.solo else env.attempt
+        self.unit = "incarnation" if self.solo else "attempt"  # what its logs call what it runs
         self.wake = threading.Event()
-        self.gang = GangState(env.attempt, env.num_workers) if env.node_rank == 0 else None
+        pods = 1 if self.solo else env.num_workers
+        self.gang = GangState(self.attempt, pods) if self.rank == 0 else None
         self.link = None
         if self.gang is None:
             self.link = CoordinatorLink(settings.coordinator, settings.key, self.rank, self.attempt, self.wake.set)
@@ -140,7 +152,8 @@ class Agent:
         endpoints = Endpoints(self.settings.key, self.status, self.gang, self.wake.set)
         server = AgentServer(self.settings.port, endpoints, self.connections).start()
         role = "coordinator" if self.gang is not None else f"coordinator at {self.settings.coordinator}"
-        log.info("in-place agent of rank %d on port %d (%s)", self.rank, server.port, role)
+        who = "a parameter-server worker, its own coordinator" if self.solo else role
+        log.info("in-place agent of rank %d on port %d (%s)", self.rank, server.port, who)
         try:
             self.begin(self.attempt)
             if self.link is not None:
@@ -191,7 +204,7 @@ class Agent:
     def begin(self, attempt: int) -> None:
         """Run `attempt` in this pod: the old child's group dead first, then (on the coordinator) the gang on it."""
         if attempt != self.attempt:
-            log.info("attempt %d ordered (this pod was on attempt %d)", attempt, self.attempt)
+            log.info("%s %d ordered (this pod was on %s %d)", self.unit, attempt, self.unit, self.attempt)
         if self.child is not None:
             end_group(self.child)
             self.child = None
@@ -202,7 +215,9 @@ class Agent:
             pacing = self.gang.pacing_for(attempt)
             if pacing is not None:
                 overrides[c.CHECKPOINT_PACING] = pacing  # the order's failure history, newer than the pod's
-        self.child = self.spares.launch(attempt, overrides)
+        if self.solo:  # the job's attempt stays; the worker's incarnation moves (the servers fence by it)
+            overrides |= {c.INCARNATION: str(attempt), c.AGENT_ID: self.agent_id}
+        self.child = self.spares.launch(self.job_attempt if self.solo else attempt, overrides)
         threading.Thread(target=self._wake_at_exit, args=(self.child,), name="agent-child", daemon=True).start()
         self.waiting_until = None
         self.report("started")
@@ -218,7 +233,7 @@ class Agent:
             return None
         child, self.child = self.child, None
         code = end_group(child)  # its group's leftovers too
-        log.info("attempt %d's trainer (pid %d) exited with %d", self.attempt, child.pid, code)
+        log.info("%s %d's trainer (pid %d) exited with %d", self.unit, self.attempt, child.pid, code)
         if code == ExitCode.SUCCEEDED:
             self.report("succeeded")
             return code
@@ -235,7 +250,7 @@ class Agent:
         """No child now: wait for an order until the deadline, then exit with `code`."""
         self.failed_code = code
         self.waiting_until = time.monotonic() + self.settings.wait_seconds
-        log.info("waiting up to %gs for the order to start the next attempt", self.settings.wait_seconds)
+        log.info("waiting up to %gs for the order to start the next %s", self.settings.wait_seconds, self.unit)
 
     def report(self, event: str, exit_code: int = 0) -> None:
         """Tell the coordinator (or, on rank 0, the gang directly) what this pod's attempt did."""

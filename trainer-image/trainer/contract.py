@@ -42,6 +42,8 @@ IN_PLACE = "TJ_IN_PLACE"  # "1": PID 1 is an agent that restarts a failed DDP tr
 AGENT_PORT = "TJ_AGENT_PORT"  # the agent's HTTP port (default 29401; 0: any free port, logged)
 AGENT_COORDINATOR = "TJ_AGENT_COORDINATOR"  # host:port of rank 0's agent (default $MASTER_ADDR:$TJ_AGENT_PORT)
 IN_PLACE_WAIT_SECONDS = "TJ_IN_PLACE_WAIT_SECONDS"  # how long a failed pod's agent waits for an order (default 120)
+INCARNATION = "TJ_INCARNATION"  # parameter-server worker: 1 for its pod's first trainer, N+1 after N restarts in place
+AGENT_ID = "TJ_AGENT_ID"  # parameter-server worker: its pod agent's random id (the servers fence by id and incarnation)
 LISTEN_ADDRESS = (
     "TJ_LISTEN_ADDRESS"  # where the trainer's servers listen: every interface in a pod; local mode's 127.0.0.1
 )

@@ -47,6 +47,8 @@ class TrainerEnv:
     progress_port: int | None = None
     progress_file: Path | None = None
     job_key_file: Path | None = None
+    incarnation: int = 1  # a parameter-server worker's: 1 for its pod's first trainer, N+1 after N restarts in place
+    agent_id: str = ""  # its pod agent's random id ("" without an agent)
 
     @property
     def rank(self) -> int:
@@ -152,6 +154,8 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
         progress_port=_int(env, (c.PROGRESS_PORT,), 0) or None,
         progress_file=Path(progress_file) if progress_file else None,
         job_key_file=Path(job_key_file) if job_key_file else None,
+        incarnation=_int(env, (c.INCARNATION,), 1, minimum=1),
+        agent_id=env.get(c.AGENT_ID, "").strip()[:64],
     )
     _check_consistency(result)
     return result

@@ -20,6 +20,7 @@ from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
+from trainer.ps_fence import Fence, said
 from trainer.ps_shard import SYNC_ROUND_SECONDS, new_shard
 from trainer.ps_wire import (
     Message,
@@ -74,6 +75,7 @@ class ParameterServer:
         self.handshakes = 0  # connections that have not yet sent an authenticated first message
         self.max_handshakes = 2 * env.num_workers + SPARE_HANDSHAKES
         self.refusal_logged_at = -math.inf
+        self.fence = Fence()  # each worker's newest incarnation: an older one's messages are refused
         self.links: Counter[int] = Counter()  # open connections per worker, counted from their hello
         self.last_heard: dict[int, float] = {}
         self.absent: set[int] = set()  # not expected in synchronous rounds until they speak again
@@ -148,13 +150,18 @@ class ParameterServer:
         worker = integer_field(message, "worker", 0, self.env.num_workers - 1)
         if peer.worker not in (None, worker):
             raise ProtocolError(f"a connection of worker {peer.worker} said hello as worker {worker}")
+        incarnation = said(message)
+        if self.fence.admit(worker, incarnation):
+            log.info("worker %d is now %s: its older connections are refused", worker, incarnation)
+        peer.incarnation = incarnation
         if peer.worker is None:
             self.links[worker] += 1
         if worker == 0:
             self.pacing_told_at, self.checkpoint_told = None, None  # a restarted worker 0 reports afresh
         peer.worker = worker
         self._heard_from(worker)
-        log.info("worker %d connected from %s (next step %d)", worker, peer.address, self.shard.next_step(worker))
+        step = self.shard.next_step(worker)
+        log.info("worker %d connected from %s (%s, next step %d)", worker, peer.address, incarnation, step)
         return self._reply_params(next_step=self.shard.next_step(worker), **self._checkpoint_for(worker))
 
     def _worker(self, peer: Peer, message: Message) -> int:
@@ -163,6 +170,7 @@ class ParameterServer:
             raise ProtocolError(f"op {message['op']!r} before hello")
         if "worker" in message:
             integer_field(message, "worker", peer.worker, peer.worker)
+        self.fence.check(peer.worker, peer.incarnation)
         return peer.worker
 
     def _heard_from(self, worker: int) -> None:

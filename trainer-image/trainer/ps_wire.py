@@ -149,6 +149,7 @@ class Peer:
     address: str
     worker: int | None = None
     authenticated: bool = False  # its first message carried the job's key
+    incarnation: Any = None  # which run of the worker its hello said it is (trainer.ps_fence)
 
 
 def peer_address(writer: asyncio.StreamWriter) -> str:

@@ -7,12 +7,14 @@ from typing import Any
 
 import torch
 
+from trainer import faults
 from trainer.config import TrainerConfig
 from trainer.contract import ExitCode
 from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import RetryableError
 from trainer.ps_auth import read_job_key
+from trainer.ps_fence import hello_message
 from trainer.ps_shard import SYNC_ROUND_SECONDS, assign_shards
 from trainer.ps_wire import Connection, Message, frame_limit
 from trainer.recipe import Recipe
@@ -65,7 +67,7 @@ class PsWorker:
             wait_for_port(host, port, self.env.master_wait_seconds, "parameter server")
             connection = Connection(host, port, self.key, self.reply_limits[shard], REQUEST_TIMEOUT)
             self.connections.append(connection)
-            reply = connection.request({"op": "hello", "worker": self.index})
+            reply = connection.request(hello_message(self.index, self.env.agent_id, self.env.incarnation))
             self._load(shard, reply)
             next_steps.append(int(reply["next_step"]))
         self.step = min(next_steps)
@@ -138,6 +140,9 @@ class PsWorker:
                 self.connect()
                 continue
             report.stepped(self.step, loss, samples)
+            if self.env.incarnation == 1:  # local mode's --kill stops the worker's first incarnation only
+                faults.maybe_pause(self.step)
+            faults.maybe_delay_step()
             self.report_news(report)
             if report.is_reporter and every is not None and self.step % every == 0 and self.step < self.total:
                 self.evaluate(report)

@@ -5,7 +5,9 @@ which pods get an agent, what they are told, how rank 0's agent's account of the
 and how the operator signs its orders with the job's key. Pure: the HTTP calls are the cluster adapter's.
 
 Rank 0's pod has a readiness probe on its agent: the kubelet's Ready flip (one pod status write) is how the
-operator learns that the gang's trainer failed, without polling every job.
+operator learns that the gang's trainer failed, without polling every job. A parameter-server worker's agent is a
+gang of one: each worker pod has the probe, and its agent's "attempts" are the worker's incarnations (the job's
+attempt stays; plan/worker_in_place.py).
 """
 
 import hashlib
@@ -30,14 +32,20 @@ WAIT_SECONDS = 120  # how long an agent whose trainer failed waits for the next 
 _KEY_LABEL = b"trainingjob job key v1\n"
 
 
-def has_agent(job: TrainingJob) -> bool:
-    """A DDP job whose workers run the trainer image's own command: its pods can restart in place."""
-    return job.spec.mode == Mode.DDP and job.spec.workers.command is None
+def has_agent(job: TrainingJob, replica: Replica | None = None) -> bool:
+    """Workers that run the trainer image's own command restart in place: a DDP job's pods as a gang, each
+    parameter-server worker's alone (`replica`: a parameter server has none; its state is the model)."""
+    if job.spec.workers.command is not None:
+        return False
+    if job.spec.mode == Mode.PARAMETER_SERVER:
+        return replica is not None and replica.role == contract.ROLE_WORKER
+    return job.spec.mode == Mode.DDP
 
 
 def environment(job: TrainingJob) -> dict[str, str]:
-    """What tells the launcher to act as the agent (and where to find rank 0's: its MASTER_ADDR)."""
-    if not has_agent(job):
+    """What tells the launcher to act as the agent (and where to find rank 0's: its MASTER_ADDR; a
+    parameter-server worker's agent is its own coordinator)."""
+    if job.spec.workers.command is not None:
         return {}
     return {
         contract.IN_PLACE: "1",
@@ -46,9 +54,10 @@ def environment(job: TrainingJob) -> dict[str, str]:
     }
 
 
-def readiness_probe(replica: Replica) -> dict[str, Any] | None:
-    """Rank 0's probe: its agent answers 503 while the gang's attempt has failed and waits for the next one."""
-    if replica != Replica(contract.ROLE_WORKER, 0):
+def readiness_probe(replica: Replica, *, every_worker: bool = False) -> dict[str, Any] | None:
+    """Rank 0's probe (`every_worker`: each parameter-server worker's, a gang of one): its agent answers 503 while
+    the gang's attempt has failed and waits for the next one."""
+    if replica != Replica(contract.ROLE_WORKER, 0) and not (every_worker and replica.role == contract.ROLE_WORKER):
         return None
     return {
         "httpGet": {"path": READY_PATH, "port": AGENT_PORT},

@@ -5,7 +5,7 @@ webhook or a hostile pod writes can make a status the apiserver refuses."""
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -318,6 +318,7 @@ class Observed:
     checkpoint: CheckpointStatus | None = None
     foreign: tuple[str, ...] = ()  # pods with the job's labels owned by something else, e.g. a deleted namesake
     gang: Gang | None = None  # rank 0's agent's account of the gang, when it was read (children/agent.py)
+    worker_gangs: Mapping[str, Gang] = field(default_factory=dict)  # pod -> a PS worker's agent's, when read
     queue: QueueState | None = None  # a queued job's Kueue Workload, when Kueue is consulted (children/workload.py)
 
     def of_attempt(self, attempt: int) -> list[PodState]:

@@ -23,6 +23,7 @@ from trainingjob.model import (
     SHM_PATH,
     SHM_VOLUME_NAME,
     Container,
+    Mode,
     Resources,
     RoleSpec,
     TopologySpreadConstraint,
@@ -177,7 +178,9 @@ def _container(
         "envFrom": [_dump(e) for e in role.env_from or []],
         "resources": _resources(role.resources),
         "volumeMounts": mounts,
-        "readinessProbe": agent.readiness_probe(replica) if in_place else None,
+        "readinessProbe": agent.readiness_probe(replica, every_worker=job.spec.mode == Mode.PARAMETER_SERVER)
+        if in_place
+        else None,
     }
     container["securityContext"] = role.security_context.container_context()
     container.update({key: value for key, value in optional.items() if value})
@@ -236,7 +239,7 @@ def pod_manifest(
     pods itself, so restartPolicy is Never; the pod waits at the tracking gate until the operator has recorded
     it. With `in_place` (and a job that has agents, children/agent.py) its launcher restarts its trainer in place
     when told. `pacing` is the trainer's TJ_CHECKPOINT_PACING (children/pacing.py)."""
-    name, in_place = str(job.metadata.name), in_place and agent.has_agent(job)
+    name, in_place = str(job.metadata.name), in_place and agent.has_agent(job, replica)
     metadata = _pod_metadata(job, replica, attempt)
     if in_place:
         metadata["labels"][agent.IN_PLACE_LABEL] = "true"

@@ -289,7 +289,8 @@ class LocalCluster:
         Path(env[contract.PROGRESS_FILE]).unlink(missing_ok=True)  # an earlier run's, in the same work folder
         pod = copy.deepcopy(manifest)
         pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
-        ready_port = self.agent_ports.get(name) if env.get(contract.RANK) == "0" else None
+        probed = container.get("readinessProbe") is not None  # rank 0's agent, or a parameter-server worker's
+        ready_port = self.agent_ports.get(name) if probed else None
         with log_path.open("ab") as log, interrupt_deferred():
             process = subprocess.Popen(
                 command,
@@ -314,11 +315,13 @@ class Chaos:
     at_step: int
 
 
-def _pauses(manifest: Manifest) -> bool:
-    """Whether the chaos target stops itself after its step: the built-in DDP trainer, one process per pod."""
+def _pauses(manifest: Manifest, replica: str) -> bool:
+    """Whether the chaos target stops itself after its step: the built-in trainer, one process per pod, a DDP rank
+    or a parameter-server worker (a parameter server's pod is killed whole)."""
     spec = manifest.get("spec") or {}
     one_process = (spec.get("workers") or {}).get("nprocPerPod", 1) == 1
-    return bool(spec.get("trainer")) and spec.get("mode", "DDP") == "DDP" and one_process
+    mode, worker = spec.get("mode", "DDP"), replica.startswith(f"{contract.ROLE_WORKER}-")
+    return bool(spec.get("trainer")) and (mode == "DDP" or (mode == "ParameterServer" and worker)) and one_process
 
 
 def _chaos_due(cluster: LocalCluster, status: TrainingJobStatus, chaos: Chaos, pod: str) -> bool:
@@ -348,7 +351,7 @@ def run_local(
     operator's (benchmarks change its checkpoint prior)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
     name = str(cluster.job["metadata"]["name"])
-    if chaos and _pauses(manifest):
+    if chaos and _pauses(manifest, chaos.replica):
         cluster.pause_at[f"{name}-{chaos.replica}-1"] = chaos.at_step
     status: TrainingJobStatus | None = None
     killed = False

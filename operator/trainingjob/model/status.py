@@ -271,6 +271,13 @@ class TrackedPod(ApiModel):
     """The pod's UID."""
     outcome: PodOutcome | None = None
     """Succeeded, or Failed once its failure was counted; unset while it runs."""
+    incarnation: Annotated[Int, Field(ge=2)] | None = None
+    """A parameter-server worker whose trainer restarted in place: the incarnation last ordered (2 after its first
+    restart in place; its trainer reads TJ_INCARNATION). A failure of an older incarnation is never counted again."""
+    restarting_since: datetime | None = None
+    """While that restart in place is under way: when it was recorded (the commit point). Cleared once the pod's
+    agent runs the incarnation; the pod is re-created if it does not within the operator's inPlaceTimeoutSeconds
+    after the worker's backoff."""
 
 
 class SlotBackoff(ApiModel):

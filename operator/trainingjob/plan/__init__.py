@@ -16,6 +16,8 @@ stops the rest:
     failure       failed, deleted or vanished pods, a trainer failed in a healthy pod: restart the gang (in its pods
                   when they are all up), replace a PS worker, or fail
     in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
+    worker_in_place  ParameterServer mode: a worker's trainer failed in its healthy pod: count it and restart it
+                  in place as its next incarnation (tell its agent until it runs it, or re-create its pod)
     stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
     startup       a pod not running startupDeadlineSeconds after it was due
     creation      create missing pods after earlier attempts are gone and the backoff is over
@@ -50,6 +52,7 @@ from trainingjob.plan import (
     success,
     suspend,
     tracking,
+    worker_in_place,
 )
 from trainingjob.plan.types import Context, Decision, Event, Manifest, Plan, Settings
 
@@ -65,6 +68,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("success", success.decide),
     ("failure", failure.decide),
     ("in_place", in_place.decide),
+    ("worker_in_place", worker_in_place.decide),
     ("stalled", progress.stalled),
     ("startup", deadlines.startup),
     ("creation", creation.decide),
@@ -113,6 +117,7 @@ def _acts(decision: Decision) -> bool:
         or decision.events
         or decision.delete_job
         or decision.order_attempt
+        or decision.order_workers
     )
 
 
@@ -142,6 +147,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),
         order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
+        order_workers=tuple(dict.fromkeys(o for d in decisions for o in d.order_workers)),
         pacing=pacing,
         decisions=tuple(names),
         workload=queue.action(ctx, status),

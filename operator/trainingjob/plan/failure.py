@@ -1,8 +1,8 @@
 """Failures of the current attempt: pods that failed, were deleted by someone else, or vanished, and (rank 0's agent
-says so) a trainer that failed inside a healthy pod. DDP (or a
-parameter server failing): the attempt ends and the whole gang restarts after a backoff (in its pods when they are
-all up: a stall, plan/in_place.py). ParameterServer
-mode: each failed worker is replaced alone. Every failure is counted exactly once, by pod UID."""
+says so) a trainer that failed inside a healthy pod. DDP (or a parameter server failing): the attempt ends and the
+whole gang restarts after a backoff (in its pods when they are all up: a stall, plan/in_place.py). ParameterServer
+mode: each failed worker is replaced alone (a worker whose trainer failed in a healthy pod restarts in it instead:
+plan/worker_in_place.py). Every failure is counted exactly once, by pod UID."""
 
 from dataclasses import replace
 
@@ -10,7 +10,7 @@ from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify, finished, in_place, replacement, tracking
+from trainingjob.plan import classify, finished, in_place, replacement, tracking, worker_in_place
 from trainingjob.plan.backoff import backoff_seconds
 from trainingjob.plan.transitions import moved, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
@@ -48,7 +48,11 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         if not found:
             return None
     elif ctx.job.spec.mode == Mode.PARAMETER_SERVER and all(p.replica.role != ROLE_PS for p in found):
-        return _replace_workers(ctx, status, found)
+        rest, again = worker_in_place.abandoned(ctx, status, found)
+        if again is None or not rest:
+            return again or _replace_workers(ctx, status, found)
+        replaced = _replace_workers(ctx, again.status, rest)
+        return replace(replaced, delete=again.delete + replaced.delete, events=again.events + replaced.events)
     else:
         names = {p.name for p in found}  # the trainers that failed in pods still up: consequences, or the cause
         found += [p for p in in_place.reported_failures(ctx, status) if p.name not in names]

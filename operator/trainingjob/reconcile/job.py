@@ -17,10 +17,11 @@ from trainingjob.children.naming import CONTAINER_NAME, Replica
 from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
-from trainingjob.model import TrainingJob, TrainingJobStatus
+from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
 from trainingjob.plan.waves import FIRST_WAVE, after_wave, waves
+from trainingjob.reconcile.ps_workers import order_workers, worker_gangs
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -70,13 +71,14 @@ def _observe(
 ) -> Observed:
     """Read the job's children once: the pods and Service, a queued job's Kueue Workload, then the logs of the
     failures to record, rank 0's progress and (when its pod is not ready, or a restart in place is under way) its
-    agent's account of the gang."""
+    agent's account of the gang; in parameter-server mode, each worker's agent's so (reconcile/ps_workers.py)."""
     namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
     observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
     if queues is not None and job.spec.scheduling and job.spec.scheduling.queue_name:
         observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
     observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
+    observed = replace(observed, worker_gangs=worker_gangs(cluster, job, observed, pods))
     manifest, status = rank0_pod(job, observed, pods), job.status or TrainingJobStatus()
     if manifest is None:
         departed = _departed_rank0(cluster, job)
@@ -84,7 +86,7 @@ def _observe(
     observed = _with_report(observed, cluster.progress(manifest), status)
     rank0 = next(p for p in observed.pods if p.name == manifest["metadata"]["name"])
     ask = rank0.in_place and rank0.phase == PodPhase.RUNNING and (not rank0.ready or status.in_place_restart)
-    return replace(observed, gang=cluster.gang(manifest) if ask else None)
+    return replace(observed, gang=cluster.gang(manifest) if ask and job.spec.mode == Mode.DDP else None)
 
 
 def _with_report(observed: Observed, report: Report, status: TrainingJobStatus) -> Observed:
@@ -132,7 +134,7 @@ def reconcile(
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
     before = salvaged_status(manifest.get("status"))
     try:
-        after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods))
+        after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods)
     except Gone:
         return Outcome(before)
     if queues is not None and job is not None and result.workload is not None:
@@ -180,6 +182,7 @@ def _act(
     rank0: Manifest | None,
     *,
     uids: Mapping[str, str],
+    pods: Sequence[Manifest] = (),
 ) -> TrainingJobStatus:
     """Write the status first (the commit point), announce, tell rank 0's agent, delete (the pods as observed:
     `uids`), release, create wave by wave, and delete the job last (the one read, as this pass last wrote it)."""
@@ -194,6 +197,7 @@ def _act(
     if result.order_attempt is not None and rank0 is not None:
         told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
+    order_workers(cluster, manifest, result.order_workers, pods)
     if result.delete:
         cluster.delete_pods(namespace, decided_on(uids, result.delete))
     if result.force_delete:
