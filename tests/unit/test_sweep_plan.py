@@ -9,7 +9,7 @@ from tests.support.builders import at, job_manifest, make_sweep, sweep_step, tri
 
 from trainingjob.model import Progress
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
-from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS
+from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS, NAME_TAKEN_ANSWER
 from trainingjob.sweep.plan import after_creates
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
@@ -298,3 +298,16 @@ def test_a_refused_trial_job_is_retried_saying_why_then_fails_after_the_deadline
     ) and "exceeded quota" in refused.message
     later = after_creates(status, {"sweep-0": words}, at(CREATE_DEADLINE_SECONDS))
     assert later.trials[0].phase == TrialPhase.FAILED and later.counts.failed == 1
+
+
+def test_a_trial_whose_name_a_job_without_the_sweep_label_holds_says_so_as_a_namesake() -> None:
+    """A job the trials' list does not show (someone's own, unlabelled): the create's answer says the name is taken
+    (before, the create's 409 was taken as done and the trial waited for ever, in silence)."""
+    sweep, _ = sweep_step(make_sweep(parallelism=1, maxTrials=3), [])
+    assert sweep.status is not None
+    status = after_creates(sweep.status, {"sweep-0": NAME_TAKEN_ANSWER}, at(0))
+    waiting = status.trials[0]
+    assert (waiting.phase, waiting.reason, waiting.waiting_since) == (TrialPhase.PENDING, "JobNameTaken", at(0))
+    assert "sweep-0 exists and is not this sweep's" in waiting.message
+    later = after_creates(status, {"sweep-0": NAME_TAKEN_ANSWER}, at(CREATE_DEADLINE_SECONDS))
+    assert (later.trials[0].phase, later.trials[0].reason) == (TrialPhase.FAILED, "JobNameTaken")

@@ -35,10 +35,15 @@ class Child:
         return not finished and not self.job.spec.run_policy.suspend
 
 
+def controller_of(manifest: Mapping[str, Any]) -> str:
+    """The uid of the object that controls `manifest` ("" when none)."""
+    owners = [o for o in (manifest.get("metadata") or {}).get("ownerReferences") or [] if o.get("controller")]
+    return str(owners[0].get("uid", "")) if owners else ""
+
+
 def child(manifest: Mapping[str, Any]) -> Child:
     """Read a TrainingJob manifest from the store."""
     metadata = manifest.get("metadata") or {}
-    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller")]
     try:
         job: TrainingJob | None = TrainingJob.from_manifest(
             {k: v for k, v in manifest.items() if k in ("apiVersion", "kind", "metadata", "spec", "status")}
@@ -48,7 +53,7 @@ def child(manifest: Mapping[str, Any]) -> Child:
     created = metadata.get("creationTimestamp")
     return Child(
         name=str(metadata.get("name", "")),
-        owner_uid=str(owners[0].get("uid", "")) if owners else "",
+        owner_uid=controller_of(manifest),
         job=job,
         created=datetime.fromisoformat(created) if isinstance(created, str) else None,
         deleting=bool(metadata.get("deletionTimestamp")),
