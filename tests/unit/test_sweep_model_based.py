@@ -89,6 +89,7 @@ class SweepUnderEvents(RuleBasedStateMachine):
         self.now = T0
         self.cluster = FakeSweepCluster(clock=lambda: self.now)
         self.ledger = SweepLedger(TOTALS)
+        self.thinned: set[str] = set()  # the jobs whose evaluation history the job operator has thinned
 
     def start_operator(self) -> None:
         """A new operator process: its stores start from a fresh list of sweeps and trials."""
@@ -169,6 +170,10 @@ class SweepUnderEvents(RuleBasedStateMachine):
         for step in range(done + EVERY, min(TOTAL, done + EVERY * count) + 1, EVERY):
             self.cluster.evaluate(job, step, "accuracy", level * (step / TOTAL) ** 0.5, TOTAL)
             TOTALS["evaluations"] += 1
+        thinned = job["status"].get("history", {}).get("evaluationEverySteps", 1) > EVERY
+        if thinned and job["metadata"]["uid"] not in self.thinned:
+            self.thinned.add(job["metadata"]["uid"])
+            TOTALS["trial histories thinned"] += 1
 
     @rule(count=st.integers(1, 60), qualities=st.lists(st.floats(0.05, 0.95), min_size=3, max_size=3))
     def training_goes_on(self, count: int, qualities: list[float]) -> None:
