@@ -100,6 +100,16 @@ def test_a_sweep_whose_parameter_the_job_would_refuse_fails_naming_it(h: Harness
     assert not failed["status"].get("trials") and not h.pods("bad-0")  # no trial started
 
 
+def _one_trial_waiting(h: Harness, name: str, reason: str) -> Manifest:
+    """A sweep of one trial, once its trial waits for its job for `reason`: that trial."""
+    manifest = sweep_manifest(name, parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=1, parallelism=1)
+    manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
+    _create(h, manifest)
+    waiting = _wait_sweep(h, name, lambda s: s.get("trials") and s["trials"][0].get("reason") == reason, reason)
+    (trial,) = waiting["status"]["trials"]
+    return dict(trial)
+
+
 def test_a_refused_trial_job_says_why_then_runs_once_accepted(h: Harness, operator: OperatorProcess) -> None:
     api = h.custom.api_client
 
@@ -112,15 +122,21 @@ def test_a_refused_trial_job_says_why_then_runs_once_accepted(h: Harness, operat
 
     name = f"no-trainingjobs-{uuid.uuid4().hex[:6]}"
     with refusing_creates(api, name, GROUP, PLURAL, h.ns, refused=refused) as lift:
-        manifest = sweep_manifest("held", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=1, parallelism=1)
-        manifest["spec"]["template"]["spec"]["workers"] = {"replicas": 1}
-        _create(h, manifest)
-        waiting = _wait_sweep(
-            h, "held", lambda s: s.get("trials") and s["trials"][0].get("reason") == "JobCreateRefused", "the refusal"
-        )
-        (trial,) = waiting["status"]["trials"]
+        trial = _one_trial_waiting(h, "held", "JobCreateRefused")
         assert trial["phase"] == "Pending" and "trainingjobs are refused here" in trial["message"], trial
         lift()
         poll_until(partial(_job_or_none, h, "held-0"), timeout=60, what="the trial's job, once accepted")
     running = _wait_sweep(h, "held", lambda s: "reason" not in s["trials"][0], "the wait forgotten")
     assert running["status"]["trials"][0].get("waitingSince") is None
+
+
+def test_a_trial_whose_name_a_users_own_job_holds_says_so_and_leaves_it_alone(
+    h: Harness, operator: OperatorProcess
+) -> None:
+    """A TrainingJob of the trial's name without the sweep's label (the trials' list does not show it): the trial
+    says the name is taken (before: it waited for ever, in silence), and the user's job is left as it was."""
+    h.custom.create_namespaced_custom_object(GROUP, VERSION, h.ns, PLURAL, job_manifest("mine-0"))
+    trial = _one_trial_waiting(h, "mine", "JobNameTaken")
+    assert trial["phase"] == "Pending" and "mine-0 exists and is not this sweep's" in trial["message"], trial
+    users = h.job("mine-0")
+    assert not users["metadata"].get("ownerReferences") and not users["spec"].get("runPolicy", {}).get("suspend")

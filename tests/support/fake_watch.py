@@ -1,12 +1,12 @@
 """The watches of a FakeCluster as the operator's informers see them: every change recorded in order, with a
 resourceVersion, and delivered to the operator's stores only when the test says, so the stores can lag the
-cluster by any number of events, kind by kind; and the relist that follows a 410 Gone."""
+cluster by any number of events, kind by kind; and the relist that follows a 410 Gone. The kinds watched are
+attributes of the cluster and of the stores of the same name (a job's: jobs, pods, services; a sweep's: sweeps,
+trials)."""
 
 import copy
 from dataclasses import dataclass, field
 from typing import Any
-
-from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.runtime.memory import Stores
 from trainingjob.runtime.store import Store
@@ -17,20 +17,25 @@ KINDS = ("jobs", "pods", "services")
 
 @dataclass
 class FakeWatch:
-    cluster: FakeCluster
+    cluster: Any  # a fake cluster: its objects by kind (attributes named as the kinds), version(), on_written
     stores: Stores = field(default_factory=Stores)
-    pending: dict[str, list[tuple[str, Manifest]]] = field(default_factory=lambda: {k: [] for k in KINDS})
-    _seen: dict[str, dict[tuple[str, str], Manifest]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    kinds: tuple[str, ...] = KINDS
+    pending: dict[str, list[tuple[str, Manifest]]] = field(default_factory=dict)
+    _seen: dict[str, dict[tuple[str, str], Manifest]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cluster.on_written = self.stores.saw
-        self.cluster.watches.append(self.record)
-        for kind in KINDS:
+        if hasattr(self.cluster, "watches"):  # a cluster that tells its watches of each write as it happens
+            self.cluster.watches.append(self.record)
+        for kind in self.kinds:
+            self.pending[kind], self._seen[kind] = [], {}
+        for kind in self.kinds:
             self.relist(kind)
 
     def close(self) -> None:
         """The operator that held these stores is gone: its watch stops recording."""
-        self.cluster.watches.remove(self.record)
+        if hasattr(self.cluster, "watches"):
+            self.cluster.watches.remove(self.record)
 
     def _objects(self, kind: str) -> dict[tuple[str, str], Manifest]:
         found: dict[tuple[str, str], Manifest] = getattr(self.cluster, kind)
@@ -43,7 +48,7 @@ class FakeWatch:
     def record(self) -> None:
         """Turn what changed since the last record into watch events; a change no write of the operator's made
         (a kubelet's, a user's) gets its resourceVersion here."""
-        for kind in KINDS:
+        for kind in self.kinds:
             seen, objects, events = self._seen[kind], self._objects(kind), []
             for key in sorted(set(seen) | set(objects)):
                 old, new = seen.get(key), objects.get(key)
@@ -70,7 +75,7 @@ class FakeWatch:
             self._store(kind).apply(event, manifest)
 
     def deliver_all(self) -> None:
-        for kind in KINDS:
+        for kind in self.kinds:
             self.deliver(kind)
 
     def relist(self, kind: str) -> None:

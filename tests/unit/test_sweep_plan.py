@@ -9,7 +9,7 @@ from tests.support.builders import at, job_manifest, make_sweep, sweep_step, tri
 
 from trainingjob.model import Progress
 from trainingjob.model.sweep_status import SweepPhase, TrialPhase
-from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS
+from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS, NAME_TAKEN_ANSWER
 from trainingjob.sweep.plan import after_creates
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
@@ -138,11 +138,24 @@ def test_a_trial_trailing_the_median_is_pruned_in_the_status_then_stopped() -> N
     sweep, result = sweep_step(sweep, jobs, at(5))
     assert sweep.status is not None and sweep.status.trials[2].phase == TrialPhase.PRUNED
     assert sweep.status.trials[2].reason == "PrunedByMedian" and "near step 6" in sweep.status.trials[2].message
-    assert result.stop == ("sweep-2",) and result.action.value == "Suspend"
+    assert result.stop == ("sweep-2",) and result.action.value == "Delete"  # the trial is over: its job ends
     assert [t.job_name for t in result.create] == ["sweep-3", "sweep-4"]  # the pruned one still runs: 2 places
-    stopped = [*jobs[:2], trial_job(sweep, 2, curve={10: 0.1}, suspended=True)]
-    _, after = sweep_step(sweep, stopped, at(6))
+    after_stop, after = sweep_step(sweep, jobs[:2], at(6))  # deleted, after the status recorded it
     assert not after.stop and [t.job_name for t in after.create] == ["sweep-3", "sweep-4", "sweep-5"]
+    assert after_stop.status is not None
+    pruned = after_stop.status.trials[2]  # the sweep's record keeps its objective and the reason
+    assert (pruned.phase, pruned.reason, pruned.objective) == (TrialPhase.PRUNED, "PrunedByMedian", 0.1)
+
+
+def test_a_pruned_trial_of_a_sweep_that_asks_to_suspend_is_suspended() -> None:
+    stopping = {**MEDIAN, "action": "Suspend"}
+    sweep, _ = sweep_step(make_sweep(parallelism=3, maxTrials=6, earlyStopping=stopping), [])
+    good = {10: 0.8, 20: 0.9}
+    jobs = [trial_job(sweep, n, "Succeeded", curve=good, final=0.9) for n in (0, 1)]
+    sweep, result = sweep_step(sweep, [*jobs, trial_job(sweep, 2, curve={10: 0.1})], at(5))
+    assert result.stop == ("sweep-2",) and result.action.value == "Suspend"
+    _, after = sweep_step(sweep, [*jobs, trial_job(sweep, 2, curve={10: 0.1}, suspended=True)], at(6))
+    assert not after.stop
 
 
 def test_a_trial_level_with_the_others_is_not_pruned() -> None:
@@ -298,3 +311,16 @@ def test_a_refused_trial_job_is_retried_saying_why_then_fails_after_the_deadline
     ) and "exceeded quota" in refused.message
     later = after_creates(status, {"sweep-0": words}, at(CREATE_DEADLINE_SECONDS))
     assert later.trials[0].phase == TrialPhase.FAILED and later.counts.failed == 1
+
+
+def test_a_trial_whose_name_a_job_without_the_sweep_label_holds_says_so_as_a_namesake() -> None:
+    """A job the trials' list does not show (someone's own, unlabelled): the create's answer says the name is taken
+    (before, the create's 409 was taken as done and the trial waited for ever, in silence)."""
+    sweep, _ = sweep_step(make_sweep(parallelism=1, maxTrials=3), [])
+    assert sweep.status is not None
+    status = after_creates(sweep.status, {"sweep-0": NAME_TAKEN_ANSWER}, at(0))
+    waiting = status.trials[0]
+    assert (waiting.phase, waiting.reason, waiting.waiting_since) == (TrialPhase.PENDING, "JobNameTaken", at(0))
+    assert "sweep-0 exists and is not this sweep's" in waiting.message
+    later = after_creates(status, {"sweep-0": NAME_TAKEN_ANSWER}, at(CREATE_DEADLINE_SECONDS))
+    assert (later.trials[0].phase, later.trials[0].reason) == (TrialPhase.FAILED, "JobNameTaken")

@@ -76,7 +76,8 @@ class TrialJobsInPart(Protocol):
 
 class SweepCluster(Protocol):
     """What a sweep's reconcile needs. write_sweep_status raises reconcile.Conflict or Gone; create_job takes an
-    existing job of that name as done and answers the apiserver's refusal in words (None when created);
+    existing job of that name as done when the sweep controls it, and answers the apiserver's refusal in words
+    (None when created; sweep.creation.NAME_TAKEN_ANSWER when the job there is not the sweep's);
     suspend_job and delete_job take a missing one as done; delete_job deletes only the job of that UID."""
 
     def read_sweep(self, namespace: str, name: str) -> Manifest | None: ...

@@ -112,8 +112,8 @@ class Resources:
         self.on_written(written)
         return str(written["metadata"]["resourceVersion"])
 
-    def create(self, plural: str, namespace: str, manifest: Manifest) -> None:
-        """Create one, paced; one of that name already there is taken as created."""
+    def create(self, plural: str, namespace: str, manifest: Manifest) -> bool:
+        """Create one, paced: True; False when one of that name was already there."""
         try:
             self.paced(
                 lambda: self.custom.create_namespaced_custom_object(
@@ -122,6 +122,8 @@ class Resources:
             )
         except client.ApiException as error:
             ignored(409, error)
+            return False
+        return True
 
     def merge_patch(self, plural: str, namespace: str, name: str, patch: Manifest) -> None:
         """A merge patch of the object (not its status), paced; a missing object is taken as done."""

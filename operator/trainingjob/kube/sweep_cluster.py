@@ -7,7 +7,8 @@ from trainingjob.kube.ports import Manifest
 from trainingjob.kube.resources import Resources
 from trainingjob.model import PLURAL
 from trainingjob.model.sweep import SWEEP_PLURAL
-from trainingjob.sweep.trials import SWEEP_LABEL
+from trainingjob.sweep.creation import NAME_TAKEN_ANSWER
+from trainingjob.sweep.trials import SWEEP_LABEL, controller_of
 
 
 class KubernetesSweeps:
@@ -24,17 +25,20 @@ class KubernetesSweeps:
         return self.resources.write_status(SWEEP_PLURAL, namespace, name, resource_version, patch)
 
     def create_job(self, namespace: str, manifest: Manifest) -> str | None:
-        """A trial's TrainingJob; one of that name already there is taken as created (the sweep's own from an
-        earlier pass, or a namesake the planner will not adopt). A refusal (a quota, a webhook, a policy) is
-        answered in the apiserver's words; an apiserver that did not answer is raised (the reconcile retries)."""
+        """A trial's TrainingJob; one of that name already there is taken as created when it is the sweep's (from
+        an earlier pass), and answered as taken when it is not (a job without the sweep's label, which the
+        trials' list does not show: someone's own). A refusal (a quota, a webhook, a policy) is answered in the
+        apiserver's words; an apiserver that did not answer is raised (the reconcile retries)."""
         try:
-            self.resources.create(PLURAL, namespace, manifest)
+            if self.resources.create(PLURAL, namespace, manifest):
+                return None
         except Exception as error:
             found = answer(error)
             if found is None or found.transient or found.status is None:
                 raise
             return f"{found.status} {found.reason or 'Refused'}: {found.message}"
-        return None
+        there = self.resources.read(PLURAL, namespace, str(manifest["metadata"]["name"]))
+        return None if there is None or controller_of(there) == controller_of(manifest) else NAME_TAKEN_ANSWER
 
     def suspend_job(self, namespace: str, name: str) -> None:
         """Suspend a trial's job (its pods go, the job and its history stay)."""

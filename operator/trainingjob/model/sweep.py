@@ -86,8 +86,10 @@ class EarlyStopping(ApiModel):
     was evaluated at (no trial is stopped before one has succeeded)."""
     reduction_factor: Annotated[Int, Field(ge=2, le=100)] = 3
     """SuccessiveHalving only: how many trials reach a rung for each one promoted past it."""
-    action: PrunedTrialAction = PrunedTrialAction.SUSPEND
-    """How a stopped trial's job is stopped: Suspend (its pods go, the job and its history stay) or Delete."""
+    action: PrunedTrialAction = PrunedTrialAction.DELETE
+    """How a stopped trial's job ends, once the sweep's status has recorded the trial (its objective, curve and
+    reason stay there): Delete (the default: the trial is over, its job goes with its pods) or Suspend (its pods
+    go, the job and its own history stay, Suspended: resumable by hand, and counted by a quota on TrainingJobs)."""
 
 
 class TrialTemplate(ApiModel):

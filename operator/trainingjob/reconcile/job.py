@@ -19,6 +19,7 @@ from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
 from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan
+from trainingjob.plan.evaluations import next_read
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
 from trainingjob.plan.waves import FIRST_WAVE, after_wave, waves
 from trainingjob.reconcile.ps_workers import order_workers, worker_gangs
@@ -139,7 +140,17 @@ def reconcile(
         return Outcome(before)
     if queues is not None and job is not None and result.workload is not None:
         queues.apply(job, result.workload, now)  # after the status that led to it is written
-    return Outcome(before, after, result.requeue_after, job)
+    return Outcome(before, after, _sooner(result.requeue_after, _trial_read(job, after, now)), job)
+
+
+def _trial_read(job: TrainingJob | None, after: TrainingJobStatus | None, now: datetime) -> float | None:
+    return next_read(job, after, now) if job is not None and after is not None else None
+
+
+def _sooner(first: float | None, second: float | None) -> float | None:
+    if first is None or second is None:
+        return second if first is None else first
+    return min(first, second)
 
 
 def observed_uids(objects: Sequence[Manifest]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from trainingjob.model.sweep_status import MAX_TRIAL_MESSAGE, Trial, TrialPhase
 from trainingjob.sweep.trials import Child, ended
 
 NAME_TAKEN, REFUSED = "JobNameTaken", "JobCreateRefused"
+NAME_TAKEN_ANSWER = "409 AlreadyExists: a TrainingJob of that name exists and is not this sweep's"
 WAITING = (NAME_TAKEN, REFUSED)
 CREATE_DEADLINE_SECONDS = 600.0
 
@@ -39,21 +40,26 @@ def judged(
 
 def _judged(trial: Trial, children: Mapping[str, Child], own: Mapping[str, Child], now: datetime) -> Trial:
     if _uncreated(trial) and trial.job_name in children and trial.job_name not in own:
-        message = (
-            f"TrainingJob {trial.job_name} exists and is not this sweep's (an earlier sweep's, or someone's own):"
-            " delete it, or this trial fails"
-        )
-        return waiting(trial, NAME_TAKEN, message, now)
+        return waiting(trial, NAME_TAKEN, _taken(trial), now)
     if trial.waiting_since is not None and trial.start_time is not None and trial.reason in WAITING:
         return trial.model_copy(update={"waiting_since": None, "reason": None, "message": ""})
     return trial
 
 
+def _taken(trial: Trial) -> str:
+    return (
+        f"TrainingJob {trial.job_name} exists and is not this sweep's (an earlier sweep's, or someone's own):"
+        " delete it, or this trial fails"
+    )
+
+
 def refused(trials: Sequence[Trial], refusals: Mapping[str, str], now: datetime) -> list[Trial]:
-    """The trials after the apiserver refused some of their jobs (job name -> its words)."""
-    return [
-        waiting(t, REFUSED, f"the apiserver refused its TrainingJob: {refusals[t.job_name]}", now)
-        if t.job_name in refusals and _uncreated(t)
-        else t
-        for t in trials
-    ]
+    """The trials after the apiserver refused some of their jobs (job name -> its words; NAME_TAKEN_ANSWER: a job
+    of that name the trials' list does not show is not the sweep's)."""
+    return [_refused(t, refusals[t.job_name], now) if t.job_name in refusals and _uncreated(t) else t for t in trials]
+
+
+def _refused(trial: Trial, refusal: str, now: datetime) -> Trial:
+    if refusal == NAME_TAKEN_ANSWER:
+        return waiting(trial, NAME_TAKEN, _taken(trial), now)
+    return waiting(trial, REFUSED, f"the apiserver refused its TrainingJob: {refusal}", now)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainingjob.model.status import ConditionStatus
-from trainingjob.model.sweep import Goal, PrunedTrialAction, TrainingSweep
+from trainingjob.model.sweep import EarlyStopping, Goal, PrunedTrialAction, TrainingSweep
 from trainingjob.model.sweep_status import (
     BestTrial,
     SummarisedTrials,
@@ -34,7 +34,7 @@ class SweepPlan:
     status: TrainingSweepStatus
     create: tuple[Trial, ...] = ()
     stop: tuple[str, ...] = ()
-    action: PrunedTrialAction = PrunedTrialAction.SUSPEND
+    action: PrunedTrialAction = PrunedTrialAction.DELETE
 
 
 def job_name(sweep: str, number: int) -> str:
@@ -46,7 +46,7 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     spec, uid = sweep.spec, str(getattr(sweep.metadata, "uid", "") or "")
     status = sweep.status or TrainingSweepStatus()
     own = {n: c for n, c in children.items() if c.owner_uid == uid}
-    action = spec.early_stopping.action if spec.early_stopping else PrunedTrialAction.SUSPEND
+    action = (spec.early_stopping or EarlyStopping()).action  # trials stopped as the sweep failed end so too
     trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
     trials = creation.judged(trials, children, own, now)
     if status.phase.is_terminal:

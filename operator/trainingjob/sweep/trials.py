@@ -36,11 +36,16 @@ class Child:
         return not finished and not self.job.spec.run_policy.suspend
 
 
+def controller_of(manifest: Mapping[str, Any]) -> str:
+    """The uid of the object that controls `manifest` ("" when none)."""
+    owners = [o for o in (manifest.get("metadata") or {}).get("ownerReferences") or [] if o.get("controller")]
+    return str(owners[0].get("uid", "")) if owners else ""
+
+
 def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
     """Read a TrainingJob manifest from the store; without `parse`, only its metadata (job None): enough for a
     finished trial's job, which the planner only looks up by name and owner."""
     metadata = manifest.get("metadata") or {}
-    owners = [o for o in metadata.get("ownerReferences") or [] if o.get("controller")]
     job: TrainingJob | None = None
     if parse:
         with suppress(ValidationError):
@@ -50,7 +55,7 @@ def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
     created = metadata.get("creationTimestamp")
     return Child(
         name=str(metadata.get("name", "")),
-        owner_uid=str(owners[0].get("uid", "")) if owners else "",
+        owner_uid=controller_of(manifest),
         job=job,
         created=datetime.fromisoformat(created) if isinstance(created, str) else None,
         deleting=bool(metadata.get("deletionTimestamp")),
