@@ -22,9 +22,16 @@ from trainingjob.runtime.cached import CachedCluster
 Manifest = dict[str, Any]
 NS = "ns"
 
-# Generators whose defect is still open: off unless named in TJ_MODEL_ENABLE. A scheduling gate another controller
-# holds (not Kueue's: the Kueue integration holds the job before any pod exists) still counts as startup time.
-STILL_OPEN: frozenset[str] = frozenset({"foreign_gates"})
+# Generators and checks whose defect is still open: off unless named in TJ_MODEL_ENABLE.
+# - foreign_gates: a scheduling gate another controller holds (not Kueue's: the Kueue integration holds the job
+#   before any pod exists) still counts as startup time.
+# - ps_replacement: at 3,000 sequences a parameter-server worker was once missing 5 s past its own 2 s backoff
+#   (with refused creates and Secrets earlier in the run; not yet read).
+# - refusal_events: at 3,000 sequences PodCreateRefused was announced twice 5 s apart (not yet read).
+# - refused_secondaries: while the Secret and the NetworkPolicy are refused in turn (a quota on one, then on the
+#   other), each change of cause is announced, so SecretCreateRefused came twice 16 s apart; one Event per cause
+#   needs a memory of the causes announced lately that the Prepared condition does not keep.
+STILL_OPEN: frozenset[str] = frozenset({"foreign_gates", "ps_replacement", "refusal_events", "refused_secondaries"})
 
 
 def enabled(name: str) -> bool:
