@@ -3,6 +3,7 @@ completion time (on the operator's clock, dropped once the job stops), and an at
 only after it reported and then went quiet for progressDeadlineSeconds."""
 
 from dataclasses import replace
+from datetime import timedelta
 
 import pytest
 from tests.support.builders import SETTINGS, at, condition, pods_of, running, seen, step, with_policy
@@ -181,3 +182,21 @@ def test_the_percent_and_estimate_land_in_status_and_suspending_drops_the_estima
     job, _ = step(with_policy(job, suspend=True), pods_of(job, 1), at(7), progress=report)
     assert job.status and job.status.phase == Phase.SUSPENDED and job.status.progress
     assert job.status.progress.estimated_completion_time is None and job.status.progress.percent == 25
+
+
+def test_a_parameter_server_rank0_replaced_alone_is_not_stalled_while_gone_and_gets_a_whole_deadline() -> None:
+    """Worker 0 (rank 0, whose reports are the job's progress) vanishes near the deadline: it is replaced alone, and
+    neither its absence nor the wait for its first report after the replacement counts as a stall."""
+    job = running(mode="ParameterServer", workers=2, servers=1, progressDeadlineSeconds=60)
+    report = Progress(step=40, last_heartbeat_time=at(30), attempt=1)
+    job, _ = step(job, pods_of(job, 1), at(30), progress=report)
+    gone = [p for p in pods_of(job, 1) if p["metadata"]["name"] != "job-worker-0-1"]
+    job, _ = step(job, gone, at(85))  # worker 0 vanished: replaced alone
+    job, _ = step(job, gone, at(95))  # past the deadline from the last report, rank 0 still away
+    assert job.status and job.status.phase == Phase.RUNNING and job.status.restarts.stalled == 0
+    due = next(r.not_before for r in job.status.replacements if r.pod == "job-worker-0-1")
+    back = pods_of(job, 1, {"job-worker-0-1": {"uid": "worker-0-again"}})
+    job, _ = step(job, back, due + timedelta(seconds=59))
+    assert job.status and job.status.phase == Phase.RUNNING and job.status.restarts.stalled == 0
+    job, _ = step(job, back, due + timedelta(seconds=60))
+    assert job.status and job.status.restarts.stalled == 1

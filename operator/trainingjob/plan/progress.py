@@ -83,15 +83,19 @@ def not_enforced(ctx: Context, status: TrainingJobStatus) -> str:
 
 def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.progress_deadline_seconds
-    source = heartbeat_source(ctx, status)
-    if limit is None or source is None or status.phase != Phase.RUNNING:
+    source, rank0 = heartbeat_source(ctx, status), _rank0_pod(ctx, status)
+    # rank 0's pod gone or going (a PS worker replaced alone): its silence is not a stall
+    up = rank0 is not None and rank0.phase == PodPhase.RUNNING and not rank0.deleting
+    if limit is None or source is None or status.phase != Phase.RUNNING or rank0 is None or not up:
         return None
     if source.finished:  # done training, rank 0 may wait in silence for the others (parameter-server mode)
         return None
     if source.last_change_time is None:  # a status an older operator wrote: the deadline runs from now, our clock
         status = status.model_copy(update={"progress": source.model_copy(update={"last_change_time": ctx.now})})
         return Decision(status, requeue_after=float(limit))
-    expires = source.last_change_time + timedelta(seconds=limit)
+    # a rank 0 replaced alone (parameter-server mode) gets the whole deadline from its replacement, on our clock
+    replaced = [r.not_before for r in status.replacements if r.pod == rank0.name]
+    expires = max([source.last_change_time, *replaced]) + timedelta(seconds=limit)
     if ctx.now < expires:
         return Decision(status, requeue_after=seconds_until(ctx, expires, float(limit)))
     what = f"rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"
@@ -105,8 +109,18 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     return restart(ctx, status, FailureClass.STALLED, verdict)
 
 
+def _rank0_pod(ctx: Context, status: TrainingJobStatus) -> PodState | None:
+    name = Replica(ROLE_WORKER, 0).pod_name(ctx.name, status.current_pods_attempt)
+    return next((p for p in ctx.pods_of(status.current_pods_attempt) if p.name == name), None)
+
+
 def _rank0(ctx: Context, status: TrainingJobStatus) -> PodState:
     replica = Replica(ROLE_WORKER, 0)
-    name = replica.pod_name(ctx.name, status.current_pods_attempt)
-    found = next((p for p in ctx.pods_of(status.current_pods_attempt) if p.name == name), None)
-    return found or PodState(name, "", replica, status.current_pods_attempt, PodPhase.RUNNING)
+    found = _rank0_pod(ctx, status)
+    return found or PodState(
+        replica.pod_name(ctx.name, status.current_pods_attempt),
+        "",
+        replica,
+        status.current_pods_attempt,
+        PodPhase.RUNNING,
+    )
