@@ -94,7 +94,7 @@ class Harness:
 
         return poll_until(recorded, timeout=timeout, interval=0.2, what=f"{name}: a {reason} event")
 
-    def wait_gone(self, name: str, what: str = "the job deleted after its TTL") -> None:
+    def wait_gone(self, name: str, what: str = "the job deleted after its TTL", timeout: float = 60) -> None:
         def gone() -> bool:
             try:
                 self.job(name)
@@ -102,7 +102,7 @@ class Harness:
                 return bool(error.status == 404)
             return False
 
-        poll_until(gone, timeout=30, what=what)
+        poll_until(gone, timeout=timeout, what=what)
 
     def finish(self, pod: str, exit_code: int, **kwargs: str) -> None:
         pods.finish_pod(self.core, self.ns, pod, exit_code, **kwargs)

@@ -78,9 +78,11 @@ def test_chart_rbac_runs_a_job_to_success(h: Harness) -> None:
     assert h.core.read_namespaced_service("ok", h.ns)  # services: create
 
 
-def test_chart_rbac_runs_a_sweep_and_suspends_its_pruned_trial(h: Harness) -> None:
-    """trainingsweeps: list, watch; their status: patch; trainingjobs: create, patch (a pruned trial suspended)."""
-    stopping = {"algorithm": "Median", "startupTrials": 1}
+@pytest.mark.parametrize("action", [None, "Suspend"], ids=["deleted-by-default", "suspended"])
+def test_chart_rbac_runs_a_sweep_and_stops_its_pruned_trial(h: Harness, action: str | None) -> None:
+    """trainingsweeps: list, watch; their status: patch; trainingjobs: create, delete (a pruned trial's job ends, the
+    default) or patch (a pruned trial suspended, `action: Suspend`)."""
+    stopping = {"algorithm": "Median", "startupTrials": 1} | ({"action": action} if action else {})
     manifest = sweep_manifest(
         "sw", parameters=[SWEEP_PARAMETERS[1]], parallelism=2, maxTrials=2, earlyStopping=stopping
     )
@@ -95,7 +97,10 @@ def test_chart_rbac_runs_a_sweep_and_suspends_its_pruned_trial(h: Harness) -> No
             h.wait_phase("sw-0", "Succeeded")
         else:
             with progress_endpoint(rank0.status.pod_ip, report):
-                h.wait("sw-1", lambda job: job["spec"]["runPolicy"].get("suspend"), "the pruned trial suspended")
+                if action == "Suspend":
+                    h.wait("sw-1", lambda job: job["spec"]["runPolicy"].get("suspend"), "the pruned trial suspended")
+                else:
+                    h.wait_gone("sw-1", "the pruned trial's job deleted")
     sweep = h.custom.get_namespaced_custom_object(GROUP, VERSION, h.ns, SWEEP_PLURAL, "sw")
     assert [t["phase"] for t in sweep["status"]["trials"]] == ["Succeeded", "Pruned"]
 
