@@ -58,9 +58,10 @@ class FakeCluster:
     services: dict[tuple[str, str], Manifest] = field(default_factory=dict)
     others: dict[tuple[str, str, str], Manifest] = field(default_factory=dict)  # Secrets, NetworkPolicies
     events: list[tuple[str, Event]] = field(default_factory=list)
-    # when each of `events` came, its job's UID, and the job's restarts and generation then (a new failure, or a
-    # change of the spec, is a new cause)
-    event_log: list[tuple[datetime, str, str]] = field(default_factory=list)
+    # when each of `events` came, its job's UID, the job's restarts and generation then (a new failure, or a change
+    # of the spec, is a new cause), and the operator process that wrote it (`emitter` then)
+    event_log: list[tuple[datetime, str, str, str]] = field(default_factory=list)
+    emitter: str = "operator"
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
@@ -263,7 +264,7 @@ class FakeCluster:
         self.events.extend((job["metadata"]["name"], e) for e in events)
         now = self.jobs.get((job["metadata"].get("namespace", ""), job["metadata"]["name"])) or job
         restarts = f"{(now.get('status') or {}).get('restarts')} {now['metadata'].get('generation')}"
-        self.event_log.extend((self.clock(), job["metadata"].get("uid", ""), restarts) for _ in events)
+        self.event_log.extend((self.clock(), job["metadata"].get("uid", ""), restarts, self.emitter) for _ in events)
         self.faults.answer()
 
     # -- what users, kubelets and controllers do -----------------------------------------------------------

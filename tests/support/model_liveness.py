@@ -40,11 +40,13 @@ def check_event_rate(
     cluster: FakeCluster, start: int, exempt: frozenset[str] = frozenset(), cut_off: frozenset[int] = frozenset()
 ) -> int:
     """No Event for the same cause (the same job, reason and message, no failure counted or spec changed since) within
-    a minute of the last (but for the reasons exempt, and after one written by a pass an error cut off: what it
-    announced may not have happened, and the next pass does it again); returns how many were checked."""
-    last: dict[tuple[str, str, str, str], datetime] = {}
-    for index, ((job, event), (when, uid, restarts)) in enumerate(zip(cluster.events, cluster.event_log, strict=True)):
-        key = (uid, event.reason, event.message, restarts)
+    a minute of the last the same operator process wrote (but for the reasons exempt, and after one written by a pass
+    an error cut off: what it announced may not have happened, and the next pass does it again); returns how many
+    were checked. Each process remembers what it said (runtime/announced.py): one started since may say it again."""
+    last: dict[tuple[str, str, str, str, str], datetime] = {}
+    logged = zip(cluster.events, cluster.event_log, strict=True)
+    for index, ((job, event), (when, uid, restarts, emitter)) in enumerate(logged):
+        key = (emitter, uid, event.reason, event.message, restarts)
         before = last.get(key)
         if event.reason in exempt or index in cut_off:
             last.pop(key, None)

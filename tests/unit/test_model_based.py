@@ -57,6 +57,7 @@ from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Settings
 from trainingjob.plan.waves import Refusal
 from trainingjob.reconcile.job import reconcile
+from trainingjob.runtime.announced import Announced
 from trainingjob.runtime.cached import CachedCluster
 
 pytestmark = pytest.mark.model
@@ -138,6 +139,7 @@ class OperatorUnderEvents(RealClusterRules):
         self.events_checked, self.missing, self.quieted = 0, MissingWorkers(), False
         self.cut_off: set[int] = set()  # the Events of passes an error or a crash cut off
         self.reported_at: dict[str, datetime | None] = {}  # rank 0's pod -> when its report last changed
+        self.processes = 0
         self.start_operator()
 
     def start_operator(self) -> None:
@@ -145,7 +147,14 @@ class OperatorUnderEvents(RealClusterRules):
         if getattr(self, "watch", None) is not None:
             self.watch.close()
         self.watch = FakeWatch(self.cluster)
-        self.cached = CachedCluster(self.cluster, self.watch.stores, on_fallback=self._fell_back)
+        self.new_process()
+
+    def new_process(self) -> None:
+        """The leader's writes come from a process of its own, remembering its own Events."""
+        self.processes += 1
+        self.cluster.emitter = f"operator-{self.processes}"
+        announced = Announced(clock=lambda: self.now)
+        self.cached = CachedCluster(self.cluster, self.watch.stores, on_fallback=self._fell_back, announced=announced)
 
     def _fell_back(self) -> None:
         self.ledger.stats["fallback lists"] += 1
@@ -524,7 +533,7 @@ class OperatorUnderEvents(RealClusterRules):
         the job must settle (finish, run every replica, or stay suspended as asked) before its deadlines are out."""
         if self.paused is not None:
             self.paused.close()
-        self.quieted, self.paused, self.cluster.faults.after = True, None, None
+        self.quieted, self.paused, self.paused_process, self.cluster.faults.after = True, None, None, None
         if clear:
             self.refusals("none")
             self.cluster.refuse_other, self.refusing_others = (lambda _: None), False

@@ -1,6 +1,8 @@
 """Deadlines: activeDeadlineSeconds counts active time only; startupDeadlineSeconds counts each pod from when
 it was due, so a worker replaced late in a long run gets its own time."""
 
+from typing import Any
+
 import pytest
 from tests.support.builders import at, condition, created_names, make_job, pod, pods_of, step, with_policy, without
 
@@ -64,3 +66,39 @@ def test_a_ps_worker_replaced_long_after_the_start_gets_its_own_startup_time() -
     assert "job-worker-1-1: Pending" in condition(job, "Running").message
     job, _ = step(job, [*without(pods_of(job, 1), "job-worker-1-1"), replacement], at(3670))
     assert job.status and job.status.phase == Phase.FAILED
+
+
+def _held(job: Any, name: str, gate: str = "kueue.x-k8s.io/admission") -> list[dict[str, Any]]:
+    """The job's pods of attempt 1, pod `name` Pending at another controller's scheduling gate."""
+    pods = pods_of(job, 1, {name: {"phase": "Pending"}})
+    for manifest in pods:
+        if manifest["metadata"]["name"] == name:
+            manifest["spec"]["schedulingGates"] = [{"name": gate}]
+    return pods
+
+
+def test_time_at_another_controllers_gate_is_not_startup_time() -> None:
+    """A pod a queue holds at its own gate for an hour: Queued says so, no deadline counts the hour, and the startup
+    deadline counts from when the operator saw the gate lifted."""
+    job, _ = step(make_job(startupDeadlineSeconds=30), [])
+    job, result = step(job, _held(job, "job-worker-1-1"), at(3600))
+    assert job.status and job.status.phase == Phase.PENDING
+    queued = condition(job, "Queued")
+    assert (queued.status, queued.reason) == ("True", "HeldBySchedulingGate")
+    assert "job-worker-1-1" in queued.message and "kueue.x-k8s.io/admission" in queued.message
+    assert "waits for scheduling gate kueue.x-k8s.io/admission" in condition(job, "Running").message
+    pending = pods_of(job, 1, {"job-worker-1-1": {"phase": "Pending"}})
+    job, _ = step(job, pending, at(3610))
+    queued = condition(job, "Queued")
+    assert (queued.status, queued.reason, queued.last_transition_time) == ("False", "SchedulingGatesLifted", at(3610))
+    job, result = step(job, pending, at(3630))
+    assert job.status and job.status.phase == Phase.PENDING and result.requeue_after == pytest.approx(10)
+    job, _ = step(job, pending, at(3640))
+    assert job.status and job.status.phase == Phase.FAILED
+    assert condition(job, "Failed").reason == "StartupDeadlineExceeded"
+
+
+def test_our_own_tracking_gate_is_not_another_controllers() -> None:
+    job, _ = step(make_job(startupDeadlineSeconds=30), [])
+    job, _ = step(job, _held(job, "job-worker-1-1", "trainingjob.io/tracked"), at(10))
+    assert condition(job, "Queued") is None

@@ -200,3 +200,17 @@ def test_a_parameter_server_rank0_replaced_alone_is_not_stalled_while_gone_and_g
     assert job.status and job.status.phase == Phase.RUNNING and job.status.restarts.stalled == 0
     job, _ = step(job, back, due + timedelta(seconds=60))
     assert job.status and job.status.restarts.stalled == 1
+
+
+def test_a_stall_met_in_the_pass_that_replaced_a_worker_is_decided_by_the_next_pass() -> None:
+    """Parameter-server mode: worker 1 is evicted in the same pass that finds rank 0 quiet past its deadline. The
+    worker's disruption is counted (replaced alone) and the stall a pass later: one count per pass, each with its
+    own failure record, never two counts in the pass that starts the next attempt."""
+    job = running(mode="ParameterServer", workers=2, servers=1, progressDeadlineSeconds=60)
+    report = Progress(step=40, last_heartbeat_time=at(30), attempt=1)
+    job, _ = step(job, pods_of(job, 1), at(30), progress=report)
+    evicted = pods_of(job, 1, {"job-worker-1-1": {"phase": "Failed", "reason": "Evicted"}})
+    job, _ = step(job, evicted, at(95))
+    assert job.status and (job.status.attempt, job.status.restarts.disruption, job.status.restarts.stalled) == (1, 1, 0)
+    job, _ = step(job, evicted, at(96))
+    assert job.status and (job.status.attempt, job.status.restarts.disruption, job.status.restarts.stalled) == (2, 1, 1)

@@ -90,6 +90,7 @@ class PodState:
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
+    held_by: tuple[str, ...] = ()  # scheduling gates of other controllers (a queue, a webhook) that hold it
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
     held_up: bool = False  # its trainer has ended, another container (an injected sidecar) runs on
     log_tail: str = ""
@@ -226,6 +227,12 @@ def _finalizers(value: Any) -> tuple[str, ...]:
     return tuple(bounded(name, 253) for name in names if isinstance(name, str))[:8]
 
 
+def _gates(spec: Any) -> tuple[str, ...]:
+    """The names of a pod's scheduling gates, the first eight, each bounded."""
+    gates = _mappings(spec.get("schedulingGates")) if isinstance(spec, Mapping) else []
+    return tuple(bounded(g.get("name"), 253) for g in gates if isinstance(g.get("name"), str))[:8]
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -302,7 +309,8 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         if scheduled.get("reason") == "Unschedulable"
         else "",
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
-        gated=any(g.get("name") == TRACKING_GATE for g in _mappings((pod.get("spec") or {}).get("schedulingGates"))),
+        gated=TRACKING_GATE in _gates(pod.get("spec")),
+        held_by=tuple(g for g in _gates(pod.get("spec")) if g != TRACKING_GATE),
         in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )

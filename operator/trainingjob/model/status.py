@@ -48,7 +48,7 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     PREPARED = "Prepared"
-    QUEUED = "Queued"  # a job with scheduling.queueName: true while Kueue holds it, false once admitted
+    QUEUED = "Queued"  # true while Kueue holds the job, or another controller's scheduling gate holds a pod
 
 
 class ConditionStatus(StrEnum):
@@ -63,7 +63,8 @@ class Condition(ApiModel):
     type: ConditionType
     """Created, Running, Restarting, Suspended, Succeeded, Failed, Prepared (the objects the job's pods need, its
     Service, key Secret and NetworkPolicy, exist; False names the one the apiserver refuses) or Queued (a job with
-    scheduling.queueName: true while Kueue holds it, naming the LocalQueue and why)."""
+    scheduling.queueName: true while Kueue holds it, naming the LocalQueue and why; any job: true while another
+    controller's scheduling gate holds one of its pods, a wait the startup deadline does not count)."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason

@@ -10,6 +10,7 @@ stops the rest:
     suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods. Kueue's hold on a
                   queued job is a suspension too, or a Pending job with no pods until it is admitted (queue.py)
     tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
+    gates         a pod another controller holds at its own scheduling gate: Queued names it; not startup time
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
@@ -42,6 +43,7 @@ from trainingjob.plan import (
     deadlines,
     failure,
     finished,
+    gates,
     goodput,
     history,
     in_place,
@@ -63,6 +65,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("progress", progress.record),
     ("suspend", suspend.decide),
     ("tracking", tracking.decide),
+    ("gates", gates.decide),
     ("active", deadlines.active),
     ("start", creation.start),
     ("success", success.decide),

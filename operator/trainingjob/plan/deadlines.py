@@ -1,11 +1,12 @@
 """The two deadlines that fail a job: activeDeadlineSeconds (its whole active life, time suspended not
 counted) and startupDeadlineSeconds (a pod not running that long after it was created, or after its
-creation was first refused)."""
+creation was first refused; while another controller's scheduling gate holds a pod of the gang, from when the
+operator saw the last gate lifted)."""
 
 from datetime import timedelta
 
 from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
-from trainingjob.plan import finished, terminating
+from trainingjob.plan import finished, gates, terminating
 from trainingjob.plan.slots import slots, summary, waiting_since, why
 from trainingjob.plan.types import Context, Decision
 
@@ -23,6 +24,8 @@ def active(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.startup_deadline_seconds
+    if gates.held(ctx, status):  # the gang waits for another controller's gate: not a slow start (plan/gates.py)
+        return None
     held = terminating.stuck_from(ctx)
     counting = [(since, s) for s in slots(ctx, status) if (since := waiting_since(s, status, held)) is not None]
     if not counting:

@@ -88,7 +88,9 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     up = rank0 is not None and rank0.phase == PodPhase.RUNNING and not rank0.deleting
     if limit is None or source is None or status.phase != Phase.RUNNING or rank0 is None or not up:
         return None
-    if source.finished:  # done training, rank 0 may wait in silence for the others (parameter-server mode)
+    # done training, rank 0 may wait in silence for the others (parameter-server mode); or a worker was replaced
+    # alone this pass: one count a pass, the next pass (its status write wakes one) judges the stall
+    if source.finished or status.restarts != (ctx.job.status or status).restarts:
         return None
     if source.last_change_time is None:  # a status an older operator wrote: the deadline runs from now, our clock
         status = status.model_copy(update={"progress": source.model_copy(update={"last_change_time": ctx.now})})

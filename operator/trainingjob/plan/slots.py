@@ -7,7 +7,7 @@ from datetime import datetime
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionStatus, ConditionType, TrainingJobStatus
-from trainingjob.plan import prepared, tracking
+from trainingjob.plan import gates, prepared, tracking
 from trainingjob.plan.transitions import condition_of
 from trainingjob.plan.types import Context
 
@@ -70,7 +70,10 @@ def waiting_since(slot: Slot, status: TrainingJobStatus, stuck_from: datetime | 
     if slot.pod is not None:  # a pod that ended or is going is the failure policy's, not a slow start
         if slot.pod.deleting:  # unless it does not go
             return stuck_from if _created_waits(status, STUCK) is not None else None
-        return None if slot.pod.is_finished or slot.pod.has_failed else slot.pod.created
+        if slot.pod.is_finished or slot.pod.has_failed or slot.pod.held_by:  # held: another controller's wait
+            return None
+        created, lifted = slot.pod.created, gates.lifted_at(status)
+        return max(created, lifted) if created is not None and lifted is not None else created
     return refusal_since(status, stuck_from)
 
 
@@ -81,7 +84,8 @@ def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
         if pod.deleting:
             stuck = _stuck_message(status)
             return f"being replaced; {stuck}" if stuck else "being replaced"
-        return pod.unschedulable or pod.waiting or pod.reason or pod.phase.value
+        held = f"waits for scheduling gate {pod.held_by[0]}, another controller's" if pod.held_by else ""
+        return held or pod.unschedulable or pod.waiting or pod.reason or pod.phase.value
     if slot.name in foreign:
         return "a pod of this name belongs to another object (a deleted job of the same name?); waiting for it to go"
     return _not_created(slot, status)

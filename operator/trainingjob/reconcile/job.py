@@ -203,8 +203,8 @@ def _act(
     if patch:
         version = cluster.write_status(namespace, name, version, patch)
     _log(namespace, name, result)
-    if result.events:
-        cluster.emit(manifest, result.events)
+    if result.events:  # about the job as written: its restarts now tell a new failure from a cause said again
+        cluster.emit({**manifest, "status": _dump(result.status)}, result.events)
     if result.order_attempt is not None and rank0 is not None:
         told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
@@ -265,7 +265,7 @@ def _record(
     if done.pods:
         cluster.ungate(written.namespace, sorted(done.pods))
     if decided.event is not None:
-        cluster.emit(written.manifest, [decided.event])
+        cluster.emit({**written.manifest, "status": _dump(decided.status)}, [decided.event])
         log.warning(
             "%s/%s attempt %d: %s", written.namespace, written.name, decided.status.attempt, decided.event.message
         )

@@ -10,7 +10,8 @@ pods from the apiserver instead.
 
 Writes are fenced: each is refused (NotLeading) once `may_write` says this operator no longer leads, so a
 reconcile that outlived its leadership (one still running when the Lease was lost, or one of a leader paused past
-its lease) stops at its next write instead of acting beside the new leader.
+its lease) stops at its next write instead of acting beside the new leader. Events are written once a minute at
+most for the same cause (runtime/announced.py).
 """
 
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -24,6 +25,7 @@ from trainingjob.children.workload import QueueState, WorkloadAction
 from trainingjob.kube.ports import Cluster, Created, Manifest, Queues, SweepCluster
 from trainingjob.model import TrainingJob
 from trainingjob.plan import Event
+from trainingjob.runtime.announced import Announced
 from trainingjob.runtime.memory import Stores
 
 T = TypeVar("T")
@@ -63,9 +65,11 @@ class CachedCluster:
         *,
         on_fallback: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = _always,
+        announced: Announced | None = None,
     ) -> None:
         self.direct, self.stores, self.may_write = direct, stores, may_write
         self.on_fallback = on_fallback  # called when a reconcile lists pods because the pod store had not caught up
+        self.announced = announced or Announced()  # each cause's Event at most once a minute
 
     def _fence(self) -> Cluster:
         return _fenced(self.may_write, self.direct)
@@ -117,7 +121,10 @@ class CachedCluster:
         self._fence().delete_job(namespace, name, uid, resource_version)
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
-        self._fence().emit(job, events)
+        direct = self._fence()
+        fresh = self.announced.fresh(job, events)
+        if fresh:
+            direct.emit(job, fresh)
 
 
 class CachedSweepCluster:
