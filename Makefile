@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/api:$(CURDIR)/trainer-image:$(
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 PYTEST_ARGS ?=
 
-.PHONY: help demo demo-cluster demo-cluster-down venv controlplane kueue promtool pythons node setup lint fmt test test-fast crds locks \
+.PHONY: help demo demo-cluster demo-cluster-down venv controlplane kueue promtool pythons node node-packages node-binaries images setup lint fmt test test-fast crds locks \
 	dist run-operator run-api bench bench-kubeflow dev-cluster dev-cluster-down clean-cache
 
 help: ## list the targets
@@ -47,10 +47,18 @@ promtool: ## build or reuse promtool (the alert rules' checker and unit-test run
 pythons: ## build or find CPython 3.12 and 3.13 (the package tests install the wheel on 3.11-3.13)
 	@bash scripts/build-pythons.sh >/dev/null
 
-node: ## install the node tier's Debian packages (root), build kubelet/kube-proxy/CoreDNS and our images
+node: node-binaries images ## install the node tier's Debian packages (root), build kubelet/kube-proxy/CoreDNS and our images
+
+node-packages:
 	bash scripts/install-node-packages.sh
-	bash scripts/build-node.sh >/dev/null
-	bash scripts/build-images.sh >/dev/null
+
+# kubelet and kube-proxy come from the same Kubernetes module as the control plane: built after it, they reuse the
+# packages it compiled (Go's build cache) instead of compiling them a second time beside it. The images need no Go.
+node-binaries: controlplane node-packages
+	@bash scripts/build-node.sh >/dev/null
+
+images: node-packages
+	@bash scripts/build-images.sh >/dev/null
 
 lint: venv ## ruff, mypy --strict, import-linter, hadolint
 	$(VENV)/bin/ruff check .
