@@ -16,7 +16,7 @@ EVERY, KILL_AT = 5, 7  # checkpoints every 5 steps; rank 1 is SIGKILLed after st
 
 
 def config(seen: Path) -> str:
-    seen.mkdir(parents=True)
+    seen.mkdir(parents=True, exist_ok=True)
     user = {"samples": SAMPLES, "seenDir": str(seen)}
     return config_json(
         entrypoint="tests/trainer/indexed_recipe.py:build",
