@@ -2,12 +2,23 @@
 grow back at the next checkpoint when room returns, at most once per resize interval; status.scale follows."""
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
-from tests.support.builders import T0
+from tests.support.builders import T0, make_job, pod, seen
 
+from trainingjob.children.naming import Replica
 from trainingjob.model import WorkerScale
-from trainingjob.plan.elastic import Capacity, Resize, ScaleReason, Sizes, WorldSize, next_world_size, scale_status
+from trainingjob.plan.elastic import (
+    Capacity,
+    Resize,
+    ScaleReason,
+    Sizes,
+    WorldSize,
+    capacity_of,
+    next_world_size,
+    scale_status,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -141,3 +152,45 @@ def test_scale_status(
     status = scale_status(previous, Sizes(desired=4, fewest=2, current=current), STAYING, at(50))
     assert (status.current, status.workers, status.since, status.last_resize_time) == expected
     assert (status.reason, status.message) == ("CapacityLost", STAYING.message)
+
+
+def unschedulable(index: int, since: float | None, created: float = 0) -> dict[str, Any]:
+    """A pending worker pod the scheduler cannot place, saying so since `since` (None: no transition time)."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes fit"}
+    if since is not None:
+        condition["lastTransitionTime"] = at(since).isoformat()
+    return pod(make_job(), Replica("worker", index), 1, "Pending", created=at(created), conditions=[condition])
+
+
+def placed(index: int, role: str = "worker", **fields: Any) -> dict[str, Any]:
+    return pod(make_job(), Replica(role, index), 1, node=f"node-{index}", **fields)
+
+
+@pytest.mark.parametrize(
+    ("pods", "expected"),
+    [
+        pytest.param([placed(0), placed(1)], Capacity(placed=2, unschedulable=0), id="all-placed"),
+        pytest.param(
+            [placed(0), unschedulable(1, since=30), unschedulable(2, since=10)],
+            Capacity(placed=1, unschedulable=2, unschedulable_since=at(10)),
+            id="the-earliest-unschedulable-counts",
+        ),
+        pytest.param(
+            [unschedulable(0, since=None, created=5)],
+            Capacity(placed=0, unschedulable=1, unschedulable_since=at(5)),
+            id="no-transition-time-its-creation",
+        ),
+        pytest.param(
+            [placed(0, role="ps"), placed(1), placed(2, deleting=at(1)), placed(3, phase="Failed", exit_code=1)],
+            Capacity(placed=1, unschedulable=0),
+            id="servers-going-and-ended-pods-are-not-counted",
+        ),
+        pytest.param(
+            [pod(make_job(), Replica("worker", 0), 1, "Pending")],
+            Capacity(placed=0, unschedulable=0),
+            id="pending-not-yet-judged-is-neither",
+        ),
+    ],
+)
+def test_capacity_of_the_attempts_worker_pods(pods: list[dict[str, Any]], expected: Capacity) -> None:
+    assert capacity_of(seen(pods).pods) == expected

@@ -88,6 +88,7 @@ class PodState:
     message: str = ""
     waiting: str = ""  # why a container waits: ImagePullBackOff, CreateContainerConfigError, ...
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
+    unschedulable_since: datetime | None = None  # since when the scheduler has said so (PodScheduled's transition)
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
@@ -278,6 +279,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
     phase = _phase(reported, ours)
     held_up = phase != reported and _others_running(status, container)
     waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
+    unplaced = scheduled.get("reason") == "Unschedulable"
     return PodState(
         name=bounded(metadata.get("name"), 253),
         uid=bounded(metadata.get("uid"), 64),
@@ -298,9 +300,8 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         reason=reason,
         message=message,
         waiting=waiting_reason + (f": {bounded(waiting.get('message'), 256)}" if waiting.get("message") else ""),
-        unschedulable=bounded(scheduled.get("message"), MESSAGE_LENGTH)
-        if scheduled.get("reason") == "Unschedulable"
-        else "",
+        unschedulable=bounded(scheduled.get("message"), MESSAGE_LENGTH) if unplaced else "",
+        unschedulable_since=_parse_time(scheduled.get("lastTransitionTime")) if unplaced else None,
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
         gated=any(g.get("name") == TRACKING_GATE for g in _mappings((pod.get("spec") or {}).get("schedulingGates"))),
         in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",

@@ -8,15 +8,19 @@ fit, and at most once per resizeIntervalSeconds after its last resize, so that c
 not restart it each time. A shrink is never held back by the interval: a job whose gang cannot be placed does not
 train at all.
 
-The decision is pure: what the cluster showed (Capacity) and the job's sizes in, a WorldSize out; the planner
-turns a Shrink into a gang restart at the smaller size and a Grow into one at the next checkpoint, and records the
-outcome in status.scale (scale_status).
+The decision is pure: what the cluster showed (Capacity, read from the attempt's pods by capacity_of) and the
+job's sizes in, a WorldSize out; the planner is to turn a Shrink into a gang restart at the smaller size and a Grow
+into one at the next checkpoint, and to record the outcome in status.scale (scale_status). Not wired yet, and
+nothing observes `spare` (room for more workers) yet.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from trainingjob.children.contract import ROLE_WORKER
+from trainingjob.children.observe import PodState
 from trainingjob.model import WorkerScale
 
 
@@ -44,6 +48,21 @@ class Capacity:
     unschedulable: int  # worker pods of the current attempt the scheduler could not place
     unschedulable_since: datetime | None = None  # since when the earliest of those has been unschedulable
     spare: int = 0  # further worker pods that would fit now (beyond the current attempt's)
+
+
+def capacity_of(pods: Iterable[PodState], spare: int = 0) -> Capacity:
+    """What the current attempt's worker pods (`pods`) show of room: those bound to a node, those the scheduler
+    calls unschedulable and since when (the earliest; its creation when the scheduler did not say). Pods going or
+    gone count as neither. `spare`: further workers known to fit (the caller's probe; none by default)."""
+    workers = [p for p in pods if p.replica.role == ROLE_WORKER and not p.deleting and not p.is_finished]
+    unplaced = [p for p in workers if not p.node and p.unschedulable]
+    moments = [moment for p in unplaced if (moment := p.unschedulable_since or p.created) is not None]
+    return Capacity(
+        placed=sum(1 for p in workers if p.node),
+        unschedulable=len(unplaced),
+        unschedulable_since=min(moments, default=None),
+        spare=spare,
+    )
 
 
 @dataclass(frozen=True)
