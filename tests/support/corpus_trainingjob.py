@@ -134,6 +134,9 @@ VALID = [
     Case("ddp-with-checkpoint", job(checkpoint=checkpoint(everySeconds=600, keep=5))),
     Case("checkpoint-paced-to-failures", job(checkpoint=checkpoint(everySteps="Auto"))),
     Case("parameter-server", ps_job()),
+    Case("elastic-ddp", job(workers={"replicas": 4, "minReplicas": 2})),
+    Case("elastic-not-shrinking", job(workers={"replicas": 2, "minReplicas": 2})),
+    Case("elastic-ps-workers", with_value(ps_job(), "spec.workers.minReplicas", 1)),
     Case("ps-staleness", ps_job(trainer={"epochs": 2, "stalenessBound": 0})),
     Case("user-command", command_job(args=["--lr", "0.1"], workingDir="/workspace")),
     Case("gpu-integer", job(workers=resources(limits={"nvidia.com/gpu": 1}))),
@@ -243,6 +246,13 @@ INVALID = [
     Case("missing-workers", without(job(), "spec.workers"), "spec.workers"),
     Case("replicas-wrong-type", job(workers={"replicas": "two"}), "spec.workers.replicas"),
     Case("replicas-negative", job(workers={"replicas": -1}), "spec.workers.replicas"),
+    Case("min-replicas-above-replicas", job(workers={"replicas": 2, "minReplicas": 3}), "spec.workers.minReplicas"),
+    Case("min-replicas-zero", job(workers={"replicas": 2, "minReplicas": 0}), "spec.workers.minReplicas"),
+    Case(
+        "min-replicas-above-ps-workers",
+        with_value(ps_job(), "spec.workers.minReplicas", 5),
+        "spec.workers.minReplicas",
+    ),
     Case(
         "replicas-zero-ps",
         with_value(ps_job(), "spec.parameterServers.replicas", 0),

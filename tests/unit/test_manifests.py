@@ -33,6 +33,16 @@ def test_ddp_ranks_get_torchrun_variables(index: int, rank: int) -> None:
     assert env[contract.MASTER_PORT] == str(MASTER_PORT)
 
 
+@pytest.mark.parametrize(
+    ("workers", "desired"),
+    [({"replicas": 3, "nprocPerPod": 2}, None), ({"replicas": 3, "nprocPerPod": 2, "minReplicas": 1}, "6")],
+    ids=["not-elastic-none", "elastic-the-full-world"],
+)
+def test_an_elastic_jobs_trainer_is_told_the_full_world_size(workers: dict[str, int], desired: str | None) -> None:
+    env = env_of(pod_manifest(make_job(workers=workers), "uid", Replica("worker", 1), attempt=1))
+    assert env.get(contract.DESIRED_WORLD_SIZE) == desired and env[contract.WORLD_SIZE] == "6"
+
+
 def test_parameter_servers_are_listed_in_index_order() -> None:
     job = make_job(mode="ParameterServer", parameterServers={"replicas": 2}, workers={"replicas": 3})
     assert [str(r.role) for r in replicas(job)] == ["ps", "ps", "worker", "worker", "worker"]

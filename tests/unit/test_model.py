@@ -107,6 +107,16 @@ def test_a_newcomer_gets_sensible_defaults() -> None:
     assert spec.run_policy.suspend is False
 
 
+@pytest.mark.parametrize(
+    ("workers", "fewest"),
+    [({"replicas": 4}, 4), ({"replicas": 4, "minReplicas": 2}, 2), ({"replicas": 3, "minReplicas": 3}, 3)],
+    ids=["unset-is-replicas-not-elastic", "elastic", "min-equals-replicas"],
+)
+def test_min_replicas_defaults_to_replicas(workers: dict[str, int], fewest: int) -> None:
+    spec = TrainingJob.model_validate(job(workers=workers)).spec
+    assert spec.workers.fewest_replicas == fewest
+
+
 def test_checkpoint_defaults() -> None:
     spec = TrainingJob.model_validate(job(checkpoint=checkpoint())).spec
     assert spec.checkpoint is not None

@@ -27,6 +27,16 @@ def test_torchrun_variables_are_enough() -> None:
 
 
 @pytest.mark.parametrize(
+    ("variables", "desired"),
+    [({"WORLD_SIZE": "4"}, 4), ({"WORLD_SIZE": "2", "TJ_DESIRED_WORLD_SIZE": "4"}, 4)],
+    ids=["the-world-unless-told", "an-elastic-job-shrunk"],
+)
+def test_the_desired_world_size_is_the_jobs_full_size(variables: dict[str, str], desired: int) -> None:
+    env = read_env(variables)
+    assert (env.desired_world_size, env.world_size) == (desired, int(variables["WORLD_SIZE"]))
+
+
+@pytest.mark.parametrize(
     ("variables", "field"),
     [
         ({"TJ_ROLE": "chief"}, "TJ_ROLE"),
@@ -37,8 +47,19 @@ def test_torchrun_variables_are_enough() -> None:
         ({"NODE_RANK": "2", "WORLD_SIZE": "2"}, "WORLD_SIZE"),
         ({"TJ_NUM_PS": "1", "TJ_PS_ADDRS": "a:1"}, "TJ_JOB_KEY_FILE"),
         ({"TJ_ROLE": "ps", "TJ_PS_ADDRS": "a:1", "TJ_JOB_KEY_FILE": " "}, "TJ_JOB_KEY_FILE"),
+        ({"WORLD_SIZE": "2", "TJ_DESIRED_WORLD_SIZE": "1"}, "TJ_DESIRED_WORLD_SIZE"),
     ],
-    ids=["role", "nproc", "ps-count", "ps-port", "seconds", "rank-outside-world", "ps-worker-key", "ps-key"],
+    ids=[
+        "role",
+        "nproc",
+        "ps-count",
+        "ps-port",
+        "seconds",
+        "rank-outside-world",
+        "ps-worker-key",
+        "ps-key",
+        "desired-world-below-world",
+    ],
 )
 def test_bad_variables_are_named(variables: dict[str, str], field: str) -> None:
     with pytest.raises(ConfigError) as caught:

@@ -1,70 +1,109 @@
 """Which samples each step trains on, as a pure function of the step, and the batches that carry them.
 
-A replica's samples come from a DistributedSampler (shuffled per epoch from the seed, the same on every rank and
-every attempt); a step consumes `accumulation` micro-batches of `batch_size` samples, and never straddles two
-epochs. In-memory TensorDatasets are indexed directly; other data sets go through a DataLoader (workers, pinned
-memory) whose samples are each loaded under a seed of their own, so augmentations do not depend on which worker
-loads a sample or where a run resumed.
+Every step trains on the same global batch whatever the world size (DataOrder); a replica's share of it comes in
+micro-batches of `batch_size` samples, and a step never straddles two epochs. In-memory TensorDatasets are indexed
+directly; other data sets go through a DataLoader (workers, pinned memory) whose samples are each loaded under a
+seed of their own, so augmentations do not depend on which worker loads a sample or where a run resumed.
 """
 
 import hashlib
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset, default_collate
-from torch.utils.data.distributed import DistributedSampler
 
 from trainer.failures import user_code
 from trainer.recipe import Batch, length
 
 
 class DataOrder:
-    """The sample indices of every micro-batch of one replica."""
+    """The sample indices of every micro-batch of one replica, by step.
+
+    An epoch is one permutation of the data set, drawn from seed + epoch as DistributedSampler draws it. Step s of
+    an epoch trains on the global batch at positions [s x G, (s + 1) x G) of it, G = batchSize x
+    gradientAccumulationSteps x the job's full world size (`full_replicas`): a step's samples and the steps in an
+    epoch do not depend on how many replicas train. Replica r of `replicas` takes positions r, r + replicas, ... of
+    the step's global batch, in micro-batches of at most batchSize: at the full world, gradientAccumulationSteps
+    micro-batches (DistributedSampler's order exactly); at a smaller world (an elastic job resumed on fewer ranks),
+    more, the last of them smaller when the global batch does not divide evenly. Within an epoch no sample is seen
+    twice or skipped, whatever worlds its steps ran at.
+    """
 
     def __init__(
-        self, samples: int, micro_batch: int, accumulation: int, *, replicas: int, rank: int, seed: int
+        self,
+        samples: int,
+        micro_batch: int,
+        accumulation: int,
+        *,
+        replicas: int,
+        rank: int,
+        seed: int,
+        full_replicas: int | None = None,
     ) -> None:
-        self.sampler: DistributedSampler[int] = DistributedSampler(
-            cast("Dataset[int]", range(samples)),
-            num_replicas=replicas,
-            rank=rank,
-            shuffle=True,
-            seed=seed,
-            drop_last=True,
-        )
+        full = replicas if full_replicas is None else full_replicas
+        if not 0 <= rank < replicas <= full:
+            raise ValueError(f"rank {rank} of {replicas} replicas does not fit a job of {full}")
+        self.samples, self.seed, self.replicas, self.rank = samples, seed, replicas, rank
         self.micro_batch, self.accumulation = micro_batch, accumulation
-        self.steps_per_epoch = len(self.sampler) // (micro_batch * accumulation)
+        self.global_batch = micro_batch * accumulation * full
+        self.steps_per_epoch = samples // self.global_batch
         if self.steps_per_epoch == 0:
             raise ValueError(
                 f"batchSize {micro_batch} x gradientAccumulationSteps {accumulation} is larger than a replica's "
-                f"share of the training data ({len(self.sampler)} samples)"
+                f"share of the training data ({samples // full} samples of {samples}, over {full} processes)"
             )
+        share = len(range(rank, self.global_batch, replicas))
+        self.micro_batch_sizes = tuple(min(micro_batch, share - start) for start in range(0, share, micro_batch))
+        """The sample count of each of this replica's micro-batches in every step."""
+        self.loss_divisors = tuple(self.global_batch / (size * replicas) for size in self.micro_batch_sizes)
+        """What each micro-batch's mean loss is divided by, so that the gradient DDP averages over the replicas is
+        the mean over the global batch: G / (its samples x replicas), gradientAccumulationSteps at the full world."""
         self._epoch = -1
-        self._indices = torch.empty(0, dtype=torch.long)
+        self._permutation = torch.empty(0, dtype=torch.long)
 
     def epoch_of(self, step: int) -> int:
         """The epoch a step belongs to."""
         return step // self.steps_per_epoch
 
-    def epoch_indices(self, epoch: int) -> torch.Tensor:
-        """Every sample index of this replica in `epoch`, in training order."""
+    def position(self, step: int) -> tuple[int, int]:
+        """Where step `step` starts: (epoch, global sample offset into the epoch's permutation)."""
+        epoch, within = divmod(step, self.steps_per_epoch)
+        return epoch, within * self.global_batch
+
+    def step_at(self, epoch: int, offset: int) -> int:
+        """The step that starts at global sample `offset` of `epoch`; a ValueError if no step starts there."""
+        within, rest = divmod(offset, self.global_batch)
+        if rest or not 0 <= within < self.steps_per_epoch or epoch < 0:
+            raise ValueError(f"no step starts at sample {offset} of epoch {epoch} (global batch {self.global_batch})")
+        return epoch * self.steps_per_epoch + within
+
+    def permutation(self, epoch: int) -> torch.Tensor:
+        """Every sample index in `epoch`'s order (the whole data set's, as DistributedSampler shuffles it)."""
         if epoch != self._epoch:
-            self.sampler.set_epoch(epoch)
-            self._indices = torch.tensor(list(self.sampler), dtype=torch.long)
+            generator = torch.Generator()
+            generator.manual_seed(self.seed + epoch)
+            self._permutation = torch.randperm(self.samples, generator=generator)
             self._epoch = epoch
-        return self._indices
+        return self._permutation
+
+    def step_indices(self, step: int) -> torch.Tensor:
+        """This replica's sample indices of step `step`, in training order."""
+        epoch, offset = self.position(step)
+        batch = self.permutation(epoch)[offset : offset + self.global_batch]
+        return batch[self.rank :: self.replicas]
 
     def micro_batches(self, step: int, end_step: int | None = None) -> Iterator[torch.Tensor]:
         """The micro-batches of steps [step, end_step) of one epoch (the rest of step's epoch by default)."""
-        epoch, first = divmod(step, self.steps_per_epoch)
-        last = self.steps_per_epoch if end_step is None else end_step - epoch * self.steps_per_epoch
-        indices = self.epoch_indices(epoch)
-        for micro in range(first * self.accumulation, last * self.accumulation):
-            yield indices[micro * self.micro_batch : (micro + 1) * self.micro_batch]
+        epoch = self.epoch_of(step)
+        last = (epoch + 1) * self.steps_per_epoch if end_step is None else end_step
+        for each in range(step, last):
+            share = self.step_indices(each)
+            for start in range(0, len(share), self.micro_batch):
+                yield share[start : start + self.micro_batch]
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:
@@ -133,7 +172,7 @@ class _StepKeys:
 
     def __len__(self) -> int:
         left = self.order.steps_per_epoch - self.first_step % self.order.steps_per_epoch
-        return left * self.order.accumulation
+        return left * len(self.order.micro_batch_sizes)
 
 
 class TrainBatches:
@@ -174,7 +213,7 @@ class TrainBatches:
             self._stream = iter(self.loader)
         self._next_step = step + 1
         with user_code("train_data"):  # the data set's __getitem__ and the collate function
-            return [to_device(next(self._stream), self.device) for _ in range(self.order.accumulation)]
+            return [to_device(next(self._stream), self.device) for _ in self.order.micro_batch_sizes]
 
 
 def eval_batches(

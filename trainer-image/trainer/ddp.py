@@ -16,6 +16,7 @@ from trainer.checkpoint import Checkpointer
 from trainer.collectives import all_gather_bytes, all_gather_json, broadcast_bytes, from_bytes, to_bytes
 from trainer.config import TrainerConfig
 from trainer.contract import CHECKPOINT_DIR, JOB_KEY_FILE, ExitCode
+from trainer.data import DataOrder
 from trainer.entrypoint import build_recipe
 from trainer.env import TrainerEnv
 from trainer.failures import ConfigError, RetryableError
@@ -109,6 +110,29 @@ def run_ddp_rank(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exit
         dist.destroy_process_group()
 
 
+def resumed_step(state: dict[str, Any], order: DataOrder) -> int:
+    """The step a checkpoint resumes at. Its data position (epoch, global sample offset) is where that step starts
+    in this run's order whatever the world size now, as the global batch is the job's; a checkpoint of another
+    global batch (another job's, another batchSize) resumes at its step, its samples from this run's order."""
+    step = int(state["step"])
+    data = state.get("data")
+    if data is not None and (data["global_batch"], data["epoch"], data["offset"]) != (
+        order.global_batch,
+        *order.position(step),
+    ):
+        log.warning(
+            "the checkpoint of step %d was at sample %d of epoch %d with a global batch of %d; this run's global"
+            " batch is %d: step %d's samples come from this run's order",
+            step,
+            data["offset"],
+            data["epoch"],
+            data["global_batch"],
+            order.global_batch,
+            step,
+        )
+    return step
+
+
 class DdpTrainer:
     """The state of one DDP rank, checkpointable as a whole, and the loop that advances it."""
 
@@ -124,7 +148,9 @@ class DdpTrainer:
     ) -> None:
         self.env, self.config, self.recipe, self.stop, self.device = env, config, recipe, stop, device
         self.report = report
-        self.batches = train_batches(recipe, config, device, replicas=env.world_size, rank=env.rank)
+        self.batches = train_batches(
+            recipe, config, device, replicas=env.world_size, rank=env.rank, full_replicas=env.desired_world_size
+        )
         self.total = total_steps(config, self.batches.order.steps_per_epoch)
         self.module = recipe.model.to(device)
         self.optimizer = build_optimizer(recipe, self.module.parameters())
@@ -133,7 +159,9 @@ class DdpTrainer:
         self.step = 0
 
     def state(self, rng_states: list[Any]) -> dict[str, Any]:
-        """Everything a resume needs: model, optimizer, LR schedule, every rank's RNG state, the step."""
+        """Everything a resume needs: model, optimizer, LR schedule, every rank's RNG state, the step and where the
+        data stands (epoch, global sample offset, global batch): any world size resumes from it."""
+        epoch, offset = self.batches.order.position(self.step)
         return {
             "model": self.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -141,6 +169,7 @@ class DdpTrainer:
             "rng": rng_states,
             "world_size": self.env.world_size,
             "step": self.step,
+            "data": {"epoch": epoch, "offset": offset, "global_batch": self.batches.order.global_batch},
         }
 
     def resume(self) -> int:
@@ -162,8 +191,10 @@ class DdpTrainer:
         if state["world_size"] == self.env.world_size:
             set_rng_state(state["rng"][self.env.rank])
         else:
-            log.warning("world size changed from %d: RNG state not restored", state["world_size"])
-        self.step = int(state["step"])
+            log.warning(
+                "world size changed from %d to %d: RNG state not restored", state["world_size"], self.env.world_size
+            )
+        self.step = resumed_step(state, self.batches.order)
         return self.step
 
     def save(self) -> None:
@@ -198,7 +229,10 @@ class DdpTrainer:
         """One optimizer step over this step's micro-batches."""
         batches = self.batches.step(self.step)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = accumulate_gradients(ddp, self.recipe, batches, self.config, device=self.device, no_sync=ddp.no_sync)
+        divisors = self.batches.order.loss_divisors
+        loss = accumulate_gradients(
+            ddp, self.recipe, batches, self.config, device=self.device, no_sync=ddp.no_sync, divisors=divisors
+        )
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
@@ -227,7 +261,7 @@ class DdpTrainer:
         ddp = DistributedDataParallel(
             self.module, device_ids=[self.device.index] if self.device.type == "cuda" else None
         )
-        samples = self.config.batch_size * self.config.gradient_accumulation_steps * self.env.world_size
+        samples = self.batches.order.global_batch
         timer = StepTimer(started_at + WARMUP_STEPS)
         schedule = AgreementSchedule(started_at)
         every = self.config.eval_every_steps

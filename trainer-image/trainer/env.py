@@ -37,6 +37,7 @@ class TrainerEnv:
     nproc_per_pod: int = 1
     local_rank: int = 0
     world_size: int = 1
+    desired_world_size: int = 1  # the job's full world: the global batch is defined at it (an elastic job may shrink)
     master_addr: str = "127.0.0.1"
     master_port: int = 29500
     master_wait_seconds: float = 300.0
@@ -134,6 +135,7 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
     nnodes = _int(env, (c.PET_NNODES,), 1, minimum=1)
     progress_file = env.get(c.PROGRESS_FILE, "").strip()
     job_key_file = env.get(c.JOB_KEY_FILE, "").strip()
+    world = _int(env, (c.WORLD_SIZE,), nnodes * nproc, minimum=1)
     result = TrainerEnv(
         job_name=env.get(c.JOB_NAME, "local"),
         attempt=_int(env, (c.ATTEMPT,), 1, minimum=1),
@@ -143,7 +145,8 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
         nnodes=nnodes,
         nproc_per_pod=nproc,
         local_rank=_int(env, (c.LOCAL_RANK,), 0),
-        world_size=_int(env, (c.WORLD_SIZE,), nnodes * nproc, minimum=1),
+        world_size=world,
+        desired_world_size=_int(env, (c.DESIRED_WORLD_SIZE,), world, minimum=1),
         master_addr=env.get(c.MASTER_ADDR) or env.get(c.PET_MASTER_ADDR) or "127.0.0.1",
         master_port=_int(env, (c.MASTER_PORT, c.PET_MASTER_PORT), 29500, minimum=1),
         master_wait_seconds=_optional_number(env, c.MASTER_WAIT_SECONDS) or 300.0,
@@ -166,6 +169,9 @@ def _check_consistency(env: TrainerEnv) -> None:
         raise ConfigError("environment", c.LOCAL_RANK, f"{env.local_rank} >= {c.NPROC_PER_POD}")
     if env.rank >= env.world_size and not env.is_parameter_server_job:
         raise ConfigError("environment", c.WORLD_SIZE, f"rank {env.rank} does not fit in {env.world_size}")
+    if env.desired_world_size < env.world_size:
+        problem = f"{env.desired_world_size} is less than {c.WORLD_SIZE} {env.world_size}"
+        raise ConfigError("environment", c.DESIRED_WORLD_SIZE, problem)
     if env.is_parameter_server_job and len(env.ps_addrs) != max(env.num_ps, 1):
         raise ConfigError("environment", c.PS_ADDRS, f"needs {env.num_ps} addresses, got {len(env.ps_addrs)}")
     if env.role == c.ROLE_PS and env.replica_index >= len(env.ps_addrs):

@@ -1,6 +1,6 @@
 """One training step's gradients and one evaluation pass, the same in DDP and parameter-server mode."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -32,16 +32,18 @@ def accumulate_gradients(
     *,
     device: torch.device,
     no_sync: Callable[[], AbstractContextManager[Any]] | None = None,
+    divisors: Sequence[float] | None = None,
 ) -> float:
-    """Backward over the step's micro-batches (their mean loss), then clip; `no_sync` skips DDP's all-reduce on all
-    but the last micro-batch. Returns the step's mean loss."""
+    """Backward over the step's micro-batches, each loss divided by its `divisors` entry (by the micro-batch count,
+    their mean, when not given), then clip; `no_sync` skips DDP's all-reduce on all but the last micro-batch.
+    Returns the mean of the micro-batches' losses."""
     total = torch.zeros((), device=device)
     for index, batch in enumerate(batches):
         skip_sync = no_sync is not None and index < len(batches) - 1
         with no_sync() if skip_sync and no_sync is not None else nullcontext():
             with autocast(device, config.precision), user_code("loss"):
                 loss = recipe.loss(model, batch)
-            (loss / len(batches)).backward()  # type: ignore[no-untyped-call]
+            (loss / (len(batches) if divisors is None else divisors[index])).backward()  # type: ignore[no-untyped-call]
         total += loss.detach().float()
     if config.clip_grad_norm is not None:
         nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)

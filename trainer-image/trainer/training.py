@@ -43,8 +43,11 @@ def build_scheduler(recipe: Recipe, optimizer: torch.optim.Optimizer, updates: i
     return scheduler
 
 
-def data_order(config: TrainerConfig, samples: int, replicas: int, rank: int) -> DataOrder:
-    """This replica's data order; a ConfigError naming batchSize when a step needs more than its share."""
+def data_order(
+    config: TrainerConfig, samples: int, replicas: int, rank: int, full_replicas: int | None = None
+) -> DataOrder:
+    """This replica's data order (the global batch defined at `full_replicas`, `replicas` when not given); a
+    ConfigError naming batchSize when a step needs more samples than the data set has."""
     try:
         return DataOrder(
             samples,
@@ -53,16 +56,23 @@ def data_order(config: TrainerConfig, samples: int, replicas: int, rank: int) ->
             replicas=replicas,
             rank=rank,
             seed=config.seed,
+            full_replicas=full_replicas,
         )
     except ValueError as error:
         raise ConfigError(TRAINER_CONFIG, "batchSize", str(error)) from None
 
 
 def train_batches(
-    recipe: Recipe, config: TrainerConfig, device: torch.device, *, replicas: int, rank: int
+    recipe: Recipe,
+    config: TrainerConfig,
+    device: torch.device,
+    *,
+    replicas: int,
+    rank: int,
+    full_replicas: int | None = None,
 ) -> TrainBatches:
     """This replica's training batches (and, as .order, its data order) as the config asks for them."""
-    order = data_order(config, length(recipe.train_data), replicas, rank)
+    order = data_order(config, length(recipe.train_data), replicas, rank, full_replicas)
     return TrainBatches(
         recipe.train_data,
         order,

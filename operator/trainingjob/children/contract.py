@@ -29,6 +29,7 @@ NUM_WORKERS = "TJ_NUM_WORKERS"  # worker pods
 NUM_PS = "TJ_NUM_PS"  # parameter-server pods (0 in DDP mode)
 PS_ADDRS = "TJ_PS_ADDRS"  # comma-separated host:port of every parameter server, in index order
 NPROC_PER_POD = "TJ_NPROC_PER_POD"
+DESIRED_WORLD_SIZE = "TJ_DESIRED_WORLD_SIZE"  # the job's full world (replicas x nproc): WORLD_SIZE is less when shrunk
 CHECKPOINT_DIR = "TJ_CHECKPOINT_DIR"
 CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_PACING = "TJ_CHECKPOINT_PACING"  # checkpoint.everySteps Auto's inputs (children/pacing.py)

@@ -88,6 +88,7 @@ class PodState:
     message: str = ""
     waiting: str = ""  # why a container waits: ImagePullBackOff, CreateContainerConfigError, ...
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
+    unschedulable_since: datetime | None = None  # since when the scheduler has said so (PodScheduled's transition)
     node: str = ""
     gated: bool = False  # still held by the tracking gate: never scheduled, never ran
     held_by: tuple[str, ...] = ()  # scheduling gates of other controllers (a queue, a webhook) that hold it
@@ -285,6 +286,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
     phase = _phase(reported, ours)
     held_up = phase != reported and _others_running(status, container)
     waiting_reason = bounded(waiting.get("reason"), REASON_LENGTH)
+    unplaced = scheduled.get("reason") == "Unschedulable"
     return PodState(
         name=bounded(metadata.get("name"), 253),
         uid=bounded(metadata.get("uid"), 64),
@@ -305,9 +307,8 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         reason=reason,
         message=message,
         waiting=waiting_reason + (f": {bounded(waiting.get('message'), 256)}" if waiting.get("message") else ""),
-        unschedulable=bounded(scheduled.get("message"), MESSAGE_LENGTH)
-        if scheduled.get("reason") == "Unschedulable"
-        else "",
+        unschedulable=bounded(scheduled.get("message"), MESSAGE_LENGTH) if unplaced else "",
+        unschedulable_since=_parse_time(scheduled.get("lastTransitionTime")) if unplaced else None,
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
         gated=TRACKING_GATE in _gates(pod.get("spec")),
         held_by=tuple(g for g in _gates(pod.get("spec")) if g != TRACKING_GATE),

@@ -138,6 +138,8 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
         contract.MASTER_WAIT_SECONDS: str(spec.run_policy.startup_deadline_seconds),
         contract.JOB_KEY_FILE: f"{access.KEY_MOUNT_PATH}/{access.KEY_FILE}",
     }
+    if spec.workers.fewest_replicas < workers:  # elastic: the global batch is the full job's at any world size
+        env[contract.DESIRED_WORLD_SIZE] = str(workers * nproc)
     if spec.checkpoint is not None:
         env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
         env[contract.CHECKPOINT_KEEP] = str(spec.checkpoint.keep)

@@ -55,6 +55,7 @@ from trainingjob.model.status import (
     TrackedPod,
     TrainingJobStatus,
     TrainingResult,
+    WorkerScale,
 )
 from trainingjob.model.volumes import CHECKPOINT_VOLUME_NAME, SHM_PATH, SHM_VOLUME_NAME, Volume, VolumeMount
 
@@ -122,6 +123,7 @@ __all__ = [
     "TrainingResult",
     "Volume",
     "VolumeMount",
+    "WorkerScale",
     "WorkerSpec",
     "Workload",
     "changed_immutable_fields",

@@ -178,9 +178,30 @@ class WorkerSpec(RoleSpec):
 
     replicas: Annotated[Int, Field(ge=1, le=4096), Immutable("replicas")] = 1
     """Number of worker pods."""
+    min_replicas: Annotated[Int, Field(ge=1, le=4096)] | None = None
+    """Elastic jobs: the fewest worker pods the job may train with when capacity is lost (a node gone and no room
+    for its pods); at most replicas, and replicas when unset (not elastic). In DDP mode it is how few ranks a
+    restart may start with; in ParameterServer mode how few workers may train. For now it is checked and kept: the
+    operator does not resize jobs yet."""
     nproc_per_pod: Annotated[Int, Field(ge=1, le=64), Immutable("nprocPerPod")] = 1
     """Processes per worker pod (torchrun's nproc_per_node), usually the pod's GPU count. The built-in trainer
     starts them itself; a command is expected to be torchrun, which reads PET_NPROC_PER_NODE."""
+
+    cross_field_rules = (
+        *RoleSpec.cross_field_rules,
+        Rule(
+            field="minReplicas",
+            cel="!has(self.minReplicas) || self.minReplicas <= self.replicas",
+            message="minReplicas must not exceed replicas",
+            reason=Reason.INVALID,
+            holds=lambda w: w.min_replicas is None or w.min_replicas <= w.replicas,
+        ),
+    )
+
+    @property
+    def fewest_replicas(self) -> int:
+        """The fewest workers the job may train with: minReplicas, or replicas when the job is not elastic."""
+        return self.replicas if self.min_replicas is None else self.min_replicas
 
 
 class ParameterServerSpec(RoleSpec):

@@ -304,6 +304,27 @@ class InPlaceRestart(ApiModel):
     """When the restart was recorded; the agents are told once the backoff after it is over."""
 
 
+class WorkerScale(ApiModel):
+    """How many workers the job runs with against spec.workers.replicas, and why fewer: an elastic job
+    (workers.minReplicas) may train on fewer when capacity is lost and grows back when it returns."""
+
+    current: Count
+    """Worker pods the current attempt runs with."""
+    desired: Count
+    """spec.workers.replicas."""
+    workers: Annotated[Str, Field(max_length=16)]
+    """current/desired, e.g. 2/4: kubectl get's WORKERS column."""
+    reason: Reason
+    """Why the job runs with this many, CamelCase: AllWorkers, WaitingForCapacity, CapacityLost, BelowMinReplicas,
+    ResizeRateLimited, CapacityReturned or NotElastic."""
+    message: Message = ""
+    """The same as a sentence for people."""
+    since: datetime
+    """When the job came to `current` workers."""
+    last_resize_time: datetime | None = None
+    """When the job last shrank or grew: the next growth waits the operator's resize interval from it."""
+
+
 class TrainingJobStatus(ApiModel):
     """The observed state of the job, written by the operator."""
 
@@ -327,6 +348,9 @@ class TrainingJobStatus(ApiModel):
     while the pods are the current attempt's own. Pod names and the trainingjob.io/attempt label carry it."""
     in_place_restart: InPlaceRestart | None = None
     """The restart in place under way, until every pod's agent runs the new attempt."""
+    scale: WorkerScale | None = None
+    """How many workers the job runs with, out of spec.workers.replicas, why, and since when (not written yet: the
+    operator does not resize jobs yet)."""
     restarts: RestartCounts = Field(default_factory=RestartCounts)
     """Restarts so far, per failure class."""
     in_place_restarts: Count = 0
