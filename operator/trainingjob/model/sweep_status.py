@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_by
+from trainingjob.model.base import ApiModel, Bool, Float, Int, Str, list_map, unique_by
 from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.values import Count, Message, Reason
@@ -86,6 +86,11 @@ class Trial(ApiModel):
     """While its job cannot be made (its name taken, its creation refused): since when; it fails after 10 minutes."""
     completion_time: datetime | None = None
     """When it finished."""
+    job_uid: Annotated[Str, Field(max_length=64)] | None = None
+    """Its TrainingJob's UID, once seen: its checkpoints are in <checkpoint.path>/<jobName>/<jobUID>."""
+    checkpoint_removed: Bool | None = None
+    """True once a later trial's trainer removed its checkpoint folder (or found it gone): finished trials other
+    than the keepBestCheckpoints best have theirs removed."""
 
 
 class BestTrial(ApiModel):
@@ -160,6 +165,8 @@ class SummarisedTrials(ApiModel):
     """The greatest."""
     objective_mean: Objective | None = None
     """Their mean."""
+    checkpoints_removed: Count = 0
+    """How many of them had their checkpoint folder removed."""
 
     @property
     def total(self) -> int:
@@ -188,6 +195,8 @@ class TrainingSweepStatus(ApiModel):
     """Trials by phase."""
     best_trial: BestTrial | None = None
     """The best trial that succeeded so far."""
+    checkpoints_removed: Count = 0
+    """Finished trials whose checkpoint folders were removed (listed and summarised): see keepBestCheckpoints."""
     start_time: datetime | None = None
     """When the first trial was created."""
     completion_time: datetime | None = None

@@ -20,7 +20,7 @@ from trainingjob.model.sweep_status import (
     TrialCounts,
     TrialPhase,
 )
-from trainingjob.sweep import creation
+from trainingjob.sweep import checkpoints, creation
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
 from trainingjob.sweep.summary import compacted
@@ -29,12 +29,14 @@ from trainingjob.sweep.trials import Child, ended, observed
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`."""
+    """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`
+    (told to remove the checkpoint folders `removals`)."""
 
     status: TrainingSweepStatus
     create: tuple[Trial, ...] = ()
     stop: tuple[str, ...] = ()
     action: PrunedTrialAction = PrunedTrialAction.DELETE
+    removals: tuple[str, ...] = ()
 
 
 def job_name(sweep: str, number: int) -> str:
@@ -48,7 +50,7 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     own = {n: c for n, c in children.items() if c.owner_uid == uid}
     action = (spec.early_stopping or EarlyStopping()).action  # trials stopped as the sweep failed end so too
     trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
-    trials = creation.judged(trials, children, own, now)
+    trials = checkpoints.marked(creation.judged(trials, children, own, now), own)
     if status.phase.is_terminal:
         return SweepPlan(status, stop=_still_active(trials, own), action=action)
     earlier = status.summarised.succeeded if status.summarised else 0
@@ -68,7 +70,9 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
         t for t in trials if t.phase == TrialPhase.PENDING and t.start_time is None and t.job_name not in children
     )
     ending = _ending(sweep, trials, summary)
-    return SweepPlan(_status(sweep, trials, now, ending, stop), create=create, stop=stop, action=action)
+    removals = checkpoints.to_remove(spec, trials, now) if create else ()
+    status = _status(sweep, trials, now, ending, stop)
+    return SweepPlan(status, create=create, stop=stop, action=action, removals=removals)
 
 
 def after_creates(status: TrainingSweepStatus, refusals: Mapping[str, str], now: datetime) -> TrainingSweepStatus:
@@ -184,6 +188,7 @@ def _status(
             "trials": listed,
             "summarised": summary,
             "counts": counts(listed, summary),
+            "checkpoints_removed": checkpoints.removed(listed, summary),
             "best_trial": top,
             "start_time": old.start_time or (now if trials else None),
             "completion_time": old.completion_time or (now if ending else None),

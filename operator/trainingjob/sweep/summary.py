@@ -59,6 +59,7 @@ def summarised(summary: SummarisedTrials | None, trials: Sequence[Trial]) -> Sum
         objective_min=min([*values, *_known(before.objective_min)], default=None),
         objective_max=max([*values, *_known(before.objective_max)], default=None),
         objective_mean=mean,
+        checkpoints_removed=before.checkpoints_removed + sum(bool(t.checkpoint_removed) for t in trials),
     )
 
 

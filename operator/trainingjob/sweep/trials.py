@@ -26,6 +26,7 @@ class Child:
     job: TrainingJob | None  # None when its manifest is not a valid TrainingJob (never written by us)
     created: datetime | None
     deleting: bool
+    uid: str = ""
 
     @property
     def is_active(self) -> bool:
@@ -59,6 +60,7 @@ def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
         job=job,
         created=datetime.fromisoformat(created) if isinstance(created, str) else None,
         deleting=bool(metadata.get("deletionTimestamp")),
+        uid=str(metadata.get("uid", "") or ""),
     )
 
 
