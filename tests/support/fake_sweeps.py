@@ -142,7 +142,6 @@ class FakeSweepCluster:
             self.volume.difference_update(named)
             job["status"].setdefault("progress", {"attempt": 0})["checkpointsCleared"] = named
 
-
     def submit_sweep(self, manifest: Manifest) -> None:
         manifest["metadata"].update(generation=1, resourceVersion=self.version())
         self.sweeps[(manifest["metadata"]["namespace"], manifest["metadata"]["name"])] = manifest
