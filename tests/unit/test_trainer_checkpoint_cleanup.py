@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from trainer import helpers
 from trainer.checkpoint_cleanup import parse, remove_folders, sweep_of
 from trainer.env import CheckpointPolicy, TrainerEnv
 from trainer.reporting import RunReport
@@ -128,3 +129,22 @@ def test_rank_0_removes_them_as_it_starts_and_reports_them(tmp_path: Path) -> No
     finally:
         report.close()
     assert not (root / "sweep-1").exists() and (root / "sweep-2" / "uid-2").exists()
+
+
+def test_a_script_of_its_own_does_the_same_with_the_helpers_reporter(tmp_path: Path) -> None:
+    root, own, _ = _tree(tmp_path)
+    progress = tmp_path / "progress.json"
+    env = TrainerEnv(
+        job_name=OWN,
+        checkpoint=CheckpointPolicy(directory=own),
+        progress_file=progress,
+        remove_checkpoints=json.dumps(["sweep-2/uid-2"]),
+    )
+    reporter = helpers.progress_reporter(env)
+    assert reporter is not None
+    try:
+        reporter.report(1, 0.5, 8)
+        assert json.loads(progress.read_text())["checkpointsCleared"] == ["sweep-2/uid-2"]
+    finally:
+        reporter.close()
+    assert not (root / "sweep-2").exists() and (root / "sweep-1" / "uid-1").exists()

@@ -18,6 +18,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from trainer.env import TrainerEnv
+
 log = logging.getLogger(__name__)
 
 MAX_FOLDERS = 64  # as the operator names at most
@@ -71,6 +73,15 @@ def remove_folders(checkpoint_dir: Path, job: str, named: list[Any]) -> list[str
     if gone:
         log.info("removed the checkpoint folders of %d finished trials of sweep %s", len(gone), sweep)
     return gone
+
+
+def clear_checkpoints(env: TrainerEnv) -> dict[str, Any]:
+    """Rank 0 of a sweep's trial, as it starts: remove the folders TJ_REMOVE_CHECKPOINTS names; {"checkpointsCleared":
+    the ones gone} for its progress report, or nothing when it was told none."""
+    named = parse(env.remove_checkpoints)
+    if not named or env.checkpoint.directory is None:
+        return {}
+    return {"checkpointsCleared": remove_folders(env.checkpoint.directory, env.job_name, named)}
 
 
 def _real_folder(path: Path) -> bool | None:

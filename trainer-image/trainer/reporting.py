@@ -5,7 +5,7 @@ import logging
 from typing import Any
 
 from trainer.checkpoint import Checkpointer
-from trainer.checkpoint_cleanup import parse, remove_folders
+from trainer.checkpoint_cleanup import clear_checkpoints
 from trainer.env import TrainerEnv
 from trainer.metrics_log import MetricsHistory, train_record_interval
 from trainer.progress_endpoint import ProgressReporter
@@ -45,19 +45,10 @@ class RunReport:
             return
         self.total, self.interval = total, train_record_interval(total)
         self.history = MetricsHistory(self.env.checkpoint.directory, self.env.attempt, resumed_from)
-        cleared = self.clear_checkpoints()
+        cleared = clear_checkpoints(self.env)  # a sweep's trial: the finished trials' folders it was told to remove
         self.progress.start().update(
             resumedFromStep=resumed_from, totalSteps=total, step=resumed_from, **cleared, **fields
         )
-
-    def clear_checkpoints(self) -> dict[str, Any]:
-        """A sweep's trial: remove the finished trials' checkpoint folders it was told to; {"checkpointsCleared":
-        the ones gone} for the report, or nothing when it was told none."""
-        named = parse(self.env.remove_checkpoints)
-        directory = self.env.checkpoint.directory
-        if not named or directory is None:
-            return {}
-        return {"checkpointsCleared": remove_folders(directory, self.env.job_name, named)}
 
     def stepped(self, step: int, loss: float, samples: int) -> None:
         """A finished step: progress at once, the history every `interval` steps and at the last."""
