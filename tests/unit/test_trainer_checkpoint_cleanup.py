@@ -113,19 +113,29 @@ def test_a_trials_sweep_is_its_job_name_less_its_number(job: str, sweep: str | N
     assert sweep_of(job) == sweep
 
 
-def test_rank_0_removes_them_as_it_starts_and_reports_them(tmp_path: Path) -> None:
-    root, own, _ = _tree(tmp_path)
+def _told(tmp_path: Path, own: Path, folders: list[str]) -> TrainerEnv:
+    """Rank 0's environment: its checkpoint folder `own`, its progress file, the folders it is told to remove."""
     progress = tmp_path / "progress.json"
-    env = TrainerEnv(
+    return TrainerEnv(
         job_name=OWN,
         checkpoint=CheckpointPolicy(directory=own),
         progress_file=progress,
-        remove_checkpoints=json.dumps(["sweep-1/uid-1", "../outside"]),
+        remove_checkpoints=json.dumps(folders),
     )
+
+
+def _reported(env: TrainerEnv) -> Any:
+    assert env.progress_file is not None
+    return json.loads(env.progress_file.read_text())["checkpointsCleared"]
+
+
+def test_rank_0_removes_them_as_it_starts_and_reports_them(tmp_path: Path) -> None:
+    root, own, _ = _tree(tmp_path)
+    env = _told(tmp_path, own, ["sweep-1/uid-1", "../outside"])
     report = RunReport(env, is_reporter=True)
     try:
         report.start(0, 100)
-        assert json.loads(progress.read_text())["checkpointsCleared"] == ["sweep-1/uid-1"]
+        assert _reported(env) == ["sweep-1/uid-1"]
     finally:
         report.close()
     assert not (root / "sweep-1").exists() and (root / "sweep-2" / "uid-2").exists()
@@ -133,18 +143,12 @@ def test_rank_0_removes_them_as_it_starts_and_reports_them(tmp_path: Path) -> No
 
 def test_a_script_of_its_own_does_the_same_with_the_helpers_reporter(tmp_path: Path) -> None:
     root, own, _ = _tree(tmp_path)
-    progress = tmp_path / "progress.json"
-    env = TrainerEnv(
-        job_name=OWN,
-        checkpoint=CheckpointPolicy(directory=own),
-        progress_file=progress,
-        remove_checkpoints=json.dumps(["sweep-2/uid-2"]),
-    )
+    env = _told(tmp_path, own, ["sweep-2/uid-2"])
     reporter = helpers.progress_reporter(env)
     assert reporter is not None
     try:
         reporter.report(1, 0.5, 8)
-        assert json.loads(progress.read_text())["checkpointsCleared"] == ["sweep-2/uid-2"]
+        assert _reported(env) == ["sweep-2/uid-2"]
     finally:
         reporter.close()
     assert not (root / "sweep-2").exists() and (root / "sweep-1" / "uid-1").exists()
