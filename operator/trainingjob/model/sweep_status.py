@@ -14,6 +14,7 @@ from trainingjob.model.values import Count, Message, Reason
 
 MAX_TRIALS = 10_000  # the status lists the best, the unfinished and the newest finished; the rest are summarised
 MAX_CURVE_POINTS = 16
+MAX_LEARNED = 700 * 1024  # status.summarised.learned: the summarised trials' records (sweep/learned.py), base64
 MAX_TRIAL_MESSAGE = 1024  # a trial's message is cut to this: 1,000 trials' failures stay well inside the status
 # By parameter name (the operator writes them from the spec's names; the CRD cannot check the keys of a map of
 # untyped values with CEL, so it does not).
@@ -167,6 +168,9 @@ class SummarisedTrials(ApiModel):
     """Their mean."""
     checkpoints_removed: Count = 0
     """How many of them had their checkpoint folder removed."""
+    learned: Annotated[Str, Field(max_length=MAX_LEARNED)] | None = None
+    """What the search and early stopping learn from them: each succeeded or pruned one's parameters, objective and
+    curve, packed (base64; the operator's own format, see sweep/learned.py)."""
 
     @property
     def total(self) -> int:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainingjob.model.status import ConditionStatus
-from trainingjob.model.sweep import EarlyStopping, Goal, PrunedTrialAction, TrainingSweep
+from trainingjob.model.sweep import Algorithm, EarlyStopping, Goal, PrunedTrialAction, TrainingSweep, TrainingSweepSpec
 from trainingjob.model.sweep_status import (
     BestTrial,
     SummarisedTrials,
@@ -21,6 +21,7 @@ from trainingjob.model.sweep_status import (
     TrialPhase,
 )
 from trainingjob.sweep import checkpoints, creation
+from trainingjob.sweep.learned import unpacked
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
 from trainingjob.sweep.summary import compacted
@@ -54,7 +55,8 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     if status.phase.is_terminal:
         return SweepPlan(status, stop=_still_active(trials, own), action=action)
     earlier = status.summarised.succeeded if status.summarised else 0
-    verdicts = {p.number: p for p in to_prune(spec, trials, earlier)}
+    learned = _learned(spec, status.summarised)
+    verdicts = {p.number: p for p in to_prune(spec, trials, earlier, learned)}
     trials = [_pruned(t, verdicts[t.number], now) if t.number in verdicts else t for t in trials]
     summary = status.summarised
     failed = sum(t.phase == TrialPhase.FAILED for t in trials) + (summary.failed if summary else 0)
@@ -65,7 +67,7 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
         ended = _status(sweep, trials, now, (SweepPhase.FAILED, "TooManyFailedTrials", failure), stop)
         return SweepPlan(ended, stop=stop, action=action)
     stop = _still_active(trials, own)  # they count against parallelism until they are stopped
-    trials += _new_trials(sweep, trials, summary, stopping=len(stop))
+    trials += _new_trials(sweep, trials, summary, stopping=len(stop), learned=learned)
     create = tuple(
         t for t in trials if t.phase == TrialPhase.PENDING and t.start_time is None and t.job_name not in children
     )
@@ -98,8 +100,19 @@ def oversized(sweep: TrainingSweep, size: int, limit: int, now: datetime) -> Swe
     return SweepPlan(old.model_copy(update={"conditions": conditions}))
 
 
+def _learned(spec: TrainingSweepSpec, summary: SummarisedTrials | None) -> list[Trial]:
+    """The summarised trials as the learners (TPE, early stopping) see them; none for the others."""
+    if summary is None or (spec.search.algorithm != Algorithm.TPE and spec.early_stopping is None):
+        return []
+    return unpacked(spec, summary.learned)
+
+
 def _new_trials(
-    sweep: TrainingSweep, trials: Sequence[Trial], summary: SummarisedTrials | None, stopping: int
+    sweep: TrainingSweep,
+    trials: Sequence[Trial],
+    summary: SummarisedTrials | None,
+    stopping: int,
+    learned: Sequence[Trial],
 ) -> list[Trial]:
     spec = sweep.spec
     active = sum(not t.phase.is_finished for t in trials) + stopping
@@ -107,7 +120,7 @@ def _new_trials(
     count = min(spec.parallelism - active, trial_budget(spec) - first)
     if spec.suspend or count <= 0:
         return []
-    drawn = next_parameters(spec, trials, count, summarised=first - len(trials))
+    drawn = next_parameters(spec, trials, count, summarised=first - len(trials), learned=learned)
     return [
         Trial(number=first + i, job_name=job_name(str(sweep.metadata.name), first + i), parameters=values)
         for i, values in enumerate(drawn)
@@ -177,7 +190,7 @@ def _status(
     top = best(trials, sweep.spec.objective.goal)
     keep = {t.number for t in trials if t.job_name in stopping} | ({top.number} if top else set())
     started = _started(trials, old.summarised)
-    listed, summary = compacted(trials, old.summarised, keep)
+    listed, summary = compacted(sweep.spec, trials, old.summarised, keep)
     reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials, started))
     conditions = _conditions(old.conditions, phase, reason, message, now)
     return old.model_copy(

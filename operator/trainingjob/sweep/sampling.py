@@ -77,16 +77,21 @@ def _next_grid_points(
 
 
 def next_parameters(
-    spec: TrainingSweepSpec, trials: Sequence[Trial], count: int, summarised: int = 0
+    spec: TrainingSweepSpec,
+    trials: Sequence[Trial],
+    count: int,
+    summarised: int = 0,
+    learned: Sequence[Trial] = (),
 ) -> list[dict[str, Value]]:
     """Parameters for the next `count` trials (numbered from len(trials) + summarised, the trials the status no
-    longer lists): each drawn as if the ones before it, these included, were running."""
+    longer lists, which TPE knows from their records, `learned`): each drawn as if the ones before it, these
+    included, were running."""
     if spec.search.algorithm == Algorithm.GRID:
         return _next_grid_points(spec, trials, count, summarised)
     first = len(trials) + summarised
     space = distributions(spec.parameters)
     drawn: list[dict[str, Value]] = []
-    known = list(trials)
+    known = [*(learned if spec.search.algorithm == Algorithm.TPE else ()), *trials]
     for number in range(first, first + count):
         study = rebuilt(spec, known, number)
         values = dict(study.ask(space).params)

@@ -64,6 +64,11 @@ def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
     )
 
 
+def marks(total_steps: int) -> list[int]:
+    """The steps a curve is taken at: each sixteenth of `total_steps` (rounded; the same step once)."""
+    return sorted({max(1, round(total_steps * k / MAX_CURVE_POINTS)) for k in range(1, MAX_CURVE_POINTS + 1)})
+
+
 def curve(evaluations: Sequence[EvaluationPoint], metric: str, total_steps: int | None = None) -> list[ObjectivePoint]:
     """The metric during training, at most MAX_CURVE_POINTS points. With `total_steps`: at each sixteenth of it
     that the evaluations have reached, the value of the evaluation nearest to it (the earlier on a tie), so trials
@@ -73,8 +78,7 @@ def curve(evaluations: Sequence[EvaluationPoint], metric: str, total_steps: int 
     if not points:
         return []
     if total_steps:
-        marks = sorted({max(1, round(total_steps * k / MAX_CURVE_POINTS)) for k in range(1, MAX_CURVE_POINTS + 1)})
-        reached = [mark for mark in marks if mark <= points[-1].step]
+        reached = [mark for mark in marks(total_steps) if mark <= points[-1].step]
         return [ObjectivePoint(step=mark, value=_nearest(points, mark).value) for mark in reached]
     if len(points) <= MAX_CURVE_POINTS or points[0].step == 0:
         return points[-MAX_CURVE_POINTS:]
