@@ -171,3 +171,20 @@ def test_only_well_formed_folders_reach_the_trainer_from_the_annotation(value: s
 def test_the_folders_a_trainer_reports_gone_are_read_as_untrusted_input(said: Any, recorded: Any) -> None:
     progress = progress_from_report({"step": 1, "checkpointsCleared": said})[0]
     assert progress is not None and progress.checkpoints_cleared == recorded
+
+
+def test_only_the_sweep_names_the_folders_a_trial_removes() -> None:
+    """A template's own annotation of that key is dropped; a job that is no sweep's trial is told nothing."""
+    manifest = sweep_manifest(parallelism=1)
+    manifest["spec"]["template"]["spec"]["checkpoint"] = PVC
+    manifest["spec"]["template"]["metadata"] = {"annotations": {REMOVE_ANNOTATION: '["sweep-9/uid-9"]', "a": "b"}}
+    manifest["metadata"].update(namespace="ns", uid=SWEEP_UID)
+    sweep, result = sweep_step(TrainingSweep.from_manifest(manifest), [])
+    job = trial_manifest(sweep, result.create[0], result.removals)
+    assert REMOVE_ANNOTATION not in job["metadata"]["annotations"] and job["metadata"]["annotations"]["a"] == "b"
+    job["metadata"].update(uid="job-0", annotations={REMOVE_ANNOTATION: '["sweep-9/uid-9"]'})
+    as_trial = TrainingJob.from_manifest(job)
+    assert contract.REMOVE_CHECKPOINTS in environment(as_trial, Replica("worker", 0), 1)
+    job["metadata"]["labels"] = {}
+    not_a_trial = TrainingJob.from_manifest(job)
+    assert contract.REMOVE_CHECKPOINTS not in environment(not_a_trial, Replica("worker", 0), 1)

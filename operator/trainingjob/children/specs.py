@@ -32,6 +32,7 @@ from trainingjob.model import (
 from trainingjob.model.security import ContainerSecurity
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 from trainingjob.sweep.checkpoints import told
+from trainingjob.sweep.trials import SWEEP_LABEL
 
 MASTER_PORT = 29500
 PS_PORT = 29501
@@ -146,7 +147,8 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
             env[contract.CHECKPOINT_EVERY_STEPS] = str(spec.checkpoint.every_steps)
         if spec.checkpoint.every_seconds is not None:
             env[contract.CHECKPOINT_EVERY_SECONDS] = str(spec.checkpoint.every_seconds)
-    removals = told(job.metadata.annotations) if spec.checkpoint is not None else []
+    trial = SWEEP_LABEL in (job.metadata.labels or {})  # a sweep's trial, told which finished trials' folders go
+    removals = told(job.metadata.annotations) if trial and spec.checkpoint is not None else []
     if removals and replica == Replica(ROLE_WORKER, 0):  # rank 0's trainer removes them as it starts
         env[contract.REMOVE_CHECKPOINTS] = json.dumps(removals)
     if spec.trainer is not None:

@@ -9,7 +9,7 @@ from trainingjob.model import API_VERSION, KIND
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.model.sweep_fill import filled_spec
 from trainingjob.model.sweep_status import Trial
-from trainingjob.sweep.checkpoints import annotation
+from trainingjob.sweep.checkpoints import REMOVE_ANNOTATION, annotation
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
 
 Manifest = dict[str, Any]
@@ -24,8 +24,9 @@ def trial_manifest(sweep: TrainingSweep, trial: Trial, removals: Sequence[str] =
     )
     name = str(sweep.metadata.name)
     labels = {**((meta.labels if meta else None) or {}), SWEEP_LABEL: name, TRIAL_LABEL: str(trial.number)}
+    own = {k: v for k, v in ((meta.annotations if meta else None) or {}).items() if k != REMOVE_ANNOTATION}
     annotations = {
-        **((meta.annotations if meta else None) or {}),
+        **own,
         PARAMETERS_ANNOTATION: json.dumps(trial.parameters),
         **annotation(removals),
     }
