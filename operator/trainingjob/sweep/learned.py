@@ -16,13 +16,16 @@ budget a record is kept without its curve (TPE still sees it, the median rule do
 import base64
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import NamedTuple
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from trainingjob.model.sweep import TrainingSweepSpec
 from trainingjob.model.sweep_space import Value
-from trainingjob.model.sweep_status import MAX_CURVE_POINTS, MAX_LEARNED, ObjectivePoint, Trial, TrialPhase
+from trainingjob.model.sweep_status import MAX_LEARNED, Trial, TrialPhase
 from trainingjob.sweep.space import distributions
 from trainingjob.sweep.trials import marks
 
@@ -81,7 +84,7 @@ def record(spec: TrainingSweepSpec, trial: Trial, *, with_curve: bool = True) ->
 
 def appended(spec: TrainingSweepSpec, learned: str | None, trials: Sequence[Trial]) -> str | None:
     """`learned` with the records of `trials` (being summarised) added, within LEARNED_BUDGET_BYTES."""
-    packed = base64.b64decode(learned) if learned else b""
+    packed = bytearray(base64.b64decode(learned) if learned else b"")
     for trial in sorted(trials, key=lambda t: t.number):
         for with_curve in (True, False):
             found = record(spec, trial, with_curve=with_curve)
@@ -91,61 +94,80 @@ def appended(spec: TrainingSweepSpec, learned: str | None, trials: Sequence[Tria
     return base64.b64encode(packed).decode() if packed else None
 
 
+@cache
+def _marks(total: int) -> tuple[int, ...]:
+    return tuple(marks(total))
+
+
 def _encoded(size: int) -> int:
     return 4 * math.ceil(size / 3)
 
 
-def _value(dist: BaseDistribution, raw: float) -> Value:
-    """A parameter's value as recorded, back within its distribution (float32 rounding may have left it)."""
+def _decoder(dist: BaseDistribution) -> Callable[[float], Value]:
+    """How a parameter's recorded value reads back within its distribution (float32 may have left it)."""
     if isinstance(dist, CategoricalDistribution):
-        choice = dist.choices[min(int(raw), len(dist.choices) - 1)]
-        assert choice is not None  # a sweep's choices never are
-        return choice
+        choices = [c for c in dist.choices if c is not None]  # a sweep's never are None
+        return lambda raw: choices[min(int(raw), len(choices) - 1)]
     assert isinstance(dist, FloatDistribution | IntDistribution)
-    value = min(max(raw, dist.low), dist.high)
-    if dist.step is not None:
-        value = dist.low + round((value - dist.low) / dist.step) * dist.step
-        value = min(max(value, dist.low), dist.high)
-    return round(value) if isinstance(dist, IntDistribution) else float(value)
+    low, high, step, whole = dist.low, dist.high, dist.step, isinstance(dist, IntDistribution)
+
+    def value(raw: float) -> Value:
+        inside = min(max(raw, low), high)
+        if step is not None:
+            inside = min(max(low + round((inside - low) / step) * step, low), high)
+        return round(inside) if whole else float(inside)
+
+    return value
 
 
-def unpacked(spec: TrainingSweepSpec, learned: str | None) -> list[Trial]:
-    """The summarised trials the learners use, from their records (unchecked: the operator wrote them)."""
+class Point(NamedTuple):
+    """A recorded curve's point: its step and value, as an ObjectivePoint's."""
+
+    step: int
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """A summarised trial as the learners read it (sweep.study.Known): built at a fraction of a Trial model's cost,
+    for the thousands a reconcile reads; never written."""
+
+    number: int
+    phase: TrialPhase
+    objective: float | None
+    parameters: dict[str, Value]
+    curve: tuple[Point, ...]
+
+
+def unpacked(spec: TrainingSweepSpec, learned: str | None) -> list[Learned]:
+    """The summarised trials the learners use, from their records (the operator wrote them)."""
     if not learned:
         return []
     packed, at, found = base64.b64decode(learned), 0, []
     space, default_total = distributions(spec.parameters), _default_total(spec)
-    formats = "".join("B" if isinstance(d, CategoricalDistribution) else "f" for d in space.values())
-    params = struct.Struct("<" + formats)
+    names, decoders = list(space), [_decoder(d) for d in space.values()]
+    params = struct.Struct(
+        "<" + "".join("B" if isinstance(d, CategoricalDistribution) else "f" for d in space.values())
+    )
     while at < len(packed):
         number, flags, objective = _HEAD.unpack_from(packed, at)
-        at += _HEAD.size
-        raw = params.unpack_from(packed, at)
-        at += params.size
+        raw = params.unpack_from(packed, at + _HEAD.size)
+        at += _HEAD.size + params.size
         total = default_total
         if flags & _OWN_TOTAL:  # 0: none known
             (total,) = struct.unpack_from("<I", packed, at)
             at += 4
-        (count,) = struct.unpack_from("<B", packed, at)
+        count = packed[at]
         at += 1
         if flags & _STEPS_GIVEN:
             pairs = struct.unpack_from("<" + "Ie" * count, packed, at)
+            curve = tuple(Point(step, value) for step, value in zip(pairs[::2], pairs[1::2], strict=True))
             at += 6 * count
-            points = list(zip(pairs[::2], pairs[1::2], strict=True))
         else:
             values = struct.unpack_from(f"<{count}e", packed, at)
+            curve = tuple(Point(step, value) for step, value in zip(_marks(total), values, strict=False))
             at += 2 * count
-            points = list(zip(marks(total), values, strict=False))
-        curve = [ObjectivePoint.model_construct(step=s, value=float(v)) for s, v in points[:MAX_CURVE_POINTS]]
-        found.append(
-            Trial.model_construct(
-                number=number,
-                job_name="",
-                parameters={name: _value(d, r) for (name, d), r in zip(space.items(), raw, strict=True)},
-                phase=_PHASES[flags & 0x0F],
-                objective=None if math.isnan(objective) else float(objective),
-                curve=curve,
-                total_steps=total or None,
-            )
-        )
+        parameters = {name: decode(r) for name, decode, r in zip(names, decoders, raw, strict=True)}
+        objective = None if math.isnan(objective) else objective
+        found.append(Learned(number, _PHASES[flags & 0x0F], objective, parameters, curve))
     return found

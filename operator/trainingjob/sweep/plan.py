@@ -21,7 +21,7 @@ from trainingjob.model.sweep_status import (
     TrialPhase,
 )
 from trainingjob.sweep import checkpoints, creation
-from trainingjob.sweep.learned import unpacked
+from trainingjob.sweep.learned import Learned, unpacked
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
 from trainingjob.sweep.summary import compacted
@@ -100,7 +100,7 @@ def oversized(sweep: TrainingSweep, size: int, limit: int, now: datetime) -> Swe
     return SweepPlan(old.model_copy(update={"conditions": conditions}))
 
 
-def _learned(spec: TrainingSweepSpec, summary: SummarisedTrials | None) -> list[Trial]:
+def _learned(spec: TrainingSweepSpec, summary: SummarisedTrials | None) -> list[Learned]:
     """The summarised trials as the learners (TPE, early stopping) see them; none for the others."""
     if summary is None or (spec.search.algorithm != Algorithm.TPE and spec.early_stopping is None):
         return []
@@ -112,7 +112,7 @@ def _new_trials(
     trials: Sequence[Trial],
     summary: SummarisedTrials | None,
     stopping: int,
-    learned: Sequence[Trial],
+    learned: Sequence[Learned],
 ) -> list[Trial]:
     spec = sweep.spec
     active = sum(not t.phase.is_finished for t in trials) + stopping

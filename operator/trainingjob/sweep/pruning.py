@@ -15,7 +15,7 @@ from optuna.trial import FrozenTrial
 
 from trainingjob.model.sweep import EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
 from trainingjob.model.sweep_status import Trial, TrialPhase
-from trainingjob.sweep.study import NUMBER, rebuilt
+from trainingjob.sweep.study import NUMBER, Known, rebuilt
 
 REASONS = {PruningAlgorithm.MEDIAN: "PrunedByMedian", PruningAlgorithm.SUCCESSIVE_HALVING: "PrunedBySuccessiveHalving"}
 
@@ -30,7 +30,7 @@ class Pruned:
 
 
 def to_prune(
-    spec: TrainingSweepSpec, trials: Sequence[Trial], summarised_succeeded: int = 0, learned: Sequence[Trial] = ()
+    spec: TrainingSweepSpec, trials: Sequence[Trial], summarised_succeeded: int = 0, learned: Sequence[Known] = ()
 ) -> list[Pruned]:
     """The running trials whose evaluations trail the others by the early-stopping rule (`summarised_succeeded`:
     the succeeded trials the status no longer lists, which count towards startupTrials; `learned`: those of them
@@ -43,7 +43,7 @@ def to_prune(
         done = [t for t in [*learned, *trials] if t.phase == TrialPhase.SUCCEEDED and t.objective is not None]
         recorded = sum(t.phase == TrialPhase.SUCCEEDED for t in learned)
         return _by_median(spec, stopping, done, running, summarised_succeeded - recorded)
-    known = [*learned, *trials]
+    known: list[Known] = [*learned, *trials]
     steps = sorted({point.step for trial in known for point in trial.curve})
     study = rebuilt(spec, known, len(known), steps)
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
@@ -66,7 +66,7 @@ def _verdict(spec: TrainingSweepSpec, stopping: EarlyStopping, number: int, step
 
 
 def _by_median(
-    spec: TrainingSweepSpec, stopping: EarlyStopping, succeeded: Sequence[Trial], running: Sequence[Trial], earlier: int
+    spec: TrainingSweepSpec, stopping: EarlyStopping, succeeded: Sequence[Known], running: Sequence[Trial], earlier: int
 ) -> list[Pruned]:
     """MedianPruner's verdicts, every trial's curve taken at every step any trial was evaluated at (its latest
     evaluation at or before it: trials rarely share steps, and the rule compares them step by step). A running trial
@@ -91,7 +91,7 @@ def _by_median(
     return verdicts
 
 
-def _medians(done: Sequence[Trial], steps: Sequence[int], least: int) -> dict[int, float]:
+def _medians(done: Sequence[Known], steps: Sequence[int], least: int) -> dict[int, float]:
     """At each of `steps` (ascending), the median (numpy's 50th percentile) of the trials' values there, each
     trial's latest evaluation at or before it, up to its last; where at least `least` trials have one."""
     values: dict[int, list[float]] = defaultdict(list)

@@ -14,7 +14,7 @@ from trainingjob.model.sweep import Algorithm, TrainingSweepSpec
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.sweep_status import Trial
 from trainingjob.sweep.space import distributions, grid_point, grid_size
-from trainingjob.sweep.study import rebuilt
+from trainingjob.sweep.study import Known, rebuilt
 
 
 def trial_budget(spec: TrainingSweepSpec) -> int:
@@ -81,7 +81,7 @@ def next_parameters(
     trials: Sequence[Trial],
     count: int,
     summarised: int = 0,
-    learned: Sequence[Trial] = (),
+    learned: Sequence[Known] = (),
 ) -> list[dict[str, Value]]:
     """Parameters for the next `count` trials (numbered from len(trials) + summarised, the trials the status no
     longer lists, which TPE knows from their records, `learned`): each drawn as if the ones before it, these
@@ -91,7 +91,7 @@ def next_parameters(
     first = len(trials) + summarised
     space = distributions(spec.parameters)
     drawn: list[dict[str, Value]] = []
-    known = [*(learned if spec.search.algorithm == Algorithm.TPE else ()), *trials]
+    known: list[Known] = [*(learned if spec.search.algorithm == Algorithm.TPE else ()), *trials]
     for number in range(first, first + count):
         study = rebuilt(spec, known, number)
         values = dict(study.ask(space).params)

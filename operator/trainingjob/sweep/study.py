@@ -3,7 +3,8 @@ can be killed at any moment and the next reconcile knows what the last one knew.
 
 import logging
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import optuna
 from optuna.distributions import BaseDistribution
@@ -14,7 +15,8 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from trainingjob.model.sweep import Algorithm, EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
-from trainingjob.model.sweep_status import Trial, TrialPhase
+from trainingjob.model.sweep_space import Value
+from trainingjob.model.sweep_status import TrialPhase
 from trainingjob.sweep.space import distributions
 
 optuna.logging.set_verbosity(logging.WARNING)
@@ -26,6 +28,36 @@ _STATES = {
     TrialPhase.FAILED: TrialState.FAIL,
     TrialPhase.PRUNED: TrialState.PRUNED,
 }
+
+
+class Point(Protocol):
+    """A point of a curve: an ObjectivePoint, or a summarised trial's recorded one."""
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def value(self) -> float: ...
+
+
+class Known(Protocol):
+    """A finished or running trial as the learners read it: a Trial the status lists, or the record of one it
+    summarised (sweep/learned.py)."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def phase(self) -> TrialPhase: ...
+
+    @property
+    def objective(self) -> float | None: ...
+
+    @property
+    def parameters(self) -> Mapping[str, Value]: ...
+
+    @property
+    def curve(self) -> Sequence[Point]: ...
 
 
 def sampler(spec: TrainingSweepSpec, number: int) -> BaseSampler:
@@ -50,7 +82,7 @@ def pruner(stopping: EarlyStopping | None, min_steps: int | None) -> BasePruner:
     return SuccessiveHalvingPruner(min_resource=min_steps or 1, reduction_factor=stopping.reduction_factor)
 
 
-def first_rung(stopping: EarlyStopping | None, trials: Sequence[Trial]) -> int | None:
+def first_rung(stopping: EarlyStopping | None, trials: Sequence[Known]) -> int | None:
     """Successive halving's first rung: minSteps, else (as Optuna estimates it) a hundredth of the most steps a
     succeeded trial was evaluated at; None before any trial succeeded, and for the other rules."""
     if stopping is None or stopping.algorithm != PruningAlgorithm.SUCCESSIVE_HALVING:
@@ -61,7 +93,7 @@ def first_rung(stopping: EarlyStopping | None, trials: Sequence[Trial]) -> int |
     return max(max(lasts) // 100, 1) if lasts else None
 
 
-def rungs(trial: Trial, first: int, reduction_factor: int, steps: Sequence[int] | None = None) -> dict[str, float]:
+def rungs(trial: Known, first: int, reduction_factor: int, steps: Sequence[int] | None = None) -> dict[str, float]:
     """The rungs a trial has passed, as Optuna's pruner records them while a trial runs (the study is rebuilt, so
     they are rebuilt too): rung k's value is the trial's evaluation at the first of `steps` (ascending; its own
     when None) at or past step first x factor^k, from its first evaluation to its last: its latest evaluation at
@@ -88,7 +120,7 @@ class _Told(FrozenTrial):
         return self
 
 
-def frozen(trial: Trial, space: dict[str, BaseDistribution], attrs: dict[str, float]) -> FrozenTrial | None:
+def frozen(trial: Known, space: dict[str, BaseDistribution], attrs: dict[str, float]) -> FrozenTrial | None:
     """The trial as Optuna records it, with `attrs` as its system attributes; None when its parameters no longer
     fit the space (they always should)."""
     state = _STATES[trial.phase]
@@ -111,7 +143,7 @@ def frozen(trial: Trial, space: dict[str, BaseDistribution], attrs: dict[str, fl
 
 
 def rebuilt(
-    spec: TrainingSweepSpec, trials: Sequence[Trial], number: int, steps: Sequence[int] | None = None
+    spec: TrainingSweepSpec, trials: Sequence[Known], number: int, steps: Sequence[int] | None = None
 ) -> optuna.Study:
     """A study holding every trial so far, in number order, ready to ask for trial `number`; successive halving's
     rungs taken at `steps` (see rungs)."""
@@ -126,5 +158,5 @@ def rebuilt(
     return study
 
 
-def _number(trial: Trial) -> int:
+def _number(trial: Known) -> int:
     return trial.number
