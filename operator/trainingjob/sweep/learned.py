@@ -129,14 +129,19 @@ class Point(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Learned:
-    """A summarised trial as the learners read it (sweep.study.Known): built at a fraction of a Trial model's cost,
-    for the thousands a reconcile reads; never written."""
+    """A summarised trial as the learners read it (sweep.study.Known): its curve kept as its steps and values, made
+    into points only where asked (a reconcile reads thousands of records; the median rule reads steps and values)."""
 
     number: int
     phase: TrialPhase
     objective: float | None
     parameters: dict[str, Value]
-    curve: tuple[Point, ...]
+    steps: Sequence[int]
+    values: Sequence[float]
+
+    @property
+    def curve(self) -> list[Point]:
+        return [Point(step, value) for step, value in zip(self.steps, self.values, strict=False)]
 
 
 def unpacked(spec: TrainingSweepSpec, learned: str | None) -> list[Learned]:
@@ -161,13 +166,12 @@ def unpacked(spec: TrainingSweepSpec, learned: str | None) -> list[Learned]:
         at += 1
         if flags & _STEPS_GIVEN:
             pairs = struct.unpack_from("<" + "Ie" * count, packed, at)
-            curve = tuple(Point(step, value) for step, value in zip(pairs[::2], pairs[1::2], strict=True))
+            steps, values = pairs[::2], pairs[1::2]
             at += 6 * count
         else:
-            values = struct.unpack_from(f"<{count}e", packed, at)
-            curve = tuple(Point(step, value) for step, value in zip(_marks(total), values, strict=False))
+            steps, values = _marks(total)[:count], struct.unpack_from(f"<{count}e", packed, at)
             at += 2 * count
         parameters = {name: decode(r) for name, decode, r in zip(names, decoders, raw, strict=True)}
         objective = None if math.isnan(objective) else objective
-        found.append(Learned(number, _PHASES[flags & 0x0F], objective, parameters, curve))
+        found.append(Learned(number, _PHASES[flags & 0x0F], objective, parameters, steps, values))
     return found

@@ -15,6 +15,7 @@ from optuna.trial import FrozenTrial
 
 from trainingjob.model.sweep import EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
 from trainingjob.model.sweep_status import Trial, TrialPhase
+from trainingjob.sweep.learned import Learned
 from trainingjob.sweep.study import NUMBER, Known, rebuilt
 
 REASONS = {PruningAlgorithm.MEDIAN: "PrunedByMedian", PruningAlgorithm.SUCCESSIVE_HALVING: "PrunedBySuccessiveHalving"}
@@ -96,14 +97,21 @@ def _medians(done: Sequence[Known], steps: Sequence[int], least: int) -> dict[in
     trial's latest evaluation at or before it, up to its last; where at least `least` trials have one."""
     values: dict[int, list[float]] = defaultdict(list)
     for trial in done:
-        own = [point.step for point in trial.curve]
+        own, evaluated = _points(trial)
         for step in steps:
             if step > own[-1]:
                 break
             at = bisect_right(own, step) - 1
             if at >= 0:
-                values[step].append(trial.curve[at].value)
+                values[step].append(evaluated[at])
     return {step: float(np.percentile(found, 50)) for step, found in values.items() if len(found) >= least}
+
+
+def _points(trial: Known) -> tuple[Sequence[int], Sequence[float]]:
+    """A trial's curve as its steps and its values (a record keeps them so: no point is made for it)."""
+    if isinstance(trial, Learned):
+        return trial.steps, trial.values
+    return [point.step for point in trial.curve], [point.value for point in trial.curve]
 
 
 def at_its_end(trial: Trial) -> bool:

@@ -93,7 +93,7 @@ def next_parameters(
     drawn: list[dict[str, Value]] = []
     known: list[Known] = [*(learned if spec.search.algorithm == Algorithm.TPE else ()), *trials]
     for number in range(first, first + count):
-        study = rebuilt(spec, known, number)
+        study = rebuilt(spec, known, number, curves=False)
         values = dict(study.ask(space).params)
         drawn.append(values)
         known.append(Trial(number=number, job_name="", parameters=values))

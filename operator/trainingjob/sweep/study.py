@@ -4,6 +4,7 @@ can be killed at any moment and the next reconcile knows what the last one knew.
 import logging
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Protocol
 
 import optuna
@@ -12,7 +13,7 @@ from optuna.pruners import BasePruner, MedianPruner, NopPruner, SuccessiveHalvin
 from optuna.pruners._successive_halving import _completed_rung_key  # the key its rungs are recorded under
 from optuna.samplers import BaseSampler, RandomSampler, TPESampler
 from optuna.study import StudyDirection
-from optuna.trial import FrozenTrial, TrialState, create_trial
+from optuna.trial import FrozenTrial, TrialState
 
 from trainingjob.model.sweep import Algorithm, EarlyStopping, Goal, PruningAlgorithm, TrainingSweepSpec
 from trainingjob.model.sweep_space import Value
@@ -112,6 +113,9 @@ def rungs(trial: Known, first: int, reduction_factor: int, steps: Sequence[int] 
         passed[_completed_rung_key(len(passed))] = trial.curve[bisect_right(own, among[at]) - 1].value
 
 
+_TOLD_AT = datetime(2000, 1, 1)  # a rebuilt trial's start and end: the study never reads them
+
+
 class _Told(FrozenTrial):
     """A trial built for one study alone: the study keeps it as it is (Optuna's in-memory storage copies every trial
     it is told, deeply: most of a 10,000-trial study's rebuild)."""
@@ -120,40 +124,56 @@ class _Told(FrozenTrial):
         return self
 
 
-def frozen(trial: Known, space: dict[str, BaseDistribution], attrs: dict[str, float]) -> FrozenTrial | None:
+def frozen(
+    trial: Known, space: dict[str, BaseDistribution], attrs: dict[str, float], *, curve: bool = True
+) -> FrozenTrial | None:
     """The trial as Optuna records it, with `attrs` as its system attributes; None when its parameters no longer
-    fit the space (they always should)."""
+    fit the space (they always should). Built as optuna.trial.create_trial builds it, but from `space` as it is
+    (create_trial converts every distribution again, comparing Categorical choices: most of its cost). Without
+    `curve`, a completed trial's curve is left out: TPE reads a completed trial's objective alone (a pruned one's
+    last evaluation)."""
     state = _STATES[trial.phase]
     if state == TrialState.COMPLETE and trial.objective is None:
         state = TrialState.FAIL
+    found = _Told(
+        number=-1,
+        trial_id=-1,
+        state=state,
+        value=trial.objective if state == TrialState.COMPLETE else None,
+        values=None,
+        datetime_start=_TOLD_AT,
+        datetime_complete=_TOLD_AT if state.is_finished() else None,
+        params=dict(trial.parameters),
+        distributions={name: space[name] for name in trial.parameters if name in space},
+        user_attrs={NUMBER: trial.number},
+        system_attrs=dict(attrs),
+        intermediate_values={p.step: p.value for p in trial.curve} if curve or state != TrialState.COMPLETE else {},
+    )
     try:
-        found = create_trial(
-            state=state,
-            value=trial.objective if state == TrialState.COMPLETE else None,
-            params=dict(trial.parameters),
-            distributions={name: space[name] for name in trial.parameters if name in space},
-            intermediate_values={point.step: point.value for point in trial.curve},
-            user_attrs={NUMBER: trial.number},
-            system_attrs=dict(attrs),
-        )
+        found._validate()  # what create_trial checks: the parameters within their distributions
     except ValueError:
         return None
-    found.__class__ = _Told  # the same object, told to the study without a copy
     return found
 
 
 def rebuilt(
-    spec: TrainingSweepSpec, trials: Sequence[Known], number: int, steps: Sequence[int] | None = None
+    spec: TrainingSweepSpec,
+    trials: Sequence[Known],
+    number: int,
+    steps: Sequence[int] | None = None,
+    *,
+    curves: bool = True,
 ) -> optuna.Study:
     """A study holding every trial so far, in number order, ready to ask for trial `number`; successive halving's
-    rungs taken at `steps` (see rungs)."""
+    rungs taken at `steps` (see rungs); without `curves`, the completed trials' curves left out (for sampling)."""
     direction = StudyDirection.MINIMIZE if spec.objective.goal == Goal.MINIMIZE else StudyDirection.MAXIMIZE
     stopping = spec.early_stopping
     first = first_rung(stopping, trials)
     study = optuna.create_study(direction=direction, sampler=sampler(spec, number), pruner=pruner(stopping, first))
     space = distributions(spec.parameters)
     factor = stopping.reduction_factor if stopping else 0
-    found = (frozen(t, space, rungs(t, first, factor, steps) if first else {}) for t in sorted(trials, key=_number))
+    ordered = sorted(trials, key=_number)
+    found = (frozen(t, space, rungs(t, first, factor, steps) if first else {}, curve=curves) for t in ordered)
     study.add_trials([t for t in found if t is not None])
     return study
 
