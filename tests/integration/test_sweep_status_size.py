@@ -81,7 +81,7 @@ def test_thousands_of_finished_trials_keep_a_status_the_apiserver_takes(api: cli
     learned = unpacked(TrainingSweep.from_manifest(stored).spec, status.summarised.learned)  # what the learners see
     listed = {t.number for t in status.trials}
     succeeded = [t.number for t in map(_finished, range(started)) if t.objective is not None]
-    assert [t.number for t in learned] == [n for n in succeeded if n not in listed]
+    assert sorted(t.number for t in learned) == [n for n in succeeded if n not in listed]  # a best displaced comes late
 
 
 def test_the_apiserver_refuses_a_sweep_whose_last_trial_job_name_would_not_fit(
