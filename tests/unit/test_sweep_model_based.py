@@ -62,11 +62,6 @@ def sweep_specs(draw: st.DrawFn) -> Manifest:
         "parallelism": draw(st.integers(1, 3)),
         "maxFailedTrials": draw(st.integers(0, 6)),
     }
-    if draw(st.booleans()):  # a shared checkpoint volume: the finished trials' folders go, all but the best's
-        volume = {"persistentVolumeClaim": {"claimName": "checkpoints"}}
-        spec["template"]["spec"]["checkpoint"] = {"volume": volume, "everySteps": 100}
-        spec["template"]["spec"]["workers"]["terminationGracePeriodSeconds"] = draw(st.sampled_from([0, 30]))
-        spec["keepBestCheckpoints"] = draw(st.integers(0, 2))
     stopping = draw(st.sampled_from([None, "Median", "Median", "SuccessiveHalving"]))
     if stopping:
         spec["earlyStopping"] = {
@@ -76,6 +71,11 @@ def sweep_specs(draw: st.DrawFn) -> Manifest:
             "reductionFactor": 2,
             "action": draw(st.sampled_from(["Suspend", "Delete"])),
         }
+    if (spec["maxTrials"] + spec["parallelism"]) % 2:  # a shared checkpoint volume: finished trials' folders go
+        volume = {"persistentVolumeClaim": {"claimName": "checkpoints"}}  # (no draw of its own: the sequences
+        spec["template"]["spec"]["checkpoint"] = {"volume": volume, "everySteps": 100}  # explored stay as they were)
+        spec["template"]["spec"]["workers"]["terminationGracePeriodSeconds"] = 0  # named as soon as they finish
+        spec["keepBestCheckpoints"] = spec["maxFailedTrials"] % 3
     return spec
 
 
