@@ -45,8 +45,8 @@ def to_prune(
         recorded = sum(t.phase == TrialPhase.SUCCEEDED for t in learned)
         return _by_median(spec, stopping, done, running, summarised_succeeded - recorded)
     known: list[Known] = [*learned, *trials]
-    steps = sorted({point.step for trial in known for point in trial.curve})
-    study = rebuilt(spec, known, len(known), steps)
+    steps = sorted({step for trial in known for step in _points(trial)[0]})
+    study = rebuilt(spec, known, len(known), steps, curves=False)  # the pruner reads the others' rungs alone
     by_number = {t.user_attrs[NUMBER]: t for t in study.trials}
     verdicts = []
     for trial in running:

@@ -101,7 +101,8 @@ def rungs(trial: Known, first: int, reduction_factor: int, steps: Sequence[int] 
     or before that step (every trial's curve taken at every step any trial was evaluated at, so trials evaluated
     at different steps meet at the same rungs). A running trial's latest evaluation is left out: that is the one
     being judged, so its rungs end before it."""
-    own = [point.step for point in trial.curve]
+    curve = trial.curve
+    own = [point.step for point in curve]
     if not own:
         return {}
     among = own if steps is None else steps
@@ -110,7 +111,7 @@ def rungs(trial: Known, first: int, reduction_factor: int, steps: Sequence[int] 
         at = bisect_left(among, max(first * reduction_factor ** len(passed), own[0]))
         if at == len(among) or among[at] > own[-1] or (among[at] == own[-1] and not trial.phase.is_finished):
             return passed
-        passed[_completed_rung_key(len(passed))] = trial.curve[bisect_right(own, among[at]) - 1].value
+        passed[_completed_rung_key(len(passed))] = curve[bisect_right(own, among[at]) - 1].value
 
 
 _TOLD_AT = datetime(2000, 1, 1)  # a rebuilt trial's start and end: the study never reads them
