@@ -97,19 +97,24 @@ def _world(total: int, varied: bool, rule: str) -> tuple[Manifest, list[Manifest
         if not running:
             job["status"]["result"] = {"metrics": evaluations[-1]["metrics"], "metricsStep": steps}
         jobs.append(job)
-    manifest["status"] = _status(trials)
+    manifest["status"] = _status(sweep.spec, trials)
     return manifest, jobs
 
 
-def _status(trials: list[Any]) -> Manifest:
-    """The status as this code holds it: with summaries, compacted; before them, every trial listed."""
+def _status(spec: Any, trials: list[Any]) -> Manifest:
+    """The status as this code holds it: with summaries, compacted (with the learners' records of the summarised
+    trials, where the code keeps them); before them, every trial listed."""
+    import inspect  # noqa: PLC0415
+
     try:
         from trainingjob.sweep.summary import compacted  # noqa: PLC0415
     except ImportError:
         listed, summary = trials, None
     else:
         top = max((t for t in trials if t.phase.value == "Succeeded"), key=lambda t: t.objective)
-        listed, summary = compacted(trials, None, {top.number})
+        call: Any = compacted  # this code's takes the spec first; an older checkout's does not
+        takes_spec = "spec" in inspect.signature(compacted).parameters
+        listed, summary = call(*([spec] if takes_spec else []), trials, None, {top.number})
     status: Manifest = {"phase": "Running", "trials": [t.model_dump(mode="json", by_alias=True) for t in listed]}
     if summary is not None:
         status["summarised"] = summary.model_dump(mode="json", by_alias=True, exclude_none=True)

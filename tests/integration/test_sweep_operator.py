@@ -1,7 +1,9 @@
 """Sweeps on the cluster tier with the real operator: trials become TrainingJobs the sweep controls, their pods run
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
-the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field."""
+the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field; the
+trial after a finished one is told to remove its checkpoint folder."""
 
+import json
 import uuid
 from functools import partial
 from typing import Any
@@ -18,6 +20,7 @@ from tests.support.trials import BATCH, finish_trial
 
 from trainingjob.model import GROUP, PLURAL, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
+from trainingjob.sweep.checkpoints import REMOVE_ANNOTATION
 
 pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]
@@ -140,3 +143,30 @@ def test_a_trial_whose_name_a_users_own_job_holds_says_so_and_leaves_it_alone(
     assert trial["phase"] == "Pending" and "mine-0 exists and is not this sweep's" in trial["message"], trial
     users = h.job("mine-0")
     assert not users["metadata"].get("ownerReferences") and not users["spec"].get("runPolicy", {}).get("suspend")
+
+
+def test_the_trial_after_a_finished_one_is_told_to_remove_its_checkpoint_folder(
+    h: Harness, operator: OperatorProcess
+) -> None:
+    """On a shared checkpoint volume the next trial's job names the finished trial's folder (<job>/<uid>) in its
+    annotation, and its rank 0's pod gets the list; the sweep keeps none here (keepBestCheckpoints: 0)."""
+    manifest = sweep_manifest("ckpt", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=2, parallelism=1)
+    template = manifest["spec"]["template"]["spec"]
+    template["workers"] = {"replicas": 1, "terminationGracePeriodSeconds": 0}
+    template["checkpoint"] = {"volume": {"persistentVolumeClaim": {"claimName": "sweep-checkpoints"}}, "everySteps": 10}
+    manifest["spec"]["keepBestCheckpoints"] = 0
+    _create(h, manifest)
+    seen = _wait_sweep(h, "ckpt", lambda s: s.get("trials") and s["trials"][0].get("jobUid"), "trial 0's job seen")
+    uid = seen["status"]["trials"][0]["jobUid"]
+    first = h.job("ckpt-0")
+    assert first["metadata"]["uid"] == uid and REMOVE_ANNOTATION not in first["metadata"]["annotations"]
+    h.custom.delete_namespaced_custom_object(GROUP, VERSION, h.ns, PLURAL, "ckpt-0")  # its trial fails: finished
+    second = poll_until(partial(_job_or_none, h, "ckpt-1"), timeout=60, what="the next trial's job")
+    assert json.loads(second["metadata"]["annotations"][REMOVE_ANNOTATION]) == [f"ckpt-0/{uid}"]
+
+    def rank0_env() -> dict[str, str] | None:
+        pods = [p for p in h.pods("ckpt-1") if p.metadata.name.startswith("ckpt-1-worker-0-")]
+        return {e.name: e.value for e in pods[0].spec.containers[0].env} if pods else None
+
+    env = poll_until(rank0_env, timeout=60, what="the next trial's rank 0 pod")
+    assert json.loads(env["TJ_REMOVE_CHECKPOINTS"]) == [f"ckpt-0/{uid}"]

@@ -1,6 +1,7 @@
 """A sweep's status at size in a real kube-apiserver: thousands of finished trials (each with a message of the
 longest kept) reach the status a few hundred at a time, and every reconcile writes a status the apiserver takes,
-under 1 MiB, listing the newest finished trials and the best, summarising the rest, counting every one."""
+under 1 MiB, listing the newest finished trials and the best, summarising the rest, counting every one, and keeping
+a record of every succeeded one for the learners."""
 
 import json
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ from trainingjob.kube.resources import Resources
 from trainingjob.kube.sweep_cluster import KubernetesSweeps
 from trainingjob.kube.writes import Pacer
 from trainingjob.model import GROUP, VERSION
-from trainingjob.model.sweep import MAX_SWEEP_NAME_LENGTH, SWEEP_PLURAL
+from trainingjob.model.sweep import MAX_SWEEP_NAME_LENGTH, SWEEP_PLURAL, TrainingSweep
 from trainingjob.model.sweep_status import MAX_TRIAL_MESSAGE, TrainingSweepStatus, Trial, TrialPhase
 from trainingjob.reconcile.sweep import reconcile_sweep
+from trainingjob.sweep.learned import unpacked
 from trainingjob.sweep.plan import job_name
 from trainingjob.sweep.summary import KEPT_FINISHED, STATUS_LIMIT_BYTES, total
 
@@ -76,6 +78,10 @@ def test_thousands_of_finished_trials_keep_a_status_the_apiserver_takes(api: cli
     best = max((t for t in map(_finished, range(started)) if t.objective is not None), key=lambda t: t.objective or 0)
     assert status.best_trial is not None and status.best_trial.objective == best.objective
     assert status.best_trial.number in {t.number for t in status.trials}
+    learned = unpacked(TrainingSweep.from_manifest(stored).spec, status.summarised.learned)  # what the learners see
+    listed = {t.number for t in status.trials}
+    succeeded = [t.number for t in map(_finished, range(started)) if t.objective is not None]
+    assert sorted(t.number for t in learned) == [n for n in succeeded if n not in listed]  # a best displaced comes late
 
 
 def test_the_apiserver_refuses_a_sweep_whose_last_trial_job_name_would_not_fit(

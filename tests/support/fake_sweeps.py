@@ -4,7 +4,8 @@ Conflict), the status checked against its schema, spec edits the CRD's rules ref
 of that name there is taken as created when it is the sweep's, as taken when not, as the apiserver port answers),
 refused (a quota, a webhook) while `refusal` is set, suspended, and deleted
 only by the UID the reconcile read; namesakes (TrainingJobs not the sweep's); and the operator killed at any
-write. Every trial job's evaluation goes through the job operator's own thinning of its history."""
+write. Every trial job's evaluation goes through the job operator's own thinning of its history. Every job has its
+checkpoint folder on one shared volume; a trial's rank 0, as it starts, removes the folders its job was told to."""
 
 import copy
 import itertools
@@ -22,6 +23,7 @@ from trainingjob.model.history import MAX_EVALUATIONS, EvaluationPoint
 from trainingjob.model.sweep import TrainingSweep
 from trainingjob.model.sweep_status import TrainingSweepStatus
 from trainingjob.plan.history import added
+from trainingjob.sweep.checkpoints import told
 from trainingjob.sweep.creation import NAME_TAKEN_ANSWER
 from trainingjob.sweep.trials import SWEEP_LABEL, controller_of
 
@@ -43,6 +45,9 @@ class FakeSweepCluster:
     created: Counter[str] = field(default_factory=Counter)  # job name -> jobs of that name the sweep created
     acted: list[tuple[str, str, str]] = field(default_factory=list)  # (suspend or delete, job name, its UID then)
     on_written: Callable[[Manifest], None] = lambda _: None
+    volume: set[str] = field(default_factory=set)  # the checkpoint folders (<job name>/<job uid>) on the volume
+    told: list[tuple[list[str], Manifest]] = field(default_factory=list)  # (folders named, the sweep's status then)
+    trainers: set[str] = field(default_factory=set)  # the UIDs of the jobs whose rank 0 has started
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     @property
@@ -92,6 +97,8 @@ class FakeSweepCluster:
         if there is None:
             self.created[name] += 1
             self._add(namespace, copy.deepcopy(manifest), f"{name}-{self.created[name]}")
+            sweep = self.sweeps[(namespace, manifest["metadata"]["labels"][SWEEP_LABEL])]
+            self.told.append((told(manifest["metadata"].get("annotations")), copy.deepcopy(sweep.get("status") or {})))
         return None if there is None or controller_of(there) == controller_of(manifest) else NAME_TAKEN_ANSWER
 
     def suspend_job(self, namespace: str, name: str) -> None:
@@ -122,6 +129,18 @@ class FakeSweepCluster:
         )
         job["status"] = {"phase": "Pending"}
         self.jobs[(namespace, job["metadata"]["name"])] = job
+        self.volume.add(f"{job['metadata']['name']}/{uid}")  # its checkpoints, as it will write them
+
+    def start_trainer(self, job: Manifest) -> None:
+        """The job's rank 0 starts (once): it removes the folders its job was told to and reports them gone."""
+        uid = job["metadata"]["uid"]
+        if uid in self.trainers:
+            return
+        self.trainers.add(uid)
+        named = told(job["metadata"].get("annotations"))
+        if named:
+            self.volume.difference_update(named)
+            job["status"].setdefault("progress", {"attempt": 0})["checkpointsCleared"] = named
 
     def submit_sweep(self, manifest: Manifest) -> None:
         manifest["metadata"].update(generation=1, resourceVersion=self.version())
@@ -158,6 +177,7 @@ class FakeSweepCluster:
             evaluations=[e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in kept],
             evaluationEverySteps=every,
         )
+        self.start_trainer(job)
         progress = status.setdefault("progress", {"attempt": 0})
         progress.update(step=step, totalSteps=total, metrics={metric: value}, metricsStep=step)
         status["phase"] = "Running"

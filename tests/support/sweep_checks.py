@@ -14,6 +14,7 @@ from tests.support.fake_sweeps import FakeSweepCluster
 
 from trainingjob.model.sweep import Goal, TrainingSweepSpec
 from trainingjob.model.sweep_status import TrainingSweepStatus, Trial, TrialPhase
+from trainingjob.sweep.checkpoints import folder, kept_best
 from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS, WAITING
 from trainingjob.sweep.pruning import REASONS
 from trainingjob.sweep.sampling import trial_budget
@@ -36,11 +37,14 @@ class SweepLedger:
     never_again: dict[str, int] = field(default_factory=dict)  # jobs deleted after their trial started: made then
     qualities: dict[str, float] = field(default_factory=dict)  # job UID -> where its curve rises to
     results: dict[str, float | None] = field(default_factory=dict)  # job name -> its last success's objective
+    keep: int = 1  # keepBestCheckpoints
+    told_checked: int = 0  # the cluster's creations whose named checkpoint folders were checked
 
     def spec_now(self, spec: TrainingSweepSpec) -> None:
         self.budget = max(self.budget, trial_budget(spec))
         self.parallelism = max(self.parallelism, spec.parallelism)
         self.goal = spec.objective.goal
+        self.keep = spec.keep_best_checkpoints
 
     def deleted(self, job: Manifest, created: Counter[str]) -> None:
         name = job["metadata"]["name"]
@@ -56,6 +60,7 @@ class SweepLedger:
             self._trial(trial)
         self._objectives(status)
         self._jobs(cluster)
+        self._checkpoints(status, cluster)
         if self.terminal is not None:
             assert sweep["status"] == self.terminal, "a finished sweep changed"
         elif status.phase.is_terminal:
@@ -106,6 +111,35 @@ class SweepLedger:
             and not j["spec"].get("runPolicy", {}).get("suspend")
         ]
         assert len(running) <= self.parallelism, "more trials running than parallelism"
+
+    def _checkpoints(self, status: TrainingSweepStatus, cluster: FakeSweepCluster) -> None:
+        """A folder a new trial was told to remove was a finished trial's (of its job's UID, not a namesake's),
+        not among the keepBestCheckpoints best then; the best's and the namesakes' folders stay; a trial said
+        checkpointRemoved has none; checkpointsRemoved counts them."""
+        for named, then in cluster.told[self.told_checked :]:
+            before = TrainingSweepStatus.model_validate(then, by_alias=True)
+            kept = kept_best(before.trials, self.goal, self.keep)
+            by_folder = {folder(t): t for t in before.trials if t.job_uid}
+            for name in named:
+                trial = by_folder.get(name)
+                assert trial is not None and trial.phase.is_finished, f"{name} is not a finished trial's folder"
+                assert trial.number not in kept, f"{name}: one of the best trials' folders was named"
+                self.totals["checkpoint folders named"] += 1
+        self.told_checked = len(cluster.told)
+        for number in kept_best(status.trials, self.goal, self.keep):
+            trial = status.trials[number]
+            assert not trial.job_uid or folder(trial) in cluster.volume, f"the best trial {number}'s folder went"
+        namesakes = {f"{j['metadata']['name']}/{j['metadata']['uid']}" for j in cluster.jobs.values()}
+        namesakes = {f for f in namesakes if f.split("/")[1].startswith("namesake-")}
+        assert namesakes <= cluster.volume, "a namesake's checkpoint folder went"
+        removed = [t for t in status.trials if t.checkpoint_removed]
+        assert all(folder(t) not in cluster.volume for t in removed), "a trial said removed still has its folder"
+        assert status.checkpoints_removed == len(removed) + (
+            status.summarised.checkpoints_removed if status.summarised else 0
+        )
+        self.totals["most checkpoint folders removed in a sweep"] = max(
+            self.totals["most checkpoint folders removed in a sweep"], len(removed)
+        )
 
     def settled(self, sweep: Manifest, jobs: Mapping[tuple[str, str], Manifest], now: datetime) -> None:
         """Once the cluster is quiet: every trial not finished has a job of its own, or says why it waits for one

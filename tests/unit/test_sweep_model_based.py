@@ -6,7 +6,9 @@ histories thin), succeeding with or without the objective, failing and deleted; 
 quota), time passing; and the operator killed after any write. Checked after every step: no trial lost, repeated or
 changed; parallelism and the budget never exceeded; a finished trial or sweep never changes; a Succeeded trial's
 objective is its job's result; bestTrial is the best; a trial at its last step is never pruned; a namesake is
-never touched. Over time: once the cluster is quiet, every trial's job is made or the trial fails.
+never touched; a new trial is told to remove only finished trials' checkpoint folders, never the best's or a
+namesake's, and a trial said checkpointRemoved has none. Over time: once the cluster is quiet, every trial's job
+is made or the trial fails.
 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
@@ -69,6 +71,11 @@ def sweep_specs(draw: st.DrawFn) -> Manifest:
             "reductionFactor": 2,
             "action": draw(st.sampled_from(["Suspend", "Delete"])),
         }
+    if (spec["maxTrials"] + spec["parallelism"]) % 2:  # a shared checkpoint volume: finished trials' folders go
+        volume = {"persistentVolumeClaim": {"claimName": "checkpoints"}}  # (no draw of its own: the sequences
+        spec["template"]["spec"]["checkpoint"] = {"volume": volume, "everySteps": 100}  # explored stay as they were)
+        spec["template"]["spec"]["workers"]["terminationGracePeriodSeconds"] = 0  # named as soon as they finish
+        spec["keepBestCheckpoints"] = spec["maxFailedTrials"] % 3
     return spec
 
 
@@ -155,6 +162,7 @@ class SweepUnderEvents(RuleBasedStateMachine):
         job = self._job(data)
         if job is not None and not job["spec"].get("runPolicy", {}).get("suspend"):
             job["status"]["phase"] = "Running"
+            self.cluster.start_trainer(job)
 
     @rule(data=st.data(), count=st.integers(1, 100), quality=st.floats(0.05, 0.95))
     def job_evaluates(self, data: st.DataObject, count: int, quality: float) -> None:
@@ -266,3 +274,4 @@ class SweepUnderEvents(RuleBasedStateMachine):
 def test_sweeps_hold_their_invariants_under_random_events() -> None:
     run_model(SweepUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)
     assert TOTALS["trials pruned by a rule"] > 0, "no trial was ever pruned: the test no longer reaches pruning"
+    assert TOTALS["most checkpoint folders removed in a sweep"] > 0, "no trial's checkpoint folder was ever removed"

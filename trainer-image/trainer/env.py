@@ -50,6 +50,7 @@ class TrainerEnv:
     job_key_file: Path | None = None
     incarnation: int = 1  # a parameter-server worker's: 1 for its pod's first trainer, N+1 after N restarts in place
     agent_id: str = ""  # its pod agent's random id ("" without an agent)
+    remove_checkpoints: str = ""  # a sweep's trial: the JSON list of earlier trials' checkpoint folders to remove
 
     @property
     def rank(self) -> int:
@@ -159,6 +160,7 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
         job_key_file=Path(job_key_file) if job_key_file else None,
         incarnation=_int(env, (c.INCARNATION,), 1, minimum=1),
         agent_id=env.get(c.AGENT_ID, "").strip()[:64],
+        remove_checkpoints=env.get(c.REMOVE_CHECKPOINTS, ""),
     )
     _check_consistency(result)
     return result

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from trainer.checkpoint import Checkpointer, SavedCheckpoint
+from trainer.checkpoint_cleanup import clear_checkpoints
 from trainer.contract import ExitCode
 from trainer.ddp import init_process_group
 from trainer.env import CheckpointPolicy, TrainerEnv, read_env
@@ -79,10 +80,16 @@ def save(checkpoints: Checkpointer, env: TrainerEnv, step: int, state: dict[str,
 
 
 def progress_reporter(env: TrainerEnv) -> ProgressReporter | None:
-    """Rank 0's progress endpoint and file (TJ_PROGRESS_PORT, TJ_PROGRESS_FILE), started; None elsewhere."""
+    """Rank 0's progress endpoint and file (TJ_PROGRESS_PORT, TJ_PROGRESS_FILE), started; None elsewhere. A sweep's
+    trial first removes the finished trials' checkpoint folders it was told to (TJ_REMOVE_CHECKPOINTS), and its
+    report says which are gone."""
     if env.rank != 0:
         return None
-    return ProgressReporter(env.attempt, env.progress_port, env.progress_file).start()
+    cleared = clear_checkpoints(env)
+    reporter = ProgressReporter(env.attempt, env.progress_port, env.progress_file).start()
+    if cleared:
+        reporter.update(**cleared)
+    return reporter
 
 
 def stop_flag() -> StopFlag:

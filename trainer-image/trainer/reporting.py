@@ -5,6 +5,7 @@ import logging
 from typing import Any
 
 from trainer.checkpoint import Checkpointer
+from trainer.checkpoint_cleanup import clear_checkpoints
 from trainer.env import TrainerEnv
 from trainer.metrics_log import MetricsHistory, train_record_interval
 from trainer.progress_endpoint import ProgressReporter
@@ -44,7 +45,10 @@ class RunReport:
             return
         self.total, self.interval = total, train_record_interval(total)
         self.history = MetricsHistory(self.env.checkpoint.directory, self.env.attempt, resumed_from)
-        self.progress.start().update(resumedFromStep=resumed_from, totalSteps=total, step=resumed_from, **fields)
+        cleared = clear_checkpoints(self.env)  # a sweep's trial: the finished trials' folders it was told to remove
+        self.progress.start().update(
+            resumedFromStep=resumed_from, totalSteps=total, step=resumed_from, **cleared, **fields
+        )
 
     def stepped(self, step: int, loss: float, samples: int) -> None:
         """A finished step: progress at once, the history every `interval` steps and at the last."""

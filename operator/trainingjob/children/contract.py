@@ -35,6 +35,7 @@ CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_PACING = "TJ_CHECKPOINT_PACING"  # checkpoint.everySteps Auto's inputs (children/pacing.py)
 CHECKPOINT_EVERY_SECONDS = "TJ_CHECKPOINT_EVERY_SECONDS"
 CHECKPOINT_KEEP = "TJ_CHECKPOINT_KEEP"
+REMOVE_CHECKPOINTS = "TJ_REMOVE_CHECKPOINTS"  # JSON list of "<job>/<uid>": a sweep's finished trials' folders
 TRAINER_CONFIG = "TJ_TRAINER_CONFIG"  # JSON of spec.trainer (camelCase keys), for the built-in trainer
 PROGRESS_PORT = "TJ_PROGRESS_PORT"  # rank 0 serves GET /progress (JSON) and /metrics (Prometheus) here
 PROGRESS_FILE = "TJ_PROGRESS_FILE"  # rank 0 also rewrites this JSON file atomically on every report

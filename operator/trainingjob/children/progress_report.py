@@ -13,7 +13,7 @@ from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import bounded
 from trainingjob.children.pacing import reason
 from trainingjob.model import CheckpointStatus, Progress
-from trainingjob.model.status import MAX_METRICS, METRIC_NAME, CheckpointPacing
+from trainingjob.model.status import CHECKPOINT_FOLDER, MAX_CLEARED, MAX_METRICS, METRIC_NAME, CheckpointPacing
 from trainingjob.model.values import MAX_KEPT
 
 MAX_REPORT_BYTES = 64 * 1024
@@ -21,6 +21,7 @@ MAX_STEP = 2**53  # beyond any real run; JSON numbers past it lose precision any
 MAX_SECONDS = 10 * 365 * 86400.0  # a duration longer than any run
 _EPOCH_RANGE = (0.0, 32_503_680_000.0)  # 1970 to the year 3000
 _METRIC_NAME = re.compile(METRIC_NAME)
+_FOLDER = re.compile(CHECKPOINT_FOLDER)
 
 Report = tuple[Progress | None, CheckpointStatus | None]
 
@@ -77,6 +78,7 @@ def progress_from_report(report: Any) -> Report:
             checkpoint_stall_seconds=_seconds(report.get("checkpointStallSeconds")),
             checkpoint_pacing=pacing_status(report.get("checkpointPacing")),
             finished=True if report.get("finished") is True else None,
+            checkpoints_cleared=_folders(report.get("checkpointsCleared")),
         )
     except ValidationError:
         return None, None
@@ -117,6 +119,14 @@ def _metrics(value: Any) -> dict[str, float] | None:
         if isinstance(name, str) and _METRIC_NAME.fullmatch(name) and (number := _number(raw)) is not None
     }
     return dict(sorted(kept.items())[:MAX_METRICS]) or None
+
+
+def _folders(value: Any) -> list[str] | None:
+    """The well-formed checkpoint folders (<job name>/<job uid>) of a list, the first MAX_CLEARED; None for
+    anything else."""
+    if not isinstance(value, list):
+        return None
+    return [item for item in value if isinstance(item, str) and _FOLDER.fullmatch(item)][:MAX_CLEARED]
 
 
 def _checkpoint(report: dict[str, Any]) -> CheckpointStatus | None:

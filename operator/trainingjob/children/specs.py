@@ -31,6 +31,8 @@ from trainingjob.model import (
 )
 from trainingjob.model.security import ContainerSecurity
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
+from trainingjob.sweep.checkpoints import told
+from trainingjob.sweep.trials import SWEEP_LABEL
 
 MASTER_PORT = 29500
 PS_PORT = 29501
@@ -147,6 +149,10 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
             env[contract.CHECKPOINT_EVERY_STEPS] = str(spec.checkpoint.every_steps)
         if spec.checkpoint.every_seconds is not None:
             env[contract.CHECKPOINT_EVERY_SECONDS] = str(spec.checkpoint.every_seconds)
+    trial = SWEEP_LABEL in (job.metadata.labels or {})  # a sweep's trial, told which finished trials' folders go
+    removals = told(job.metadata.annotations) if trial and spec.checkpoint is not None else []
+    if removals and replica == Replica(ROLE_WORKER, 0):  # rank 0's trainer removes them as it starts
+        env[contract.REMOVE_CHECKPOINTS] = json.dumps(removals)
     if spec.trainer is not None:
         trainer = spec.trainer.model_dump(mode="json", by_alias=True, exclude_none=True)
         env[contract.TRAINER_CONFIG] = json.dumps(trainer, sort_keys=True)

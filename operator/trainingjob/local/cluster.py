@@ -77,6 +77,7 @@ class LocalCluster:
     pause_at: dict[str, int] = field(default_factory=dict)  # pod -> the step after which its trainer stops itself
     configmaps: ConfigMaps = field(default_factory=dict)  # the ConfigMaps beside the job's manifest
     agent_ports: dict[str, int] = field(default_factory=dict)  # pod -> its agent's loopback port
+    checkpoints: Path | None = None  # the checkpoint folder; <workdir>/checkpoints when None
 
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
@@ -88,7 +89,7 @@ class LocalCluster:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.workdir / "checkpoints"
+        return self.checkpoints or self.workdir / "checkpoints"
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         return None if self.deleted else copy.deepcopy(self.job)

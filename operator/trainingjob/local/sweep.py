@@ -64,14 +64,18 @@ class LocalSweep:
         return str(self.sweep["metadata"]["resourceVersion"])
 
     def create_job(self, namespace: str, manifest: Manifest) -> str | None:
+        """A trial's job; its checkpoints go to <workdir>/<job name>/<job uid>, as on a cluster's volume
+        (<checkpoint.path>/<job name>/<job uid>), so the trials remove each other's as they do there."""
         name = str(manifest["metadata"]["name"])
         if name not in self.jobs:
-            self.jobs[name] = LocalCluster(
+            job = LocalCluster(
                 copy.deepcopy(manifest),
                 self.workdir / name,
                 lambda event: self.on_event(name, event),
                 configmaps=dict(self.configmaps),
             )
+            job.checkpoints = self.workdir.absolute() / name / str(job.job["metadata"]["uid"])
+            self.jobs[name] = job
         return None
 
     def suspend_job(self, namespace: str, name: str) -> None:

@@ -23,6 +23,11 @@ from trainingjob.model.values import (
     Reason,
 )
 
+MAX_CLEARED = 64  # checkpoint folders a sweep's trial is told to remove (and reports gone) at most
+# A sweep trial's checkpoint folder under the checkpoint path: <job name>/<job uid>.
+CHECKPOINT_FOLDER = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9]{0,63}$"
+CheckpointFolder = Annotated[Str, Field(pattern=CHECKPOINT_FOLDER, max_length=128)]
+
 __all__ = ["MAX_METRICS", "METRIC_NAME", "CheckpointStatus", "FailureClass", "History"]
 
 
@@ -200,6 +205,9 @@ class Progress(ApiModel):
     """Seconds this attempt's checkpoint saves have held training up so far, as rank 0 reported."""
     checkpoint_pacing: CheckpointPacing | None = None
     """How often this attempt checkpoints and why (jobs with a checkpoint volume)."""
+    checkpoints_cleared: Annotated[list[CheckpointFolder], Field(max_length=MAX_CLEARED)] | None = None
+    """A sweep's trial: the folders of earlier trials (<job name>/<job uid>, under the checkpoint path) its rank 0
+    was told to remove (the trainingjob.io/remove-checkpoints annotation) and found gone once it had removed them."""
     finished: Bool | None = None
     """True once rank 0 of this attempt said it has finished training (a parameter-server worker 0 may then wait,
     silent, for slower workers): progressDeadlineSeconds no longer applies to the attempt."""

@@ -146,6 +146,11 @@ class TrainingSweepSpec(ApiModel):
     """The sweep fails once more trials than this have failed (pruned trials are not failures)."""
     suspend: Bool = False
     """Start no new trials while true; running ones go on."""
+    keep_best_checkpoints: Annotated[Int, Field(ge=0, le=MAX_TRIALS)] = 1
+    """With a persistentVolumeClaim checkpoint volume: the checkpoint folders of finished trials (succeeded, failed,
+    pruned, deleted) are removed, all but those of this many best succeeded trials (0: none kept). Each new trial's
+    rank 0 removes them as it starts (the operator has no access to volumes); status.checkpointsRemoved counts
+    them. The last trials' folders stay: no trial follows them."""
 
     cross_field_rules = (
         Rule(

@@ -7,13 +7,14 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import ApiModel, Float, Int, Str, list_map, unique_by
+from trainingjob.model.base import ApiModel, Bool, Float, Int, Str, list_map, unique_by
 from trainingjob.model.status import ConditionStatus
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.values import Count, Message, Reason
 
 MAX_TRIALS = 10_000  # the status lists the best, the unfinished and the newest finished; the rest are summarised
 MAX_CURVE_POINTS = 16
+MAX_LEARNED = 700 * 1024  # status.summarised.learned: the summarised trials' records (sweep/learned.py), base64
 MAX_TRIAL_MESSAGE = 1024  # a trial's message is cut to this: 1,000 trials' failures stay well inside the status
 # By parameter name (the operator writes them from the spec's names; the CRD cannot check the keys of a map of
 # untyped values with CEL, so it does not).
@@ -86,6 +87,11 @@ class Trial(ApiModel):
     """While its job cannot be made (its name taken, its creation refused): since when; it fails after 10 minutes."""
     completion_time: datetime | None = None
     """When it finished."""
+    job_uid: Annotated[Str, Field(max_length=64)] | None = None
+    """Its TrainingJob's UID, once seen: its checkpoints are in <checkpoint.path>/<jobName>/<jobUID>."""
+    checkpoint_removed: Bool | None = None
+    """True once a later trial's trainer removed its checkpoint folder (or found it gone): finished trials other
+    than the keepBestCheckpoints best have theirs removed."""
 
 
 class BestTrial(ApiModel):
@@ -160,6 +166,11 @@ class SummarisedTrials(ApiModel):
     """The greatest."""
     objective_mean: Objective | None = None
     """Their mean."""
+    checkpoints_removed: Count = 0
+    """How many of them had their checkpoint folder removed."""
+    learned: Annotated[Str, Field(max_length=MAX_LEARNED)] | None = None
+    """What the search and early stopping learn from them: each succeeded or pruned one's parameters, objective and
+    curve, packed (base64; the operator's own format, see sweep/learned.py)."""
 
     @property
     def total(self) -> int:
@@ -188,6 +199,8 @@ class TrainingSweepStatus(ApiModel):
     """Trials by phase."""
     best_trial: BestTrial | None = None
     """The best trial that succeeded so far."""
+    checkpoints_removed: Count = 0
+    """Finished trials whose checkpoint folders were removed (listed and summarised): see keepBestCheckpoints."""
     start_time: datetime | None = None
     """When the first trial was created."""
     completion_time: datetime | None = None

@@ -107,7 +107,7 @@ def _act(
             cluster.suspend_job(namespace, job)
     refusals: dict[str, str] = {}
     for trial in result.create:
-        refusal = cluster.create_job(namespace, trial_manifest(sweep, trial))
+        refusal = cluster.create_job(namespace, trial_manifest(sweep, trial, result.removals))
         if refusal is not None:
             name = sweep.metadata.name
             log.warning("%s/%s: the TrainingJob of trial %d was refused: %s", namespace, name, trial.number, refusal)

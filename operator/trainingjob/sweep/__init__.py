@@ -7,6 +7,9 @@ the status first, then stops pruned trials' jobs, then creates new trials' jobs.
     sampling.py   the next trials' parameters
     pruning.py    which running trials to stop early
     trials.py     a trial's state from its job
+    summary.py    the finished trials listed, and the older ones summarised
+    learned.py    the summarised trials' records, which the search and early stopping learn from
+    checkpoints.py  which finished trials' checkpoint folders the next trials remove
     jobs.py       a trial's TrainingJob manifest
     plan.py       the decision
 """

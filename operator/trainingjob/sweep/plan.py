@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from trainingjob.model.status import ConditionStatus
-from trainingjob.model.sweep import EarlyStopping, Goal, PrunedTrialAction, TrainingSweep
+from trainingjob.model.sweep import Algorithm, EarlyStopping, Goal, PrunedTrialAction, TrainingSweep, TrainingSweepSpec
 from trainingjob.model.sweep_status import (
     BestTrial,
     SummarisedTrials,
@@ -20,7 +20,8 @@ from trainingjob.model.sweep_status import (
     TrialCounts,
     TrialPhase,
 )
-from trainingjob.sweep import creation
+from trainingjob.sweep import checkpoints, creation
+from trainingjob.sweep.learned import Learned, unpacked
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
 from trainingjob.sweep.summary import compacted
@@ -29,12 +30,14 @@ from trainingjob.sweep.trials import Child, ended, observed
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`."""
+    """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`
+    (told to remove the checkpoint folders `removals`)."""
 
     status: TrainingSweepStatus
     create: tuple[Trial, ...] = ()
     stop: tuple[str, ...] = ()
     action: PrunedTrialAction = PrunedTrialAction.DELETE
+    removals: tuple[str, ...] = ()
 
 
 def job_name(sweep: str, number: int) -> str:
@@ -48,11 +51,12 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     own = {n: c for n, c in children.items() if c.owner_uid == uid}
     action = (spec.early_stopping or EarlyStopping()).action  # trials stopped as the sweep failed end so too
     trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
-    trials = creation.judged(trials, children, own, now)
+    trials = checkpoints.marked(creation.judged(trials, children, own, now), own)
     if status.phase.is_terminal:
         return SweepPlan(status, stop=_still_active(trials, own), action=action)
     earlier = status.summarised.succeeded if status.summarised else 0
-    verdicts = {p.number: p for p in to_prune(spec, trials, earlier)}
+    learned = _learned(spec, status.summarised)
+    verdicts = {p.number: p for p in to_prune(spec, trials, earlier, learned)}
     trials = [_pruned(t, verdicts[t.number], now) if t.number in verdicts else t for t in trials]
     summary = status.summarised
     failed = sum(t.phase == TrialPhase.FAILED for t in trials) + (summary.failed if summary else 0)
@@ -63,12 +67,14 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
         ended = _status(sweep, trials, now, (SweepPhase.FAILED, "TooManyFailedTrials", failure), stop)
         return SweepPlan(ended, stop=stop, action=action)
     stop = _still_active(trials, own)  # they count against parallelism until they are stopped
-    trials += _new_trials(sweep, trials, summary, stopping=len(stop))
+    trials += _new_trials(sweep, trials, summary, stopping=len(stop), learned=learned)
     create = tuple(
         t for t in trials if t.phase == TrialPhase.PENDING and t.start_time is None and t.job_name not in children
     )
     ending = _ending(sweep, trials, summary)
-    return SweepPlan(_status(sweep, trials, now, ending, stop), create=create, stop=stop, action=action)
+    removals = checkpoints.to_remove(spec, trials, now) if create else ()
+    status = _status(sweep, trials, now, ending, stop)
+    return SweepPlan(status, create=create, stop=stop, action=action, removals=removals)
 
 
 def after_creates(status: TrainingSweepStatus, refusals: Mapping[str, str], now: datetime) -> TrainingSweepStatus:
@@ -94,8 +100,19 @@ def oversized(sweep: TrainingSweep, size: int, limit: int, now: datetime) -> Swe
     return SweepPlan(old.model_copy(update={"conditions": conditions}))
 
 
+def _learned(spec: TrainingSweepSpec, summary: SummarisedTrials | None) -> list[Learned]:
+    """The summarised trials as the learners (TPE, early stopping) see them; none for the others."""
+    if summary is None or (spec.search.algorithm != Algorithm.TPE and spec.early_stopping is None):
+        return []
+    return unpacked(spec, summary.learned)
+
+
 def _new_trials(
-    sweep: TrainingSweep, trials: Sequence[Trial], summary: SummarisedTrials | None, stopping: int
+    sweep: TrainingSweep,
+    trials: Sequence[Trial],
+    summary: SummarisedTrials | None,
+    stopping: int,
+    learned: Sequence[Learned],
 ) -> list[Trial]:
     spec = sweep.spec
     active = sum(not t.phase.is_finished for t in trials) + stopping
@@ -103,7 +120,7 @@ def _new_trials(
     count = min(spec.parallelism - active, trial_budget(spec) - first)
     if spec.suspend or count <= 0:
         return []
-    drawn = next_parameters(spec, trials, count, summarised=first - len(trials))
+    drawn = next_parameters(spec, trials, count, summarised=first - len(trials), learned=learned)
     return [
         Trial(number=first + i, job_name=job_name(str(sweep.metadata.name), first + i), parameters=values)
         for i, values in enumerate(drawn)
@@ -173,7 +190,7 @@ def _status(
     top = best(trials, sweep.spec.objective.goal)
     keep = {t.number for t in trials if t.job_name in stopping} | ({top.number} if top else set())
     started = _started(trials, old.summarised)
-    listed, summary = compacted(trials, old.summarised, keep)
+    listed, summary = compacted(sweep.spec, trials, old.summarised, keep)
     reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials, started))
     conditions = _conditions(old.conditions, phase, reason, message, now)
     return old.model_copy(
@@ -184,6 +201,7 @@ def _status(
             "trials": listed,
             "summarised": summary,
             "counts": counts(listed, summary),
+            "checkpoints_removed": checkpoints.removed(listed, summary),
             "best_trial": top,
             "start_time": old.start_time or (now if trials else None),
             "completion_time": old.completion_time or (now if ending else None),

@@ -14,7 +14,7 @@ from trainingjob.model.sweep import Algorithm, TrainingSweepSpec
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.sweep_status import Trial
 from trainingjob.sweep.space import distributions, grid_point, grid_size
-from trainingjob.sweep.study import rebuilt
+from trainingjob.sweep.study import Known, rebuilt
 
 
 def trial_budget(spec: TrainingSweepSpec) -> int:
@@ -77,18 +77,23 @@ def _next_grid_points(
 
 
 def next_parameters(
-    spec: TrainingSweepSpec, trials: Sequence[Trial], count: int, summarised: int = 0
+    spec: TrainingSweepSpec,
+    trials: Sequence[Trial],
+    count: int,
+    summarised: int = 0,
+    learned: Sequence[Known] = (),
 ) -> list[dict[str, Value]]:
     """Parameters for the next `count` trials (numbered from len(trials) + summarised, the trials the status no
-    longer lists): each drawn as if the ones before it, these included, were running."""
+    longer lists, which TPE knows from their records, `learned`): each drawn as if the ones before it, these
+    included, were running."""
     if spec.search.algorithm == Algorithm.GRID:
         return _next_grid_points(spec, trials, count, summarised)
     first = len(trials) + summarised
     space = distributions(spec.parameters)
     drawn: list[dict[str, Value]] = []
-    known = list(trials)
+    known: list[Known] = [*(learned if spec.search.algorithm == Algorithm.TPE else ()), *trials]
     for number in range(first, first + count):
-        study = rebuilt(spec, known, number)
+        study = rebuilt(spec, known, number, curves=False)
         values = dict(study.ask(space).params)
         drawn.append(values)
         known.append(Trial(number=number, job_name="", parameters=values))

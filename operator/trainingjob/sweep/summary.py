@@ -1,16 +1,19 @@
 """A sweep of thousands of trials in a status under 1 MiB: the status lists every unfinished trial, the best, the
 pruned ones whose jobs still run, and the newest finished ones (at most KEPT_FINISHED, their JSON at most
 TRIALS_BUDGET_BYTES); the older finished trials are counted in status.summarised (by phase, with their objectives'
-least, greatest and mean). Early stopping compares running trials with the finished ones listed, and TPE learns from
-them: the newest KEPT_FINISHED and the best. The status written is checked against STATUS_LIMIT_BYTES first."""
+least, greatest and mean), and what the learners need of them is kept there too, compactly (summarised.learned,
+at most MAX_LEARNED: sweep/learned.py): early stopping and TPE learn from every finished trial. The status written
+is checked against STATUS_LIMIT_BYTES first."""
 
 import json
 from collections.abc import Collection, Sequence
 
+from trainingjob.model.sweep import TrainingSweepSpec
 from trainingjob.model.sweep_status import SummarisedTrials, TrainingSweepStatus, Trial, TrialPhase
+from trainingjob.sweep.learned import appended
 
-KEPT_FINISHED = 500
-TRIALS_BUDGET_BYTES = 640 * 1024
+KEPT_FINISHED = 100  # in full, for people: the learners read the others' records
+TRIALS_BUDGET_BYTES = 256 * 1024
 STATUS_LIMIT_BYTES = 1024 * 1024  # under etcd's 1.5 MiB request limit, with room for the rest of the object
 
 
@@ -24,7 +27,7 @@ def _size(trial: Trial) -> int:
 
 
 def compacted(
-    trials: Sequence[Trial], summary: SummarisedTrials | None, keep: Collection[int]
+    spec: TrainingSweepSpec, trials: Sequence[Trial], summary: SummarisedTrials | None, keep: Collection[int]
 ) -> tuple[list[Trial], SummarisedTrials | None]:
     """The trials to list, and the summary with the finished ones left out added: the unfinished trials and those
     numbered in `keep` are always listed; then the finished ones, newest first, as many as KEPT_FINISHED and
@@ -40,11 +43,11 @@ def compacted(
     left_out = [t for t in trials if t.number not in listed]
     if not left_out:
         return list(trials), summary
-    return [t for t in trials if t.number in listed], summarised(summary, left_out)
+    return [t for t in trials if t.number in listed], summarised(spec, summary, left_out)
 
 
-def summarised(summary: SummarisedTrials | None, trials: Sequence[Trial]) -> SummarisedTrials:
-    """`summary` with `trials` (finished ones) counted in."""
+def summarised(spec: TrainingSweepSpec, summary: SummarisedTrials | None, trials: Sequence[Trial]) -> SummarisedTrials:
+    """`summary` with `trials` (finished ones) counted in, and the learners' records of them added."""
     before = summary or SummarisedTrials()
     values = [t.objective for t in trials if t.objective is not None]
     objectives = before.objectives + len(values)
@@ -59,6 +62,8 @@ def summarised(summary: SummarisedTrials | None, trials: Sequence[Trial]) -> Sum
         objective_min=min([*values, *_known(before.objective_min)], default=None),
         objective_max=max([*values, *_known(before.objective_max)], default=None),
         objective_mean=mean,
+        checkpoints_removed=before.checkpoints_removed + sum(bool(t.checkpoint_removed) for t in trials),
+        learned=appended(spec, before.learned, trials),
     )
 
 

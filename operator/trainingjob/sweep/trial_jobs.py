@@ -2,19 +2,21 @@
 the sweep and the trial, its parameters in an annotation, and controlled by the sweep (deleted with it)."""
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from trainingjob.model import API_VERSION, KIND
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.model.sweep_fill import filled_spec
 from trainingjob.model.sweep_status import Trial
+from trainingjob.sweep.checkpoints import REMOVE_ANNOTATION, annotation
 from trainingjob.sweep.trials import PARAMETERS_ANNOTATION, SWEEP_LABEL, TRIAL_LABEL
 
 Manifest = dict[str, Any]
 
 
-def trial_manifest(sweep: TrainingSweep, trial: Trial) -> Manifest:
-    """The TrainingJob that runs `trial`."""
+def trial_manifest(sweep: TrainingSweep, trial: Trial, removals: Sequence[str] = ()) -> Manifest:
+    """The TrainingJob that runs `trial`, told to remove the checkpoint folders `removals` (sweep.checkpoints)."""
     template = sweep.spec.template
     meta = template.metadata
     spec = filled_spec(
@@ -22,7 +24,12 @@ def trial_manifest(sweep: TrainingSweep, trial: Trial) -> Manifest:
     )
     name = str(sweep.metadata.name)
     labels = {**((meta.labels if meta else None) or {}), SWEEP_LABEL: name, TRIAL_LABEL: str(trial.number)}
-    annotations = {**((meta.annotations if meta else None) or {}), PARAMETERS_ANNOTATION: json.dumps(trial.parameters)}
+    own = {k: v for k, v in ((meta.annotations if meta else None) or {}).items() if k != REMOVE_ANNOTATION}
+    annotations = {
+        **own,
+        PARAMETERS_ANNOTATION: json.dumps(trial.parameters),
+        **annotation(removals),
+    }
     owner = {
         "apiVersion": API_VERSION,
         "kind": SWEEP_KIND,

@@ -26,6 +26,7 @@ class Child:
     job: TrainingJob | None  # None when its manifest is not a valid TrainingJob (never written by us)
     created: datetime | None
     deleting: bool
+    uid: str = ""
 
     @property
     def is_active(self) -> bool:
@@ -59,7 +60,13 @@ def child(manifest: Mapping[str, Any], *, parse: bool = True) -> Child:
         job=job,
         created=datetime.fromisoformat(created) if isinstance(created, str) else None,
         deleting=bool(metadata.get("deletionTimestamp")),
+        uid=str(metadata.get("uid", "") or ""),
     )
+
+
+def marks(total_steps: int) -> list[int]:
+    """The steps a curve is taken at: each sixteenth of `total_steps` (rounded; the same step once)."""
+    return sorted({max(1, round(total_steps * k / MAX_CURVE_POINTS)) for k in range(1, MAX_CURVE_POINTS + 1)})
 
 
 def curve(evaluations: Sequence[EvaluationPoint], metric: str, total_steps: int | None = None) -> list[ObjectivePoint]:
@@ -71,8 +78,7 @@ def curve(evaluations: Sequence[EvaluationPoint], metric: str, total_steps: int 
     if not points:
         return []
     if total_steps:
-        marks = sorted({max(1, round(total_steps * k / MAX_CURVE_POINTS)) for k in range(1, MAX_CURVE_POINTS + 1)})
-        reached = [mark for mark in marks if mark <= points[-1].step]
+        reached = [mark for mark in marks(total_steps) if mark <= points[-1].step]
         return [ObjectivePoint(step=mark, value=_nearest(points, mark).value) for mark in reached]
     if len(points) <= MAX_CURVE_POINTS or points[0].step == 0:
         return points[-MAX_CURVE_POINTS:]
