@@ -54,7 +54,16 @@ def test_suspend_checkpoints_and_exits_79_then_resume_continues_from_that_step(
     written = checkpoint_steps(volume)
     assert len(written) == 1 and written[0] >= 50, f"not one final checkpoint: {written}"
     final = written[0]
-    said = (nh.wait_phase(name, "Suspended", timeout=60)["status"].get("lastCheckpoint") or {}).get("step")
+    # The final checkpoint reaches the status with rank 0's last words, a reconcile after its pod is gone: wait for
+    # it while the job stays suspended (it never came, or named an older step, before: issue 32).
+    named_while_suspended = nh.wait(
+        name,
+        lambda j: j["status"].get("phase") != "Suspended" or "step" in (j["status"].get("lastCheckpoint") or {}),
+        "the suspended job's status to name a checkpoint",
+        60,
+    )
+    assert named_while_suspended["status"].get("phase") == "Suspended", "the job left Suspended on its own"
+    said = (named_while_suspended["status"].get("lastCheckpoint") or {}).get("step")
     print(f"while suspended the status names the checkpoint at step {said} (final: {final})")
 
     nh.patch_spec(name, {"runPolicy": {"suspend": False}})

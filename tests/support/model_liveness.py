@@ -71,13 +71,15 @@ def check_stall_on_own_clock(
 
 
 def check_queue_time_not_startup(after: Manifest, pods: list[Manifest]) -> None:
-    """A job whose pods a queue controller still gates (Kueue has not admitted them) is not failed for its startup
-    deadline: time in the queue is not startup time."""
-    failed = next((c for c in _status(after).conditions if c.type == "Failed" and c.status == "True"), None)
+    """A job is not failed for its startup deadline because of a pod a queue controller still gates (Kueue has not
+    admitted it): time in the queue is not startup time (a creation refused meanwhile still counts)."""
+    status = _status(after)
+    failed = next((c for c in status.conditions if c.type == "Failed" and c.status == "True"), None)
     if failed is None or failed.reason != "StartupDeadlineExceeded":
         return
     queued = [p["metadata"]["name"] for p in pods if foreign_gated(p) and controller_uid(p) == after["metadata"]["uid"]]
-    assert not queued, f"failed for its startup deadline while Kueue still held {queued}"
+    culprit = status.last_failure.pod if status.last_failure else None
+    assert culprit not in queued, f"failed for its startup deadline on {culprit}, which Kueue still held"
 
 
 def _status(job: Manifest) -> TrainingJobStatus:

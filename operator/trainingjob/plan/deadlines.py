@@ -24,10 +24,13 @@ def active(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.startup_deadline_seconds
-    if gates.held(ctx, status):  # the gang waits for another controller's gate: not a slow start (plan/gates.py)
-        return None
-    held = terminating.stuck_from(ctx)
-    counting = [(since, s) for s in slots(ctx, status) if (since := waiting_since(s, status, held)) is not None]
+    queued = bool(gates.held(ctx, status))  # the gang waits for another controller's gate (plan/gates.py): its
+    held = terminating.stuck_from(ctx)  # pods are not slow to start, though a refused creation still counts
+    counting = [
+        (since, s)
+        for s in slots(ctx, status)
+        if not (queued and s.pod is not None) and (since := waiting_since(s, status, held)) is not None
+    ]
     if not counting:
         return None
     since, oldest = min(counting, key=lambda pair: (pair[0], pair[1].name))
