@@ -42,5 +42,6 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 def lifted_at(status: TrainingJobStatus) -> datetime | None:
     """When the operator saw the last held pod released: the startup deadline of the pods held counts from then."""
     found = condition_of(status, ConditionType.QUEUED)
-    lifted = found is not None and found.status == ConditionStatus.FALSE and found.reason == LIFTED
-    return found.last_transition_time if lifted and found is not None else None
+    if found is None or found.status != ConditionStatus.FALSE or found.reason != LIFTED:
+        return None
+    return found.last_transition_time
