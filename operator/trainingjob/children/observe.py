@@ -11,7 +11,15 @@ from enum import StrEnum
 from typing import Any
 
 from trainingjob.children.agent import IN_PLACE_LABEL, Gang
-from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
+from trainingjob.children.naming import (
+    ATTEMPT_LABEL,
+    INDEX_LABEL,
+    ROLE_LABEL,
+    ROLES,
+    TRACKING_FINALIZER,
+    TRACKING_GATE,
+    Replica,
+)
 from trainingjob.children.workload import QueueState
 from trainingjob.model import CheckpointStatus, Progress
 
@@ -89,7 +97,8 @@ class PodState:
     waiting: str = ""  # why a container waits: ImagePullBackOff, CreateContainerConfigError, ...
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
     node: str = ""
-    gated: bool = False  # still held by the tracking gate: never scheduled, never ran
+    gated: bool = False  # still held by the tracking gate (an earlier operator's pod): never scheduled, never ran
+    held: bool = False  # holds the operator's tracking finalizer: it cannot go until the operator releases it
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
     held_up: bool = False  # its trainer has ended, another container (an injected sidecar) runs on
     log_tail: str = ""
@@ -226,6 +235,12 @@ def _finalizers(value: Any) -> tuple[str, ...]:
     return tuple(bounded(name, 253) for name in names if isinstance(name, str))[:8]
 
 
+def holds_tracking_finalizer(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod holds the operator's tracking finalizer (among any number of others)."""
+    names = (pod.get("metadata") or {}).get("finalizers")
+    return isinstance(names, list) and TRACKING_FINALIZER in names
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -303,6 +318,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         else "",
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
         gated=any(g.get("name") == TRACKING_GATE for g in _mappings((pod.get("spec") or {}).get("schedulingGates"))),
+        held=holds_tracking_finalizer(pod),
         in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )
