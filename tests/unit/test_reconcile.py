@@ -308,6 +308,7 @@ def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster
     run(cluster, clock)
     assert status(cluster)["phase"] == "Failed"
     assert all(p["metadata"].get("deletionTimestamp") for p in cluster.pods.values())  # cleanPodPolicy All
+    assert not any(holds_tracking_finalizer(p) for p in cluster.pods.values())  # and let go of
     failed = next(c for c in status(cluster)["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec" and "spec.workers.replicas" in failed["message"]
     clock.advance(30)

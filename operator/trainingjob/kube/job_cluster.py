@@ -195,8 +195,9 @@ class KubernetesCluster:
         def release(name: str) -> Any:
             patch = {"metadata": {"uid": pods[name], "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}}
             return self.core.patch_namespaced_pod(
-                name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
-            )
+                name, namespace, patch, _content_type="application/strategic-merge-patch+json",
+                _preload_content=False, _request_timeout=TIMEOUT,
+            )  # fmt: skip
 
         self._each_pod(list(pods), release, lambda error, name: released(error, f"pod {namespace}/{name}"))
 

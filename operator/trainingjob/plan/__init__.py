@@ -145,7 +145,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         delete=deleted,
         force_delete=forced,
         ungate=tuple(n for n in dict.fromkeys(n for d in decisions for n in d.ungate) if n not in going),
-        release=released(ctx, status, forced + deleted),
+        release=released(ctx.observed.pods, status, forced + deleted),
         events=tuple(e for d in decisions for e in d.events),
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),

@@ -12,7 +12,6 @@ from typing import Any
 
 from trainingjob.children.observe import PodState, controller_uid, holds_tracking_finalizer
 from trainingjob.model import Phase, PodOutcome, TrainingJobStatus
-from trainingjob.plan.types import Context
 
 
 def needed(status: TrainingJobStatus, pod: PodState) -> bool:
@@ -24,14 +23,15 @@ def needed(status: TrainingJobStatus, pod: PodState) -> bool:
     return outcomes.get(pod.uid) not in (PodOutcome.SUCCEEDED, PodOutcome.FAILED)
 
 
-def released(ctx: Context, status: TrainingJobStatus, going: Sequence[str]) -> tuple[str, ...]:
-    """The pods whose tracking finalizer goes once `status` is written: those deleted now (`going`), every pod of a
-    finished job, and the pods that have ended or are being deleted that the status no longer needs."""
+def released(pods: Sequence[PodState], status: TrainingJobStatus, going: Sequence[str]) -> tuple[str, ...]:
+    """Of the job's `pods`, those whose tracking finalizer goes once `status` is written: those deleted now
+    (`going`), every pod of a finished job, and the pods that have ended or are being deleted that the status no
+    longer needs."""
     deleted = set(going)
     finished = status.phase.is_terminal
     return tuple(
         p.name
-        for p in ctx.observed.pods
+        for p in pods
         if p.held and (p.name in deleted or finished or ((p.is_finished or p.deleting) and not needed(status, p)))
     )
 
