@@ -293,6 +293,7 @@ def test_a_deleted_jobs_pods_are_let_go_of_as_the_garbage_collector_deletes_them
 
 def test_a_job_being_deleted_in_the_foreground_lets_go_of_its_pods(cluster: FakeCluster, clock: Clock) -> None:
     start(cluster, clock)
+    assert all(holds_tracking_finalizer(p) for p in cluster.pods.values())
     cluster.jobs[NS, "job"]["metadata"]["deletionTimestamp"] = clock.now.isoformat()
     for key in list(cluster.pods):  # the garbage collector deletes the dependents first
         cluster.delete_pod(*key)
