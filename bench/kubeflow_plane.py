@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from testbed import kwok
 from testbed.controlplane import Binaries, ControlPlane, node_ready
@@ -49,17 +50,14 @@ class AuditedControlPlane(RoutablePlane):
     omitted) and the scheduler's client rate limit raised, so that binding pods is not what both sides wait for."""
 
     def __init__(self, root: Path, binaries: Binaries, *, scheduler_qps: int) -> None:
-        super().__init__(root, binaries, cluster=True)
+        # The policy goes to the base class, which writes it where its --audit-policy-file points (a file of our own
+        # there was overwritten by its policy, so no request of the operators' users was logged).
+        super().__init__(root, binaries, cluster=True, audit_policy=yaml.safe_load(AUDIT_POLICY))
         self.scheduler_qps = scheduler_qps
-        self.audit_log = root / "audit.log"
-        self.audit_policy = root / "audit-policy.yaml"
-        self.audit_policy.write_text(AUDIT_POLICY)
 
     def _listen_args(self) -> list[str]:
         return [
             *super()._listen_args(),
-            f"--audit-policy-file={self.audit_policy}",
-            f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",
             "--audit-log-maxsize=1000000",  # megabytes: never rotated during a run
