@@ -78,6 +78,11 @@ class OperatorSettings(BaseSettings):
     (10 ms and one a minute: 1.1 s); a higher floor there costs half of itself in work redone per failure."""
     checkpoint_max_seconds: float = Field(default=3600.0, gt=0)
     """checkpoint.everySteps Auto: the longest interval between checkpoints."""
+    completion_grace_seconds: float = Field(default=300.0, gt=0)
+    """A DDP gang whose workers did not all finish together: how long the others may run on after the first one
+    succeeded. Past it, a gang whose worker 0 succeeded has finished training (worker 0 records the result and the
+    final checkpoint): the job succeeds and the others are stopped. One whose worker 0 runs on cannot finish (its
+    collectives wait for a rank that is gone): the attempt is restarted from the newest checkpoint, as a stall."""
     resize_wait_seconds: float = Field(default=120.0, gt=0)
     """Elastic jobs (workers.minReplicas below replicas): how long a worker pod may stay unschedulable before the
     next attempt starts with the workers that fit, down to minReplicas (status.scale says since when it waits). Not

@@ -14,6 +14,8 @@ stops the rest:
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
     success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
+    completion    DDP: workers ran on completionGraceSeconds after one succeeded: success if worker 0 did, else
+                  a restart counted as a stall
     failure       failed, deleted or vanished pods, a trainer failed in a healthy pod: restart the gang (in its pods
                   when they are all up), replace a PS worker, or fail
     in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
@@ -40,6 +42,7 @@ from trainingjob.children.pacing import pacing_variable
 from trainingjob.children.specs import access_manifests, pod_manifest, service_manifest
 from trainingjob.model import TrainingJob, TrainingJobStatus
 from trainingjob.plan import (
+    completion,
     creation,
     deadlines,
     failure,
@@ -71,6 +74,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("active", deadlines.active),
     ("start", creation.start),
     ("success", success.decide),
+    ("completion", completion.decide),
     ("failure", failure.decide),
     ("in_place", in_place.decide),
     ("worker_in_place", worker_in_place.decide),

@@ -3,6 +3,7 @@
 failure counted exactly once across operator restarts."""
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import PodOutcome, TrackedPod, TrainingJobStatus
@@ -24,16 +25,16 @@ def observed(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     kept = [t for t in status.tracked_pods if t.uid in pods or t.outcome != PodOutcome.FAILED]
     known = {t.uid for t in kept}
     added = [TrackedPod(name=p.name, uid=p.uid) for p in pods.values() if p.uid not in known]
-    tracked = [_with_outcome(t, pods.get(t.uid)) for t in [*kept, *added]]
+    tracked = [_with_outcome(t, pods.get(t.uid), ctx.now) for t in [*kept, *added]]
     tracked.sort(key=lambda t: (t.name, t.uid))
     if tracked == status.tracked_pods:
         return status
     return status.model_copy(update={"tracked_pods": tracked})
 
 
-def _with_outcome(tracked: TrackedPod, pod: PodState | None) -> TrackedPod:
+def _with_outcome(tracked: TrackedPod, pod: PodState | None, now: datetime) -> TrackedPod:
     if pod is not None and pod.phase == PodPhase.SUCCEEDED and tracked.outcome is None:
-        return tracked.model_copy(update={"outcome": PodOutcome.SUCCEEDED})
+        return tracked.model_copy(update={"outcome": PodOutcome.SUCCEEDED, "finished_at": pod.finished_at or now})
     return tracked
 
 
@@ -46,6 +47,11 @@ def vanished(ctx: Context, status: TrainingJobStatus) -> list[TrackedPod]:
 def counted_uids(status: TrainingJobStatus) -> frozenset[str]:
     """The UIDs of the pods whose failure is counted already: a set, so a gang of 1,024 is checked in O(n)."""
     return frozenset(t.uid for t in status.tracked_pods if t.outcome == PodOutcome.FAILED)
+
+
+def first_success(status: TrainingJobStatus) -> datetime | None:
+    """When the first of the attempt's pods that succeeded finished (as recorded)."""
+    return min((t.finished_at for t in status.tracked_pods if t.finished_at is not None), default=None)
 
 
 def succeeded_names(status: TrainingJobStatus) -> set[str]:

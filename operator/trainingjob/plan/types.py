@@ -56,6 +56,7 @@ class Settings:
     checkpoint_prior_mtbf_seconds: float = _default("checkpoint_prior_mtbf_seconds")
     checkpoint_min_seconds: float = _default("checkpoint_min_seconds")
     checkpoint_max_seconds: float = _default("checkpoint_max_seconds")
+    completion_grace_seconds: float = _default("completion_grace_seconds")
     resize_wait_seconds: float = _default("resize_wait_seconds")
     resize_interval_seconds: float = _default("resize_interval_seconds")
 

@@ -55,6 +55,7 @@ def plan_settings(options: OperatorSettings) -> Settings:
         checkpoint_prior_mtbf_seconds=options.checkpoint_prior_mtbf_seconds,
         checkpoint_min_seconds=options.checkpoint_min_seconds,
         checkpoint_max_seconds=options.checkpoint_max_seconds,
+        completion_grace_seconds=options.completion_grace_seconds,
         resize_wait_seconds=options.resize_wait_seconds,
         resize_interval_seconds=options.resize_interval_seconds,
     )
