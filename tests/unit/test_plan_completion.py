@@ -71,3 +71,12 @@ def test_parameter_server_workers_finish_their_shares_apart() -> None:
     job, _ = step(job, pods_of(job, 1, {W1: DONE}), at(11), settings=settings)
     after, _ = step(job, pods_of(job, 1, {W1: DONE}), at(10 + 10 * GRACE), settings=settings)
     assert after.status is not None and after.status.phase == Phase.RUNNING
+
+
+def test_only_the_first_success_keeps_its_time() -> None:
+    """A gang of thousands that ends together adds one time to its status, not one per pod."""
+    job = running(workers=3)
+    later = {**DONE, "finished": at(12)}
+    after, _ = step(job, pods_of(job, 1, {W0: later, W1: DONE, W2: later}), at(13))
+    assert after.status is not None
+    assert [(t.name, t.finished_at) for t in after.status.tracked_pods if t.finished_at] == [(W1, at(10))]

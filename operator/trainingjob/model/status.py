@@ -281,8 +281,8 @@ class TrackedPod(ApiModel):
     outcome: PodOutcome | None = None
     """Succeeded, or Failed once its failure was counted; unset while it runs."""
     finished_at: datetime | None = None
-    """When a pod that succeeded finished (its trainer's end; when the operator first saw it succeeded, where the
-    pod did not say): a DDP gang's completion grace counts from its first worker's."""
+    """On the attempt's first pod to succeed only: when it finished (its trainer's end; when the operator first saw
+    it succeeded, where the pod did not say). A DDP gang's completion grace counts from it."""
     incarnation: Annotated[Int, Field(ge=2)] | None = None
     """A parameter-server worker whose trainer restarted in place: the incarnation last ordered (2 after its first
     restart in place; its trainer reads TJ_INCARNATION). A failure of an older incarnation is never counted again."""

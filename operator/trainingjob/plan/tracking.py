@@ -25,17 +25,32 @@ def observed(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     kept = [t for t in status.tracked_pods if t.uid in pods or t.outcome != PodOutcome.FAILED]
     known = {t.uid for t in kept}
     added = [TrackedPod(name=p.name, uid=p.uid) for p in pods.values() if p.uid not in known]
-    tracked = [_with_outcome(t, pods.get(t.uid), ctx.now) for t in [*kept, *added]]
+    tracked = _first_finish(status, [_with_outcome(t, pods.get(t.uid)) for t in [*kept, *added]], pods, ctx.now)
     tracked.sort(key=lambda t: (t.name, t.uid))
     if tracked == status.tracked_pods:
         return status
     return status.model_copy(update={"tracked_pods": tracked})
 
 
-def _with_outcome(tracked: TrackedPod, pod: PodState | None, now: datetime) -> TrackedPod:
+def _with_outcome(tracked: TrackedPod, pod: PodState | None) -> TrackedPod:
     if pod is not None and pod.phase == PodPhase.SUCCEEDED and tracked.outcome is None:
-        return tracked.model_copy(update={"outcome": PodOutcome.SUCCEEDED, "finished_at": pod.finished_at or now})
+        return tracked.model_copy(update={"outcome": PodOutcome.SUCCEEDED})
     return tracked
+
+
+def _first_finish(
+    status: TrainingJobStatus, tracked: list[TrackedPod], pods: Mapping[str, PodState], now: datetime
+) -> list[TrackedPod]:
+    """The attempt's first success keeps when it finished (its pod's word, else now), on that one record alone: the
+    completion grace counts from it (plan/completion.py), and a gang of thousands adds one time to its status."""
+    if first_success(status) is not None:
+        return tracked
+    done = [t for t in tracked if t.outcome == PodOutcome.SUCCEEDED and t.uid in pods]
+    if not done:
+        return tracked
+    first = min(done, key=lambda t: (pods[t.uid].finished_at or now, t.name))
+    moment = pods[first.uid].finished_at or now
+    return [t.model_copy(update={"finished_at": moment}) if t is first else t for t in tracked]
 
 
 def vanished(ctx: Context, status: TrainingJobStatus) -> list[TrackedPod]:
