@@ -26,7 +26,7 @@ from trainingjob.children.workload import (
     workload_manifest,
     workload_name,
 )
-from trainingjob.kube.answers import status_of
+from trainingjob.kube.answers import namespace_terminating, status_of
 from trainingjob.kube.ports import Manifest
 from trainingjob.kube.resources import TIMEOUT, Resources
 from trainingjob.model import TrainingJob
@@ -135,6 +135,9 @@ class KubeQueues:
                 )
             )
         except client.ApiException as error:
+            if namespace_terminating(error):
+                log.debug("%s: no Workload made: the namespace is being deleted", namespace)
+                return  # its Workload went first as the namespace goes; the job goes next
             if status_of(error) != 409:
                 raise
         log.info("%s: created Kueue Workload %s", namespace, manifest["metadata"]["name"])
