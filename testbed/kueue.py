@@ -62,9 +62,13 @@ def install_crds(api: client.ApiClient, folder: Path) -> None:
     )
 
 
-def configuration(health_port: int, webhook_port: int, cert_dir: Path) -> dict[str, Any]:
+def configuration(
+    health_port: int, webhook_port: int, cert_dir: Path, pods_ready_timeout: int | None = None
+) -> dict[str, Any]:
     """Kueue's Configuration for the tests: TrainingJob as an external framework, batch/job the only built-in one
-    (Kueue requires one; it manages only Jobs that name a queue, and the tests make none), no "pod"."""
+    (Kueue requires one; it manages only Jobs that name a queue, and the tests make none), no "pod"; with
+    `pods_ready_timeout`, waitForPodsReady with that timeout in seconds."""
+    pods_ready = {"timeout": f"{pods_ready_timeout}s"} if pods_ready_timeout else None
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -77,7 +81,7 @@ def configuration(health_port: int, webhook_port: int, cert_dir: Path) -> dict[s
         "manageJobsWithoutQueueName": False,
         "integrations": {"frameworks": ["batch/job"], "externalFrameworks": [EXTERNAL_FRAMEWORK]},
         "featureGates": {"VisibilityOnDemand": False},
-    }
+    } | ({"waitForPodsReady": pods_ready} if pods_ready else {})
 
 
 def _self_signed(folder: Path, stem: str) -> tuple[Path, Path]:
@@ -142,8 +146,9 @@ def _release_metrics_certs() -> None:
 class KueueProcess:
     """One Kueue manager against `plane`, its files (configuration, webhook certificate, log) in `root`."""
 
-    def __init__(self, plane: ControlPlane, root: Path, folder: Path) -> None:
+    def __init__(self, plane: ControlPlane, root: Path, folder: Path, pods_ready_timeout: int | None = None) -> None:
         self.plane, self.root, self.folder = plane, root, folder
+        self.pods_ready_timeout = pods_ready_timeout
         self.server: Server | None = None
         self.certs_held = False
 
@@ -158,7 +163,7 @@ class KueueProcess:
         (cert_dir / "tls.key").write_bytes(key.read_bytes())
         health = free_port()
         config = self.root / "kueue-config.yaml"
-        config.write_text(yaml.safe_dump(configuration(health, free_port(), cert_dir)))
+        config.write_text(yaml.safe_dump(configuration(health, free_port(), cert_dir, self.pods_ready_timeout)))
         argv = [str(self.folder / "kueue"), f"--config={config}", f"--visibility-server-port={free_port()}"]
         self.server = Server("kueue", argv, self.root, env={"KUBECONFIG": str(self.plane.kubeconfig)})
         self.server.wait_ready(lambda: http_ok(f"http://127.0.0.1:{health}/readyz"), _STARTUP_TIMEOUT)
@@ -176,15 +181,16 @@ class KueueProcess:
 
 
 @contextlib.contextmanager
-def kueue_running(plane: ControlPlane, root: Path) -> Iterator[KueueProcess]:
-    """Kueue's CRDs installed on `plane` and its manager running until the block ends (stopped by process group)."""
+def kueue_running(plane: ControlPlane, root: Path, *, pods_ready_timeout: int | None = None) -> Iterator[KueueProcess]:
+    """Kueue's CRDs installed on `plane` and its manager running until the block ends (stopped by process group);
+    with `pods_ready_timeout`, Kueue evicts a Workload whose PodsReady is not true that long after admission."""
     folder = kueue_folder()
     with plane.api_client() as api:
         install_crds(api, folder)
         core = client.CoreV1Api(api)
         with contextlib.suppress(client.ApiException):
             core.create_namespace({"metadata": {"name": NAMESPACE}})
-    process = KueueProcess(plane, root, folder)
+    process = KueueProcess(plane, root, folder, pods_ready_timeout)
     try:
         process.start()
         yield process

@@ -1,6 +1,8 @@
 """Queued jobs against the real Kueue manager (scripts/build-kueue.sh, testbed/kueue.py) on the cluster tier: the
 operator makes each queued job's Workload, Kueue admits it within its ClusterQueue's quota, preempts a lower
-priority one for a higher, and the operator suspends, releases and resumes as Kueue expects of a job framework.
+priority one for a higher, and the operator suspends, releases and resumes as Kueue expects of a job framework;
+spec.suspend deactivates the Workload (its quota goes to the next job), a waiting job's queue can change, and a
+job whose queueName is removed runs unqueued. waitForPodsReady: test_kueue_pods_ready.py.
 
 What this tier cannot show is the trainer itself resuming from its checkpoint (kwok's pods run no trainer; the
 node tier's suspend tests do): here rank 0's reports stand in for it, and the tests check what the operator does
@@ -16,115 +18,29 @@ from typing import Any
 import pytest
 from kubernetes import client
 from testbed.controlplane import ControlPlane
-from testbed.crds import install_crd
 from testbed.harness import Harness, condition, progress_endpoint
-from testbed.helm import Helm
 from testbed.kueue import KueueProcess, kueue_running
-from testbed.operator import OperatorProcess, operator_running
 from testbed.processes import poll_until
-from tests.support.chart import ChartIdentity, refusals
+from tests.support.kueue_cluster import (  # the fixtures use this module's `kueue`
+    FLAVOR_TOLERATION,
+    chart_operator,
+    finish_gang,
+    gang_job,
+    h,
+    queue,
+    queued_reason,
+    workload,
+    workload_condition,
+)
 
 pytestmark = pytest.mark.cluster
 Manifest = dict[str, Any]
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
-GPU = "nvidia.com/gpu"
-FLAVOR_TOLERATION = {"key": "tj-test/reserved", "operator": "Exists", "effect": "NoSchedule"}
-GANG_GPUS = 8  # a job of two workers with 4 GPUs each: the ClusterQueue's whole quota
 
 
 @pytest.fixture(scope="module")
 def kueue(cluster: ControlPlane) -> Iterator[KueueProcess]:
     with tempfile.TemporaryDirectory(prefix="tj-kueue-") as root, kueue_running(cluster, Path(root)) as process:
         yield process
-
-
-@pytest.fixture(scope="module")
-def chart_operator(cluster: ControlPlane, helm: Helm, kueue: KueueProcess) -> Iterator[OperatorProcess]:
-    """The operator under exactly the chart's RBAC (its ServiceAccount's token): the Kueue rules are the chart's."""
-    with cluster.api_client() as api:
-        install_crd(api)
-    with tempfile.TemporaryDirectory(prefix="tj-kueue-rbac-") as folder:
-        identity = ChartIdentity(cluster, helm, Path(folder))
-        try:
-            namespace = identity.namespace
-            # No resync to speak of: the operator sees admissions and evictions by reading the Workloads itself.
-            with operator_running(
-                identity.kubeconfig,
-                cluster.kubeconfig,
-                TJ_OPERATOR_LEASE_NAMESPACE=namespace,
-                TJ_OPERATOR_RESYNC_SECONDS="600",
-            ) as op:
-                yield op
-        finally:
-            identity.remove()
-
-
-@pytest.fixture
-def h(cluster: ControlPlane, cluster_ns: str, chart_operator: OperatorProcess) -> Iterator[Harness]:
-    with cluster.api_client() as api:
-        yield Harness(api, cluster_ns, chart_operator)
-    refused = refusals(chart_operator)
-    assert not refused, "\n".join(refused[:20])  # nothing the operator did for Kueue was refused by RBAC
-
-
-@pytest.fixture
-def queue(h: Harness, kueue: KueueProcess) -> Iterator[str]:
-    """A ResourceFlavor for the GPU nodes, a ClusterQueue with quota for one gang (preempting lower priorities
-    within it) and a LocalQueue in the test's namespace; the LocalQueue's name. Removed after the test."""
-    custom = h.custom
-    name = f"q-{h.ns}"[:63]
-    flavor = {"nodeLabels": {"nvidia.com/gpu.present": "true"}, "tolerations": [FLAVOR_TOLERATION]}
-    quota = {"name": name, "resources": [{"name": GPU, "nominalQuota": GANG_GPUS}]}
-    cluster_queue = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": h.ns}},
-        "resourceGroups": [{"coveredResources": [GPU], "flavors": [quota]}],
-        "preemption": {"withinClusterQueue": "LowerPriority"},
-    }
-    made = [
-        ("resourceflavors", _object("ResourceFlavor", name, flavor)),
-        ("clusterqueues", _object("ClusterQueue", name, cluster_queue)),
-    ]
-    for plural, body in made:
-        custom.create_cluster_custom_object(*KUEUE, plural, body)
-    custom.create_namespaced_custom_object(
-        *KUEUE, h.ns, "localqueues", _object("LocalQueue", name, {"clusterQueue": name})
-    )
-    try:
-        yield name
-    finally:
-        for plural, body in reversed(made):
-            custom.delete_cluster_custom_object(*KUEUE, plural, body["metadata"]["name"])
-
-
-def _object(kind: str, name: str, spec: Manifest) -> Manifest:
-    return {"apiVersion": "/".join(KUEUE), "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def gang_job(name: str, queue: str, **spec: Any) -> Manifest:
-    workers = {"replicas": 2, "resources": {"limits": {GPU: GANG_GPUS // 2}}}
-    scheduling = {"queueName": queue, **spec.pop("scheduling", {})}
-    body = {"mode": "DDP", "workers": workers, "trainer": {"steps": 100}, "scheduling": scheduling, **spec}
-    return {"apiVersion": "trainingjob.io/v1alpha1", "kind": "TrainingJob", "metadata": {"name": name}, "spec": body}
-
-
-def workload(h: Harness, job: str) -> Manifest | None:
-    listed = h.custom.list_namespaced_custom_object(
-        *KUEUE, h.ns, "workloads", label_selector=f"trainingjob.io/job-name={job}"
-    )
-    items: list[Manifest] = listed["items"]
-    return items[0] if items else None
-
-
-def workload_condition(found: Manifest | None, kind: str) -> str | None:
-    for each in ((found or {}).get("status") or {}).get("conditions") or []:
-        if each["type"] == kind:
-            return str(each["status"])
-    return None
-
-
-def finish_gang(h: Harness, name: str, attempt: int) -> None:
-    for pod in h.wait_running_pods(name, 2, attempt=attempt):
-        h.finish(pod.metadata.name, 0)
 
 
 def test_a_clusterqueue_with_quota_for_one_gang_admits_one_job_and_queues_the_next_until_it_ends(
@@ -142,7 +58,7 @@ def test_a_clusterqueue_with_quota_for_one_gang_admits_one_job_and_queues_the_ne
     assert condition(h.job("first"), "Queued")["reason"] == "Admitted"
 
     h.create(gang_job("second", queue, runPolicy={"startupDeadlineSeconds": 5}))
-    waiting = h.wait("second", lambda j: _queued_reason(j) == "WaitingForQuota", "queued for quota")
+    waiting = h.wait("second", lambda j: queued_reason(j) == "WaitingForQuota", "queued for quota")
     assert waiting["status"]["phase"] == "Pending" and queue in condition(waiting, "Queued")["message"]
     held_until = time.monotonic() + 8  # past the second job's startup deadline (5 s): the wait does not count
     while time.monotonic() < held_until:
@@ -156,9 +72,46 @@ def test_a_clusterqueue_with_quota_for_one_gang_admits_one_job_and_queues_the_ne
     assert condition(h.job("second"), "Queued")["status"] == "False"
 
 
-def _queued_reason(job: Manifest) -> str | None:
-    found = [c for c in (job.get("status") or {}).get("conditions", []) if c["type"] == "Queued"]
-    return str(found[0]["reason"]) if found and found[0]["status"] == "True" else None
+def test_suspending_an_admitted_job_gives_back_its_quota_and_resuming_queues_it_again(h: Harness, queue: str) -> None:
+    h.create(gang_job("first", queue))
+    h.wait_running_pods("first", 2, attempt=1)
+    h.create(gang_job("second", queue))
+    h.wait("second", lambda j: queued_reason(j) == "WaitingForQuota", "queued for quota")
+
+    h.patch_spec("first", {"runPolicy": {"suspend": True}})
+    h.wait_phase("first", "Suspended")
+    h.wait_running_pods("second", 2, attempt=1, timeout=90)  # the first job's quota went to the second
+    poll_until(
+        lambda: workload_condition(workload(h, "first"), "QuotaReserved") == "False",
+        timeout=30,
+        what="the suspended job's quota reservation released",  # Kueue counts it free once evicted; this is ours
+    )
+    first = workload(h, "first")
+    assert first is not None and first["spec"]["active"] is False
+    assert queued_reason(h.job("first")) == "Suspended"
+
+    h.patch_spec("first", {"runPolicy": {"suspend": False}})
+    h.wait("first", lambda j: queued_reason(j) == "WaitingForQuota", "queued again once resumed")
+    assert (workload(h, "first") or {})["spec"]["active"] is True and not h.pods("first")
+    finish_gang(h, "second", attempt=1)
+    h.wait_running_pods("first", 2, attempt=2, timeout=90)  # admitted again: a new attempt
+
+
+def test_a_waiting_jobs_queue_can_change_and_without_one_it_runs_unqueued(h: Harness, queue: str) -> None:
+    for name in ("moved", "unqueued"):  # no such LocalQueue: Kueue leaves their Workloads waiting
+        h.create(gang_job(name, "nowhere"))
+        h.wait(name, lambda j: queued_reason(j) == "WaitingForQuota", "waiting in a LocalQueue that is not there")
+
+    h.patch_spec("moved", {"scheduling": {"queueName": queue}})
+    h.wait_running_pods("moved", 2, attempt=1, timeout=90)  # moved to the queue with quota, and admitted there
+    moved = workload(h, "moved")
+    assert moved is not None and moved["spec"]["queueName"] == queue
+    assert workload_condition(moved, "Admitted") == "True"
+
+    h.patch_spec("unqueued", {"scheduling": {"queueName": None}})
+    h.wait_running_pods("unqueued", 2, attempt=1, timeout=90)  # out of Kueue: it runs as an unqueued job
+    poll_until(lambda: workload(h, "unqueued") is None, timeout=30, what="the unqueued job's Workload deleted")
+    h.wait("unqueued", lambda j: condition(j, "Queued")["reason"] == "Unqueued", "Queued says Unqueued")
 
 
 @pytest.fixture
@@ -188,7 +141,7 @@ def test_a_higher_priority_job_preempts_a_lower_one_which_resumes_from_its_check
         h.create(gang_job("high", queue, scheduling={"priorityClassName": high}))
         suspended = h.wait_phase("low", "Suspended", timeout=60)
     assert condition(suspended, "Suspended")["reason"] == "Preempted"
-    assert _queued_reason(suspended) == "Preempted"
+    assert queued_reason(suspended) == "Preempted"
     checkpoint_dir = _env(rank0, "TJ_CHECKPOINT_DIR")
     poll_until(lambda: not h.pods("low"), timeout=30, what="the preempted job's pods to go")
     h.wait_running_pods("high", 2, attempt=1, timeout=60)  # admitted once the low job released its quota

@@ -13,17 +13,22 @@ from trainingjob.model import Phase, TrainingJob
 
 pytestmark = pytest.mark.fast
 
-NOT_YET = QueueState(exists=True, waiting="insufficient quota for nvidia.com/gpu in flavor gpu, 16 more needed")
+NOT_YET = QueueState(
+    exists=True, queue="team-a", waiting="insufficient quota for nvidia.com/gpu in flavor gpu, 16 more needed"
+)
 GPU_NODES = Placement({"pool": "gpu"}, ({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},))
-ADMITTED = QueueState(exists=True, admitted=True, reserved=True, cluster_queue="cq", placements={"worker": GPU_NODES})
+ADMITTED = QueueState(
+    exists=True, queue="team-a", admitted=True, reserved=True, cluster_queue="cq", placements={"worker": GPU_NODES}
+)
 PREEMPTED = QueueState(
     exists=True,
+    queue="team-a",
     admitted=True,
     reserved=True,
     cluster_queue="cq",
     evicted=("Preempted", "Preempted to accommodate a workload (UID: u) due to prioritization in the ClusterQueue"),
 )
-RELEASED = QueueState(exists=True, evicted=PREEMPTED.evicted)
+RELEASED = QueueState(exists=True, queue="team-a", evicted=PREEMPTED.evicted)
 
 
 def queued_job(**spec: Any) -> TrainingJob:
@@ -113,6 +118,6 @@ def test_an_ended_job_marks_its_workload_finished_once(exit_code: int, succeeded
     job, result = step(job, pods_of(job, 1, ended), at(2), queue=ADMITTED)
     assert job.status and job.status.phase == (Phase.SUCCEEDED if succeeded else Phase.FAILED)
     assert result.workload is not None and (result.workload.act, result.workload.succeeded) == (Act.FINISH, succeeded)
-    done = QueueState(exists=True, admitted=True, reserved=True, finished=True)
+    done = QueueState(exists=True, queue="team-a", admitted=True, reserved=True, finished=True)
     _, result = step(job, pods_of(job, 1, ended), at(3), queue=done)
     assert result.workload is None

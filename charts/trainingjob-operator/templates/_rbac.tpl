@@ -64,12 +64,14 @@ operator under exactly these rules.
   resources: [trainingjobs]
   verbs: [create, patch]
 # Kueue (jobs with scheduling.queueName, kube/kueue.py): the operator reads a queued job's Workload each
-# reconcile, creates it once, and writes its status twice at most per admission (the quota reservation released
-# after an eviction, Finished when the job ends: merge patches guarded by the resourceVersion). Where Kueue is
-# not installed these rules name a resource that does not exist, and grant nothing.
+# reconcile and creates it once; it patches its spec when the job changes (active false while the job is
+# suspended, queueName moved while no quota is reserved), deletes it when the job names no queue any more (by
+# UID), and patches its status a few times per admission (PodsReady, the quota reservation released after an
+# eviction, Finished when the job ends: merge patches guarded by the resourceVersion). Where Kueue is not
+# installed these rules name a resource that does not exist, and grant nothing.
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads]
-  verbs: [get, create]
+  verbs: [get, create, patch, delete]
 - apiGroups: [kueue.x-k8s.io]
   resources: [workloads/status]
   verbs: [patch]

@@ -1,7 +1,9 @@
 """A queued job's Kueue Workload (kueue.x-k8s.io/v1beta2), pure: its name and manifest (one pod set per role, with
 the count and the pod template Kueue reads the requests from), what its status says (QueueState, read once per
-reconcile), where an admission places each role (the flavors' node labels and tolerations), and the status patches
-the job's controller writes: the quota reservation released after an eviction, Finished when the job ends."""
+reconcile), where an admission places each role (the flavors' node labels and tolerations), and the patches the
+job's controller writes: spec.active (false while the job is suspended, as Kueue's job frameworks deactivate a
+suspended job's Workload), spec.queueName (moved while no quota is reserved), and in the status the quota
+reservation released after an eviction, PodsReady, and Finished when the job ends."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +21,18 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PRIORITY_CLASS_GROUP = "scheduling.k8s.io"
 # Workload conditions, as Kueue names them.
 QUOTA_RESERVED, ADMITTED, EVICTED, FINISHED, REQUEUED = "QuotaReserved", "Admitted", "Evicted", "Finished", "Requeued"
+PODS_READY = "PodsReady"
+# PodsReady's reasons (Kueue's job reconciler's): waiting for the pods of an admission, all of them ready, one of
+# them lost after they were, and all ready again.
+WAIT_FOR_START, STARTED, WAIT_FOR_RECOVERY, RECOVERED = "WaitForStart", "Started", "WaitForRecovery", "Recovered"
+PODS_READY_MESSAGES = {
+    WAIT_FOR_START: "Not all pods are ready or succeeded",
+    STARTED: "All pods reached readiness and the workload is running",
+    WAIT_FOR_RECOVERY: "At least one pod has failed, waiting for recovery",
+    RECOVERED: "All pods reached readiness and the workload is running",
+}
+# The eviction Kueue makes of a Workload whose spec.active turned false.
+DEACTIVATED = "Deactivated"
 # Evictions after which Kueue expects the Requeued condition true (its job reconciler's rule).
 REQUEUED_REASONS = ("Preempted", "NodeFailures")
 _MESSAGE_LENGTH = 32768
@@ -27,7 +41,12 @@ Manifest = dict[str, Any]
 
 class Act(StrEnum):
     CREATE = "create"
+    DEACTIVATE = "deactivate"  # spec.active false: the job is suspended (Kueue evicts it, freeing its quota)
+    ACTIVATE = "activate"  # spec.active true: the job was resumed (it queues again)
+    MOVE = "move"  # spec.queueName changed to the job's, while no quota is reserved
+    LEAVE = "leave"  # delete the Workload: the job no longer names a queue
     RELEASE = "release"  # clear the quota reservation after an eviction, once the pods are gone
+    PODS_READY = "pods-ready"  # the PodsReady condition changed (waitForPodsReady)
     FINISH = "finish"
 
 
@@ -36,8 +55,9 @@ class WorkloadAction:
     """The one write on a queued job's Workload a reconcile makes (plan/queue.py decides it)."""
 
     act: Act
-    succeeded: bool = False
+    succeeded: bool = False  # FINISH: how the job ended; PODS_READY: the condition's status
     message: str = ""
+    reason: str = ""  # PODS_READY: the condition's reason
 
 
 @dataclass(frozen=True)
@@ -54,6 +74,8 @@ class QueueState:
 
     served: bool = True
     exists: bool = False
+    active: bool = True  # spec.active
+    queue: str = ""  # spec.queueName
     admitted: bool = False
     reserved: bool = False  # holds a quota reservation (status.admission)
     evicted: tuple[str, str] | None = None  # (reason, message) while Evicted is true
@@ -61,6 +83,7 @@ class QueueState:
     cluster_queue: str | None = None
     waiting: str = ""  # Kueue's word on why it is not admitted yet (QuotaReserved's message)
     placements: Mapping[str, Placement] = field(default_factory=dict)  # by pod set (role)
+    pods_ready: tuple[bool, str] | None = None  # the PodsReady condition (status, reason), when it is set
 
 
 def workload_name(job: str, uid: str) -> str:
@@ -96,6 +119,8 @@ def workload_manifest(job: TrainingJob, uid: str, queue: str, priority: tuple[st
         for role in dict.fromkeys(r.role for r in slots)
     ]
     spec: Manifest = {"queueName": queue, "podSets": pod_sets}
+    if job.spec.run_policy.suspend:
+        spec["active"] = False  # made for a suspended job: it queues once the job is resumed
     if priority is not None:
         name, value = priority
         spec |= {"priorityClassRef": {"group": PRIORITY_CLASS_GROUP, "kind": "PriorityClass", "name": name}}
@@ -146,8 +171,12 @@ def queue_state(workload: Mapping[str, Any] | None, flavors: Mapping[str, Mappin
     admission = (workload.get("status") or {}).get("admission") or None
     evicted = conditions.get(EVICTED) if _true(conditions, EVICTED) else None
     assignments = (admission or {}).get("podSetAssignments") or []
+    spec = workload.get("spec") or {}
+    ready = conditions.get(PODS_READY)
     return QueueState(
         exists=True,
+        active=spec.get("active") is not False,
+        queue=str(spec.get("queueName") or ""),
         admitted=_true(conditions, ADMITTED),
         reserved=admission is not None or _true(conditions, QUOTA_RESERVED),
         evicted=(str(evicted.get("reason", "")), str(evicted.get("message", ""))) if evicted else None,
@@ -155,6 +184,7 @@ def queue_state(workload: Mapping[str, Any] | None, flavors: Mapping[str, Mappin
         cluster_queue=str(admission["clusterQueue"]) if admission and admission.get("clusterQueue") else None,
         waiting=str(conditions.get(QUOTA_RESERVED, {}).get("message", "")),
         placements={str(a.get("name")): _placement(a, flavors) for a in assignments},
+        pods_ready=(ready.get("status") == "True", str(ready.get("reason", ""))) if ready else None,
     )
 
 
@@ -201,13 +231,29 @@ def release_patch(workload: Mapping[str, Any], now: datetime) -> Manifest:
     }
 
 
-def finish_patch(workload: Mapping[str, Any], succeeded: bool, message: str, now: datetime) -> Manifest:
-    """The job ended: Finished true (Succeeded or Failed), which frees the quota."""
+def spec_patch(workload: Mapping[str, Any], **spec: Any) -> Manifest:
+    """A change of the Workload's spec (active, queueName), guarded by the resourceVersion read."""
+    return {"metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]}, "spec": spec}
+
+
+def _condition_patch(
+    workload: Mapping[str, Any], kind: str, status: bool, reason: str, message: str, *, now: datetime
+) -> Manifest:
     conditions = list((workload.get("status") or {}).get("conditions") or [])
-    reason = "Succeeded" if succeeded else "Failed"
     generation = workload["metadata"].get("generation")
-    conditions = _with(conditions, _condition(FINISHED, True, reason, message, now=now, generation=generation))
+    conditions = _with(conditions, _condition(kind, status, reason, message, now=now, generation=generation))
     return {
         "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
         "status": {"conditions": conditions},
     }
+
+
+def pods_ready_patch(workload: Mapping[str, Any], ready: bool, reason: str, now: datetime) -> Manifest:
+    """PodsReady set as Kueue's job reconciler sets it (waitForPodsReady evicts a Workload it finds false too
+    long after its admission)."""
+    return _condition_patch(workload, PODS_READY, ready, reason, PODS_READY_MESSAGES.get(reason, reason), now=now)
+
+
+def finish_patch(workload: Mapping[str, Any], succeeded: bool, message: str, now: datetime) -> Manifest:
+    """The job ended: Finished true (Succeeded or Failed), which frees the quota."""
+    return _condition_patch(workload, FINISHED, True, "Succeeded" if succeeded else "Failed", message, now=now)

@@ -91,6 +91,12 @@ def status_of(error: BaseException) -> int | None:
     return None if found is None else found.status
 
 
+def namespace_terminating(error: BaseException) -> bool:
+    """Refused because the namespace is being deleted: nothing to do there any more."""
+    found = answer(error)
+    return found is not None and found.status == 403 and "being terminated" in found.message
+
+
 def _status_body(raw: Any) -> Mapping[str, Any]:
     try:
         body = json.loads(raw or "{}")

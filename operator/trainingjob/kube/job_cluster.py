@@ -22,7 +22,7 @@ from trainingjob.children.agent import Gang, job_key
 from trainingjob.children.naming import TRACKING_FINALIZER, TRACKING_GATE, job_selector, service_name
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.agents import pod_address, read_gang, send_order
-from trainingjob.kube.answers import answer, status_of
+from trainingjob.kube.answers import answer, namespace_terminating, status_of
 from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
@@ -237,8 +237,7 @@ class KubernetesCluster:
                     metadata["namespace"], _event_body(metadata, event), _request_timeout=TIMEOUT
                 )
             except client.ApiException as error:
-                found = answer(error)
-                if found is not None and found.status == 403 and "being terminated" in found.message:
+                if namespace_terminating(error):
                     log.debug("event %s not recorded: its namespace is being deleted", event.reason)
                 else:
                     log.warning("could not record event %s: %s", event.reason, error.reason)

@@ -1,6 +1,7 @@
 """A queued job's Kueue Workload on the apiserver: read once per reconcile (with the ResourceFlavors its admission
-names, and whether this cluster serves Workloads at all), and the one write the plan asks for (create, release
-the quota reservation after an eviction, mark Finished). Pure decisions are in children/workload.py and
+names, and whether this cluster serves Workloads at all), and the one write the plan asks for (create, delete,
+activate or deactivate, move to another queue, release the quota reservation after an eviction, set PodsReady,
+mark Finished). Pure decisions are in children/workload.py and
 plan/queue.py; this file only reads and writes. Writes are paced like every other write."""
 
 import logging
@@ -18,12 +19,14 @@ from trainingjob.children.workload import (
     WorkloadAction,
     finish_patch,
     flavor_names,
+    pods_ready_patch,
     queue_state,
     release_patch,
+    spec_patch,
     workload_manifest,
     workload_name,
 )
-from trainingjob.kube.answers import status_of
+from trainingjob.kube.answers import namespace_terminating, status_of
 from trainingjob.kube.ports import Manifest
 from trainingjob.kube.resources import TIMEOUT, Resources
 from trainingjob.model import TrainingJob
@@ -116,11 +119,12 @@ class KubeQueues:
         workload = self._get(namespace, workload_name(name, uid))
         if workload is None:
             return
-        if action.act == Act.RELEASE:
-            patch = release_patch(workload, now)
+        if action.act == Act.LEAVE:
+            self._delete(namespace, workload)
+        elif action.act in SPEC_ACTS:
+            self._patch(namespace, workload["metadata"]["name"], _spec_change(job, workload, action.act))
         else:
-            patch = finish_patch(workload, action.succeeded, action.message, now)
-        self._patch_status(namespace, workload["metadata"]["name"], patch)
+            self._patch(namespace, workload["metadata"]["name"], _status_change(workload, action, now), status=True)
         log.info("%s/%s: Kueue Workload %s: %s", namespace, name, workload["metadata"]["name"], action.act.value)
 
     def _create(self, namespace: str, manifest: Manifest) -> None:
@@ -131,14 +135,22 @@ class KubeQueues:
                 )
             )
         except client.ApiException as error:
+            if namespace_terminating(error):
+                log.debug("%s: no Workload made: the namespace is being deleted", namespace)
+                return  # its Workload went first as the namespace goes; the job goes next
             if status_of(error) != 409:
                 raise
         log.info("%s: created Kueue Workload %s", namespace, manifest["metadata"]["name"])
 
-    def _patch_status(self, namespace: str, name: str, patch: Manifest) -> None:
+    def _patch(self, namespace: str, name: str, patch: Manifest, *, status: bool = False) -> None:
+        """A merge patch of the Workload (or its status); one changed meanwhile (409) or gone is left alone. One
+        Kueue's webhook refuses (a queue change it no longer allows) is logged: the next reconcile reads again."""
+        write = (
+            self.custom.patch_namespaced_custom_object_status if status else self.custom.patch_namespaced_custom_object
+        )
         try:
             self.resources.paced(
-                lambda: self.custom.patch_namespaced_custom_object_status(
+                lambda: write(
                     GROUP,
                     VERSION,
                     namespace,
@@ -150,5 +162,38 @@ class KubeQueues:
                 )
             )
         except client.ApiException as error:
+            if status_of(error) == 422 or status_of(error) == 400:
+                log.warning("%s: Kueue refused the change of Workload %s: %s", namespace, name, error.body)
+            elif status_of(error) not in (404, 409):
+                raise
+
+    def _delete(self, namespace: str, workload: Manifest) -> None:
+        """The Workload deleted, only the one read (its UID); Kueue frees its quota."""
+        name, uid = workload["metadata"]["name"], workload["metadata"]["uid"]
+        body = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        try:
+            self.resources.paced(
+                lambda: self.custom.delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, body=body, _request_timeout=TIMEOUT
+                )
+            )
+        except client.ApiException as error:
             if status_of(error) not in (404, 409):
                 raise
+
+
+SPEC_ACTS = (Act.ACTIVATE, Act.DEACTIVATE, Act.MOVE)
+
+
+def _spec_change(job: TrainingJob, workload: Manifest, act: Act) -> Manifest:
+    if act == Act.MOVE:
+        return spec_patch(workload, queueName=job.spec.scheduling.queue_name if job.spec.scheduling else None)
+    return spec_patch(workload, active=act == Act.ACTIVATE)
+
+
+def _status_change(workload: Manifest, action: WorkloadAction, now: datetime) -> Manifest:
+    if action.act == Act.RELEASE:
+        return release_patch(workload, now)
+    if action.act == Act.PODS_READY:
+        return pods_ready_patch(workload, action.succeeded, action.reason, now)
+    return finish_patch(workload, action.succeeded, action.message, now)

@@ -217,8 +217,9 @@ class SchedulingSpec(ApiModel):
     queue_name: Annotated[Str, Field(pattern=LABEL_VALUE, min_length=1, max_length=63)] | None = None
     """Kueue LocalQueue: the operator makes the job's Kueue Workload (one pod set per role) and makes no pods until
     Kueue admits it (phase Pending, condition Queued naming the queue); an eviction or preemption suspends the
-    job (its pods checkpoint) until Kueue admits it again. Needs Kueue with TrainingJob.v1alpha1.trainingjob.io
-    in its integrations.externalFrameworks."""
+    job (its pods checkpoint) until Kueue admits it again. A change moves a Workload that reserves no quota to the
+    new LocalQueue (an admitted one stays until it is queued again); removing it deletes the Workload and the job
+    runs unqueued. Needs Kueue with TrainingJob.v1alpha1.trainingjob.io in its integrations.externalFrameworks."""
     min_available: Annotated[Int, Field(ge=1, le=4352)] | None = None
     """Gang size: pods that must be schedulable together before any starts. Every pod of the job when
     unset."""

@@ -1,7 +1,8 @@
 """Suspend and resume (by a user, or by Kueue: plan/queue.py). Suspended: no pods (they get SIGTERM and their
 grace period to checkpoint), and the activeDeadlineSeconds clock stops. Resumed: a new attempt if the suspended
 one had pods, the same one if it never got any (suspended while queued or during a backoff). A queued job that
-Kueue has not admitted yet stays Pending, with no pods, until it is."""
+Kueue has not admitted yet stays Pending, with no pods, until it is. A queued job suspended reads its Workload
+again until it is deactivated and holds no quota (plan/queue.py)."""
 
 from trainingjob.model import ConditionType, Phase, TrainingJobStatus
 from trainingjob.plan import estimate, queue
@@ -31,7 +32,7 @@ def _suspended(ctx: Context, status: TrainingJobStatus, held: queue.Hold | None 
         reason, message = ("JobSuspended", "The job is suspended.") if held is None else (held.reason, held.message)
         message = f"{message[:-1]}; its pods were stopped." if delete and held is None else message
         status, events = moved(ctx, status, Phase.SUSPENDED, reason, message)
-    requeue = None if held is None else queue.POLL_SECONDS
+    requeue = queue.POLL_SECONDS if held is not None or queue.settling(ctx) else None
     return Decision(estimate.stopped(status), delete=delete, events=events, requeue_after=requeue, final=True)
 
 

@@ -20,7 +20,7 @@ from trainingjob.children.observe import Observed, PodPhase, observe, with_log_t
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
 from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
-from trainingjob.plan import Plan, Settings, logs, plan
+from trainingjob.plan import Plan, Settings, logs, plan, queue
 from trainingjob.plan.evaluations import next_read
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
 from trainingjob.plan.release import orphans
@@ -78,7 +78,7 @@ def _observe(
     agent's account of the gang; in parameter-server mode, each worker's agent's so (reconcile/ps_workers.py)."""
     namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
     observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
-    if queues is not None and job.spec.scheduling and job.spec.scheduling.queue_name:
+    if queues is not None and queue.consulted(job):
         observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
     observed = with_log_tails(observed, {pod: cluster.log_tail(namespace, pod, lines) for pod in wanted})
