@@ -55,12 +55,25 @@ def _file(action: argparse.Action) -> None:
     action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab's completion of file names
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of pods, at least 1, not {text!r}")
+    return int(text)
+
+
 def _local_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
     _file(run.add_argument("file", type=Path, help="the TrainingJob manifest"))
     run.add_argument("--workdir", type=Path, help="logs and checkpoints (default: .tjctl/<job name>)")
     run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
     run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
+    run.add_argument(
+        "--capacity",
+        type=_positive,
+        metavar="N",
+        help="run at most N worker pods at once, the others wait unschedulable: an elastic job (minReplicas) "
+        "shrinks to N after 5 s",
+    )
     run.set_defaults(local=local_run.command)
     sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)
     completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")
