@@ -129,3 +129,22 @@ def test_a_shrunk_job_grows_back_at_its_next_checkpoint_once_room_is_seen() -> N
     assert job.status.scale.grow_after_step is None
     [event] = [e for e in result.events if e.reason == "Resized"]
     assert "from 2 to 4 of 4 workers" in event.message
+
+
+@pytest.mark.parametrize(
+    ("min_replicas", "workers"),
+    [pytest.param(3, 3, id="minReplicas-raised-above-the-current"), pytest.param(None, 4, id="minReplicas-removed")],
+)
+def test_a_shrunk_job_whose_minimum_is_raised_restarts_with_it_at_once(min_replicas: int | None, workers: int) -> None:
+    job = elastic_job()
+    job = started(job, half_placed(job))
+    job, _ = step(job, half_placed(job), at(WAIT), settings=ELASTIC)  # shrunk to 2
+    gang = [placed(job, i, 2) for i in range(2)]
+    job, _ = step(job, gang, at(WAIT + 20), settings=ELASTIC)
+    edited = {"replicas": 4} | ({"minReplicas": min_replicas} if min_replicas else {})
+    spec = job.spec.model_copy(update={"workers": job.spec.workers.model_copy(update={"min_replicas": min_replicas})})
+    assert spec.workers.model_dump(by_alias=True, exclude_none=True).items() >= edited.items()
+    job, result = step(job.model_copy(update={"spec": spec}), gang, at(WAIT + 30), settings=ELASTIC)
+    assert job.status is not None and job.status.scale is not None
+    assert (job.status.attempt, job.status.scale.current, job.status.restarts.total) == (3, workers, 0)
+    assert sorted(result.delete) == ["job-worker-0-2", "job-worker-1-2"]

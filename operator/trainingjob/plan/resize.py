@@ -53,9 +53,15 @@ def waiting_for_room(ctx: Context, status: TrainingJobStatus) -> bool:
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if status.phase in (Phase.SUSPENDED, Phase.SUCCEEDED, Phase.FAILED) or status.in_place_restart is not None:
         return None
-    now_sizes = sizes(ctx)
+    now_sizes, fewest = (
+        sizes(ctx),
+        ctx.job.spec.workers.fewest_replicas if elastic(ctx) else ctx.job.spec.workers.replicas,
+    )
+    if now_sizes.current < fewest:  # minReplicas raised or removed while the job ran shrunk: back to the fewest now
+        message = f"{now_sizes.current} of {now_sizes.desired} workers, fewer than the {fewest} the spec now allows"
+        return _resize(ctx, status, WorldSize(Resize.GROW, fewest, ScaleReason.BELOW_MIN, message))
     if not elastic(ctx):  # status.scale still says current/desired: kubectl get's WORKERS column
-        of = f"{now_sizes.current} of {now_sizes.desired} workers: not elastic (workers.minReplicas is unset)"
+        of = f"{now_sizes.current} of {now_sizes.desired} workers: not elastic"
         stay = WorldSize(Resize.STAY, now_sizes.current, ScaleReason.NOT_ELASTIC, of)
         return Decision(status.model_copy(update={"scale": scale_status(status.scale, now_sizes, stay, ctx.now)}))
     decision = world_size(ctx, status)
