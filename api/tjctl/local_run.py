@@ -43,10 +43,10 @@ def run(
     console: Console,
     *,
     configmaps: ConfigMaps | None = None,
-    capacity: int | None = None,
+    capacity: tuple[tuple[int, int], ...] | None = None,
 ) -> int:
     """Run to the end; 0 when the job succeeded. `configmaps` stand in for the cluster's (name -> data); `capacity`:
-    at most this many worker pods at once."""
+    (from step, worker slots) for local/capacity.py."""
     # The operator's decision log says what the events printed below say: keep it off the console.
     logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started = time.monotonic()

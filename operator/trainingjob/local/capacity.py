@@ -1,7 +1,10 @@
-"""Local mode's stand-in for a cluster short of room (`tjctl run --capacity N`): at most N worker pods run at once;
-a worker pod created beyond them waits, Pending, as the scheduler leaves a pod it cannot place (PodScheduled False,
-Unschedulable), and starts once a slot is free. An elastic job (workers.minReplicas) so shows its shrink on this
-machine: it waits the operator's resizeWaitSeconds, then goes on with the workers that run."""
+"""Local mode's stand-in for a cluster short of room (`tjctl run --capacity N`, or `4,2@150,4@300`: 4 worker slots,
+2 from the job's step 150, 4 again from step 300): at most that many worker pods run at once; a worker pod created
+beyond them waits, Pending, as the scheduler leaves a pod it cannot place (PodScheduled False, Unschedulable), and
+starts once a slot is free. When the slots drop below the running workers, the last of them go as if their node
+were lost (killed, and gone). An elastic job (workers.minReplicas) so shows its shrink on this machine: it waits
+the operator's resizeWaitSeconds, goes on with the workers that run, and grows back at a checkpoint once the slots
+return (the room the operator sees is the free slots)."""
 
 import copy
 import uuid
@@ -21,8 +24,18 @@ def is_worker(manifest: Manifest) -> bool:
 class Waiting:
     """Worker pods created beyond the capacity, by name, in the order they were created."""
 
-    slots: int
+    schedule: tuple[tuple[int, int], ...]  # (from step, worker slots), by step
+    step: int = 0  # the job's step, as its status last said
     pods: dict[str, Manifest] = field(default_factory=dict)
+
+    @property
+    def slots(self) -> int:
+        """The worker slots at the job's step: those of the last entry that began at or before it."""
+        return next((slots for since, slots in reversed(self.schedule) if since <= self.step), self.schedule[0][1])
+
+    def spare(self, running_workers: int) -> int:
+        """Free slots no waiting pod takes: the room for more workers."""
+        return max(self.slots - running_workers - len(self.pods), 0)
 
     def hold(self, manifest: Manifest) -> str:
         """Keep a pod that has no slot: Pending and unschedulable, as the scheduler shows it. Its UID."""

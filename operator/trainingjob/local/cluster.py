@@ -99,6 +99,9 @@ class LocalCluster:
 
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         self._reap()
+        if self.waiting is not None:
+            self.waiting.step = int(((self.job.get("status") or {}).get("progress") or {}).get("step") or 0)
+            self._lose_workers_beyond(self.waiting.slots)
         waiting = self.waiting.placeable(self._running_workers()) if self.waiting else []
         for manifest in waiting:  # a slot is free: the scheduler places the pod that waited longest
             self._start(manifest)
@@ -107,6 +110,18 @@ class LocalCluster:
 
     def _running_workers(self) -> int:
         return sum(1 for pod in self.pods.values() if is_worker(pod.manifest) and pod.process.poll() is None)
+
+    def _lose_workers_beyond(self, slots: int) -> None:
+        """Fewer slots than running workers: the last of them go as with a lost node (killed, and gone at once)."""
+        running = [p for p in self.pods.values() if is_worker(p.manifest) and p.process.poll() is None]
+        for pod in sorted(running, key=lambda p: p.name)[slots:]:
+            self._signal(pod, signal.SIGKILL)
+            pod.process.wait()
+            del self.pods[pod.name]
+
+    def spare(self, pod: Manifest, at_most: int) -> int:
+        """The room for more workers (kube/ports.Room): free --capacity slots no waiting pod takes."""
+        return min(self.waiting.spare(self._running_workers()), at_most) if self.waiting else 0
 
     def read_service(self, namespace: str, job: str) -> Manifest | None:
         if not self.service:
@@ -351,7 +366,9 @@ def _chaos_due(cluster: LocalCluster, status: TrainingJobStatus, chaos: Chaos, p
     return bool(status.progress and status.progress.step >= chaos.at_step)
 
 
-LOCAL_SETTINGS = Settings(backoff_base_seconds=1.0, backoff_max_seconds=10.0, resize_wait_seconds=5.0)
+LOCAL_SETTINGS = Settings(
+    backoff_base_seconds=1.0, backoff_max_seconds=10.0, resize_wait_seconds=5.0, resize_interval_seconds=10.0
+)
 
 
 def run_local(
@@ -364,12 +381,12 @@ def run_local(
     poll_seconds: float = 0.25,
     configmaps: ConfigMaps | None = None,
     settings: Settings = LOCAL_SETTINGS,
-    capacity: int | None = None,
+    capacity: tuple[tuple[int, int], ...] | None = None,
 ) -> tuple[TrainingJobStatus | None, LocalCluster]:
     """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports).
     `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes; `settings` are the
-    operator's (benchmarks change its checkpoint prior); `capacity`: at most this many worker pods run at once, the
-    others wait unschedulable (local/capacity.py)."""
+    operator's (benchmarks change its checkpoint prior); `capacity`: (from step, worker slots), at most that many
+    worker pods run at once, the others wait unschedulable (local/capacity.py)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
     cluster.waiting = Waiting(capacity) if capacity is not None else None
     name = str(cluster.job["metadata"]["name"])
@@ -379,7 +396,8 @@ def run_local(
     killed = False
     try:
         while True:
-            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings)
+            room = cluster if cluster.waiting is not None else None
+            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings, room=room)
             if outcome.after is None:
                 return status, cluster
             status = outcome.after
