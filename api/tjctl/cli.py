@@ -55,12 +55,33 @@ def _file(action: argparse.Action) -> None:
     action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab's completion of file names
 
 
+def _capacity(text: str) -> tuple[tuple[int, int], ...]:
+    """--capacity N, or N,M@STEP,...: worker slots from the start, then from each STEP on (steps increasing)."""
+    schedule: list[tuple[int, int]] = []
+    for i, part in enumerate(text.split(",")):
+        slots, _, since = part.partition("@")
+        step = since if i else (since or "0")
+        if not slots.isdigit() or int(slots) < 1 or not step.isdigit() or (i and not since):
+            raise argparse.ArgumentTypeError(f"{part!r}: expected N or N@STEP, N at least 1 (e.g. 4,2@150,4@300)")
+        if schedule and int(step) <= schedule[-1][0]:
+            raise argparse.ArgumentTypeError(f"{part!r}: the steps must increase")
+        schedule.append((int(step), int(slots)))
+    return tuple(schedule)
+
+
 def _local_commands(sub: Any) -> None:
     run = sub.add_parser("run", help="run a job on this machine: no cluster, the same restarts and resume")
     _file(run.add_argument("file", type=Path, help="the TrainingJob manifest"))
     run.add_argument("--workdir", type=Path, help="logs and checkpoints (default: .tjctl/<job name>)")
     run.add_argument("--kill", metavar="REPLICA@STEP", help="SIGKILL a replica once it reaches STEP: worker-1@250")
     run.add_argument("--resume", action="store_true", help="keep the workdir's checkpoints and resume from them")
+    run.add_argument(
+        "--capacity",
+        type=_capacity,
+        metavar="N[,N@STEP...]",
+        help="run at most N worker pods at once (from STEP on), the others wait unschedulable, the last go when N "
+        "drops: an elastic job (minReplicas) shrinks after 5 s and grows back at a checkpoint (4,2@150,4@300)",
+    )
     run.set_defaults(local=local_run.command)
     sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)
     completion = sub.add_parser("completion", help="print a shell completion script: source <(tjctl completion bash)")

@@ -32,7 +32,7 @@ def command(args: argparse.Namespace, ui: Ui) -> int:
     kept = () if args.resume else ("checkpoints", "logs")
     local_checks.clear_workdir(workdir, ("configmaps", "volumes", *kept))
     total = job.spec.trainer.steps if job.spec.trainer else None
-    return run(manifest, total, workdir, chaos, ui.out, configmaps=configmaps)
+    return run(manifest, total, workdir, chaos, ui.out, configmaps=configmaps, capacity=args.capacity)
 
 
 def run(
@@ -43,8 +43,10 @@ def run(
     console: Console,
     *,
     configmaps: ConfigMaps | None = None,
+    capacity: tuple[tuple[int, int], ...] | None = None,
 ) -> int:
-    """Run to the end; 0 when the job succeeded. `configmaps` stand in for the cluster's (name -> data)."""
+    """Run to the end; 0 when the job succeeded. `configmaps` stand in for the cluster's (name -> data); `capacity`:
+    (from step, worker slots) for local/capacity.py."""
     # The operator's decision log says what the events printed below say: keep it off the console.
     logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started = time.monotonic()
@@ -55,7 +57,13 @@ def run(
             console.print(Text.assemble((event.reason, style), f": {event.message}"))
 
         status, cluster = run_local(
-            manifest, workdir, on_status=bar.update, on_event=on_event, chaos=chaos, configmaps=configmaps
+            manifest,
+            workdir,
+            on_status=bar.update,
+            on_event=on_event,
+            chaos=chaos,
+            configmaps=configmaps,
+            capacity=capacity,
         )
     if status is None:
         console.print("[red]The job was deleted.[/]")

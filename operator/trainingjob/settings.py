@@ -85,12 +85,12 @@ class OperatorSettings(BaseSettings):
     collectives wait for a rank that is gone): the attempt is restarted from the newest checkpoint, as a stall."""
     resize_wait_seconds: float = Field(default=120.0, gt=0)
     """Elastic jobs (workers.minReplicas below replicas): how long a worker pod may stay unschedulable before the
-    next attempt starts with the workers that fit, down to minReplicas (status.scale says since when it waits). Not
-    used yet: the operator does not resize jobs yet."""
+    next attempt starts with the workers that fit, down to minReplicas (status.scale says since when it waits); a
+    shrunk job also looks for room to grow back this often."""
     resize_interval_seconds: float = Field(default=600.0, gt=0)
     """Elastic jobs: the shortest time between a resize and the next growth back, so that capacity that comes and
     goes does not restart the job each time. A shrink is never held back: a job whose gang cannot be placed does
-    not train at all. Not used yet."""
+    not train at all."""
     key_file: str = ""
     """A file holding the operator's key (at least 16 bytes, surrounding whitespace such as a trailing newline left
     out): each job's key is derived from it and the job's UID, so the operator signs its orders to a job's agents

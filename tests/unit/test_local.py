@@ -107,3 +107,18 @@ def test_a_ctrl_c_while_a_pod_starts_still_stops_that_pods_process(
             process.kill()
             process.wait()
     assert len(started) == 1 and not left, f"the pod's process {left} outlived the run"
+
+
+# Trains (exits 0) only in a gang of two; in a larger one it waits for ranks that never come, as a rendezvous would.
+TWO_OR_WAIT = "import os, sys, time; os.environ['WORLD_SIZE'] == '2' or time.sleep(60) or sys.exit(1)"
+
+
+def test_with_room_for_two_workers_an_elastic_job_of_four_shrinks_to_two_and_succeeds(tmp_path: Path) -> None:
+    events: list[str] = []
+    workers = {**python(TWO_OR_WAIT), "replicas": 4, "minReplicas": 2}
+    manifest = job_manifest("local", workers=workers, trainer=None)
+    status, _ = run_local(manifest, tmp_path, on_event=lambda e: events.append(e.reason), capacity=((0, 2),))
+    assert status is not None and status.phase == Phase.SUCCEEDED, status
+    assert (status.attempt, status.restarts.total) == (2, 0)
+    assert status.scale is not None and (status.scale.workers, status.scale.reason) == ("2/4", "CapacityLost")
+    assert "Resized" in events

@@ -150,3 +150,15 @@ def test_a_job_with_its_configmap_in_the_same_file_runs_and_a_missing_one_is_nam
     alone.mkdir()
     _refused(["run", _file(alone, job), "--workdir", str(alone / "work")], capsys, "mount ConfigMap 'recipe'")
     assert not (alone / "work").exists()
+
+
+@pytest.mark.parametrize("capacity", ["0", "-1", "two", "4,2", "4,2@150,4@100", "4@0,2@0"])
+def test_a_capacity_that_is_not_a_number_of_pods_is_refused_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], capacity: str
+) -> None:
+    argv = ["run", _file(tmp_path, job_manifest("k")), f"--capacity={capacity}", "--workdir", str(tmp_path / "w")]
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and "--capacity" in err and ("at least 1" in err or "increase" in err), err
+    assert not (tmp_path / "w").exists()  # nothing started

@@ -86,6 +86,15 @@ operator under exactly these rules.
   resources: [priorityclasses]
   verbs: [get]
 {{- end }}
+{{- define "tj.operator.roomRules" -}}
+# Elastic jobs (workers.minReplicas): while one runs shrunk, kube/room.py counts the room for its missing workers
+# once per resize interval: the nodes' allocatable resources less what the unfinished pods bound to them request
+# (pods of every namespace hold them). List only, and only when the operator watches every namespace: one that
+# watches a single namespace has no cluster-wide reads, and its shrunk jobs do not grow back.
+- apiGroups: [""]
+  resources: [nodes, pods]
+  verbs: [list]
+{{- end }}
 {{- define "tj.operator.reviewRules" -}}
 # /metrics names every tenant's jobs: the operator serves it only to a bearer token Kubernetes accepts
 # (TokenReview) of a caller allowed `get` on the path /metrics (SubjectAccessReview), e.g. bound to the

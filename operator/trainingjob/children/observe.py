@@ -345,6 +345,7 @@ class Observed:
     gang: Gang | None = None  # rank 0's agent's account of the gang, when it was read (children/agent.py)
     worker_gangs: Mapping[str, Gang] = field(default_factory=dict)  # pod -> a PS worker's agent's, when read
     queue: QueueState | None = None  # a queued job's Kueue Workload, when Kueue is consulted (children/workload.py)
+    spare: int = 0  # further worker pods that would fit now, looked for while an elastic job runs shrunk (kube/room.py)
 
     def of_attempt(self, attempt: int) -> list[PodState]:
         return [p for p in self.pods if p.attempt == attempt]

@@ -44,14 +44,21 @@ def server_count(job: TrainingJob) -> int:
     return job.spec.parameter_servers.replicas if job.spec.parameter_servers else 0
 
 
+def worker_count(job: TrainingJob) -> int:
+    """The workers an attempt runs with: status.scale.current for an elastic job the operator resized
+    (plan/elastic.py), spec.workers.replicas otherwise."""
+    scale = job.status.scale if job.status is not None else None
+    return scale.current if scale is not None and scale.current >= 1 else job.spec.workers.replicas
+
+
 def replica_count(job: TrainingJob) -> int:
-    return server_count(job) + job.spec.workers.replicas
+    return server_count(job) + worker_count(job)
 
 
 def replicas(job: TrainingJob) -> list[Replica]:
-    """Every pod slot of the job, parameter servers first."""
+    """Every pod slot of the job's current attempt, parameter servers first."""
     return [Replica(ROLE_PS, i) for i in range(server_count(job))] + [
-        Replica(ROLE_WORKER, i) for i in range(job.spec.workers.replicas)
+        Replica(ROLE_WORKER, i) for i in range(worker_count(job))
     ]
 
 
@@ -111,7 +118,7 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     """The variables the trainer (or an unmodified torchrun script) reads, for one replica."""
     name, namespace = str(job.metadata.name), str(job.metadata.namespace)
     spec = job.spec
-    workers, nproc = spec.workers.replicas, spec.workers.nproc_per_pod
+    workers, nproc = worker_count(job), spec.workers.nproc_per_pod
     servers = [Replica(ROLE_PS, i) for i in range(server_count(job))]
     master = Replica(ROLE_WORKER, 0).address(name, namespace)
     node_rank = replica.index if replica.role == ROLE_WORKER else 0
@@ -140,8 +147,9 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
         contract.MASTER_WAIT_SECONDS: str(spec.run_policy.startup_deadline_seconds),
         contract.JOB_KEY_FILE: f"{access.KEY_MOUNT_PATH}/{access.KEY_FILE}",
     }
-    if spec.workers.fewest_replicas < workers:  # elastic: the global batch is the full job's at any world size
-        env[contract.DESIRED_WORLD_SIZE] = str(workers * nproc)
+    # elastic: the global batch is the full job's at any world size (the trainer accumulates gradients)
+    if spec.workers.fewest_replicas < spec.workers.replicas:
+        env[contract.DESIRED_WORLD_SIZE] = str(spec.workers.replicas * nproc)
     if spec.checkpoint is not None:
         env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
         env[contract.CHECKPOINT_KEEP] = str(spec.checkpoint.keep)

@@ -142,7 +142,9 @@ def _column(
 PRINTER_COLUMNS = [
     _column("Phase", ".status.phase", description="Pending, Running, Restarting, Suspended, Succeeded, Failed"),
     _column("Mode", ".spec.mode", description="DDP or ParameterServer"),
-    _column("Workers", ".spec.workers.replicas", "integer", "Worker pods"),
+    _column(
+        "Workers", ".status.scale.workers", "string", "Worker pods running/wanted: fewer while an elastic job is shrunk"
+    ),
     _column("Ready", ".status.workers.ready", "integer", "Worker pods running and ready"),
     _column("Attempt", ".status.attempt", "integer", "Current attempt; N+1 after N whole-job restarts"),
     _column("Step", ".status.progress.step", "integer", "Steps completed, as the trainer last reported"),

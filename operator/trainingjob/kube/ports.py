@@ -59,6 +59,12 @@ class Cluster(Protocol):
     def emit(self, job: Manifest, events: Sequence[Event]) -> None: ...
 
 
+class Room(Protocol):
+    """Room on the nodes for more of a shrunk elastic job's workers (kube/room.py)."""
+
+    def spare(self, pod: Manifest, at_most: int) -> int: ...
+
+
 class Queues(Protocol):
     """A queued job's Kueue Workload (kube/kueue.py): read once per reconcile, and the one write the plan asks."""
 

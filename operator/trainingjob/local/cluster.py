@@ -30,6 +30,7 @@ from trainingjob.children.progress_report import Report, parse_report
 from trainingjob.children.specs import TRAINER_COMMAND
 from trainingjob.kube.agents import read_gang, send_order
 from trainingjob.kube.ports import Created, Gone
+from trainingjob.local.capacity import Waiting, is_worker
 from trainingjob.local.files import ConfigMaps, mount_folders, relocate
 from trainingjob.local.pod import LOOPBACK, LocalPod, Manifest, interrupt_deferred, now_stamp
 from trainingjob.model import TrainingJobStatus
@@ -41,6 +42,7 @@ BESIDE_PYTHON = Path(sys.executable).parent  # the environment's scripts (torchr
 # A checkout's trainer package; installed from the wheel, `trainer` sits beside `trainingjob` and needs no path.
 TRAINER_PATH = Path(__file__).resolve().parents[3] / "trainer-image"
 GRACE_SECONDS = 30.0
+LOCAL_NODE = "localhost"  # the node a local pod runs on: this machine
 
 
 def merge_patched(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,6 +80,7 @@ class LocalCluster:
     configmaps: ConfigMaps = field(default_factory=dict)  # the ConfigMaps beside the job's manifest
     agent_ports: dict[str, int] = field(default_factory=dict)  # pod -> its agent's loopback port
     checkpoints: Path | None = None  # the checkpoint folder; <workdir>/checkpoints when None
+    waiting: Waiting | None = None  # --capacity: worker pods beyond it wait, unschedulable (local/capacity.py)
 
     def __post_init__(self) -> None:
         metadata = self.job.setdefault("metadata", {})
@@ -96,7 +99,29 @@ class LocalCluster:
 
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         self._reap()
-        return [pod.as_manifest() for pod in self.pods.values()]
+        if self.waiting is not None:
+            self.waiting.step = int(((self.job.get("status") or {}).get("progress") or {}).get("step") or 0)
+            self._lose_workers_beyond(self.waiting.slots)
+        waiting = self.waiting.placeable(self._running_workers()) if self.waiting else []
+        for manifest in waiting:  # a slot is free: the scheduler places the pod that waited longest
+            self._start(manifest)
+        held = [copy.deepcopy(pod) for pod in self.waiting.pods.values()] if self.waiting else []
+        return [pod.as_manifest() for pod in self.pods.values()] + held
+
+    def _running_workers(self) -> int:
+        return sum(1 for pod in self.pods.values() if is_worker(pod.manifest) and pod.process.poll() is None)
+
+    def _lose_workers_beyond(self, slots: int) -> None:
+        """Fewer slots than running workers: the last of them go as with a lost node (killed, and gone at once)."""
+        running = [p for p in self.pods.values() if is_worker(p.manifest) and p.process.poll() is None]
+        for pod in sorted(running, key=lambda p: p.name)[slots:]:
+            self._signal(pod, signal.SIGKILL)
+            pod.process.wait()
+            del self.pods[pod.name]
+
+    def spare(self, pod: Manifest, at_most: int) -> int:
+        """The room for more workers (kube/ports.Room): free --capacity slots no waiting pod takes."""
+        return min(self.waiting.spare(self._running_workers()), at_most) if self.waiting else 0
 
     def read_service(self, namespace: str, job: str) -> Manifest | None:
         if not self.service:
@@ -151,13 +176,17 @@ class LocalCluster:
             elif manifest["kind"] == "Secret":
                 self._write_key()
             elif manifest["kind"] == "Pod" and manifest["metadata"]["name"] not in self.pods:
-                created[manifest["metadata"]["name"]] = self._start(manifest)
+                full = self.waiting is not None and self._running_workers() >= self.waiting.slots
+                held = self.waiting if full and is_worker(manifest) else None
+                created[manifest["metadata"]["name"]] = held.hold(manifest) if held else self._start(manifest)
         return Created(created)
 
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         """SIGTERM now (the trainer checkpoints and exits 79); SIGKILL after the grace period, or at once. Only the
         pod of the UID it was observed with: a namesake started since is left alone."""
         for name, uid in pods.items():
+            if self.waiting is not None and self.waiting.drop(name, uid):
+                continue
             pod = self.pods.get(name)
             if pod is not None and pod.uid == uid and (pod.deleted_at is None or force):
                 pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
@@ -296,7 +325,11 @@ class LocalCluster:
         log_path = self.workdir / "logs" / f"{name}.log"
         Path(env[contract.PROGRESS_FILE]).unlink(missing_ok=True)  # an earlier run's, in the same work folder
         pod = copy.deepcopy(manifest)
-        pod["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now_stamp(), namespace="local")
+        metadata = pod["metadata"]  # a pod that waited for a slot keeps its UID and creation (local/capacity.py)
+        metadata.update(uid=metadata.get("uid") or str(uuid.uuid4()), namespace="local")
+        metadata.setdefault("creationTimestamp", now_stamp())
+        pod["spec"]["nodeName"] = LOCAL_NODE  # placed: the planner tells placed pods from waiting ones by it
+        pod.pop("status", None)
         probed = container.get("readinessProbe") is not None  # rank 0's agent, or a parameter-server worker's
         ready_port = self.agent_ports.get(name) if probed else None
         with log_path.open("ab") as log, interrupt_deferred():
@@ -340,7 +373,9 @@ def _chaos_due(cluster: LocalCluster, status: TrainingJobStatus, chaos: Chaos, p
     return bool(status.progress and status.progress.step >= chaos.at_step)
 
 
-LOCAL_SETTINGS = Settings(backoff_base_seconds=1.0, backoff_max_seconds=10.0)
+LOCAL_SETTINGS = Settings(
+    backoff_base_seconds=1.0, backoff_max_seconds=10.0, resize_wait_seconds=5.0, resize_interval_seconds=10.0
+)
 
 
 def run_local(
@@ -353,11 +388,14 @@ def run_local(
     poll_seconds: float = 0.25,
     configmaps: ConfigMaps | None = None,
     settings: Settings = LOCAL_SETTINGS,
+    capacity: tuple[tuple[int, int], ...] | None = None,
 ) -> tuple[TrainingJobStatus | None, LocalCluster]:
     """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports).
     `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes; `settings` are the
-    operator's (benchmarks change its checkpoint prior)."""
+    operator's (benchmarks change its checkpoint prior); `capacity`: (from step, worker slots), at most that many
+    worker pods run at once, the others wait unschedulable (local/capacity.py)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
+    cluster.waiting = Waiting(capacity) if capacity is not None else None
     name = str(cluster.job["metadata"]["name"])
     if chaos and _pauses(manifest, chaos.replica):
         cluster.pause_at[f"{name}-{chaos.replica}-1"] = chaos.at_step
@@ -365,7 +403,8 @@ def run_local(
     killed = False
     try:
         while True:
-            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings)
+            room = cluster if cluster.waiting is not None else None
+            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings, room=room)
             if outcome.after is None:
                 return status, cluster
             status = outcome.after

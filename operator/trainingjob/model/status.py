@@ -334,6 +334,9 @@ class WorkerScale(ApiModel):
     """When the job came to `current` workers."""
     last_resize_time: datetime | None = None
     """When the job last shrank or grew: the next growth waits the operator's resize interval from it."""
+    grow_after_step: Count | None = None
+    """Set while the job waits to grow: room for more workers was seen when the newest checkpoint was this step; the
+    job grows once a newer checkpoint is reported (a restart, not mid-step)."""
 
 
 class TrainingJobStatus(ApiModel):
@@ -360,8 +363,8 @@ class TrainingJobStatus(ApiModel):
     in_place_restart: InPlaceRestart | None = None
     """The restart in place under way, until every pod's agent runs the new attempt."""
     scale: WorkerScale | None = None
-    """How many workers the job runs with, out of spec.workers.replicas, why, and since when (not written yet: the
-    operator does not resize jobs yet)."""
+    """How many workers the job runs with, out of spec.workers.replicas, why, and since when: written for an elastic
+    DDP job (workers.minReplicas below replicas)."""
     restarts: RestartCounts = Field(default_factory=RestartCounts)
     """Restarts so far, per failure class."""
     in_place_restarts: Count = 0

@@ -21,6 +21,8 @@ stops the rest:
     in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
     worker_in_place  ParameterServer mode: a worker's trainer failed in its healthy pod: count it and restart it
                   in place as its next incarnation (tell its agent until it runs it, or re-create its pod)
+    resize        an elastic DDP job: shrink at once when its gang cannot be placed within resizeWaitSeconds, grow
+                  at the next checkpoint when room returns; status.scale says how many workers and why
     stalled       no progress for progressDeadlineSeconds (once the attempt has reported)
     startup       a pod not running startupDeadlineSeconds after it was due
     creation      create missing pods after earlier attempts are gone and the backoff is over
@@ -55,6 +57,7 @@ from trainingjob.plan import (
     prepared,
     progress,
     queue,
+    resize,
     success,
     suspend,
     tracking,
@@ -78,6 +81,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("failure", failure.decide),
     ("in_place", in_place.decide),
     ("worker_in_place", worker_in_place.decide),
+    ("resize", resize.decide),
     ("stalled", progress.stalled),
     ("startup", deadlines.startup),
     ("creation", creation.decide),

@@ -1,12 +1,12 @@
 """The two deadlines that fail a job: activeDeadlineSeconds (its whole active life, time suspended not
 counted) and startupDeadlineSeconds (a pod not running that long after it was created, or after its
 creation was first refused; while another controller's scheduling gate holds a pod of the gang, from when the
-operator saw the last gate lifted)."""
+operator saw the last gate lifted; not while an elastic job waits resizeWaitSeconds for room, plan/resize.py)."""
 
 from datetime import timedelta
 
 from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
-from trainingjob.plan import finished, gates, terminating
+from trainingjob.plan import finished, gates, resize, terminating
 from trainingjob.plan.slots import slots, summary, waiting_since, why
 from trainingjob.plan.types import Context, Decision
 
@@ -24,6 +24,8 @@ def active(ctx: Context, status: TrainingJobStatus) -> Decision | None:
 
 def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     limit = ctx.job.spec.run_policy.startup_deadline_seconds
+    if resize.waiting_for_room(ctx, status):  # an elastic job's unplaced workers, waited for a bounded time
+        return None
     queued = bool(gates.held(ctx, status))  # the gang waits for another controller's gate (plan/gates.py): its
     held = terminating.stuck_from(ctx)  # pods are not slow to start, though a refused creation still counts
     counting = [

@@ -9,9 +9,9 @@ not restart it each time. A shrink is never held back by the interval: a job who
 train at all.
 
 The decision is pure: what the cluster showed (Capacity, read from the attempt's pods by capacity_of) and the
-job's sizes in, a WorldSize out; the planner is to turn a Shrink into a gang restart at the smaller size and a Grow
-into one at the next checkpoint, and to record the outcome in status.scale (scale_status). Not wired yet, and
-nothing observes `spare` (room for more workers) yet.
+job's sizes in, a WorldSize out; plan/resize.py turns a Shrink into a gang restart at the smaller size and a Grow
+into one at the next checkpoint, and records the outcome in status.scale (scale_status). `spare` (room for more
+workers) is looked for on the nodes while a job runs shrunk (kube/room.py).
 """
 
 from collections.abc import Iterable

@@ -22,6 +22,7 @@ from trainingjob.model import (
     TrainingJobStatus,
 )
 from trainingjob.model.history import MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EVALUATIONS, MAX_FAILURES, MAX_POINTS
+from trainingjob.plan.resize import RESIZED
 from trainingjob.plan.transitions import condition_of
 
 P = TypeVar("P", MetricPoint, EvaluationPoint)
@@ -124,7 +125,11 @@ def _ending(
     if after.phase == Phase.SUSPENDED:
         return AttemptOutcome.SUSPENDED, None
     if after.attempt != current.attempt:
-        return (AttemptOutcome.FAILED, failure_class) if failure_class else (AttemptOutcome.REPLACED, None)
+        if failure_class:
+            return AttemptOutcome.FAILED, failure_class
+        restarting = condition_of(after, ConditionType.RESTARTING)
+        resized = restarting is not None and restarting.reason == RESIZED  # an elastic job's resize (plan/resize.py)
+        return AttemptOutcome.REPLACED, RESIZED if resized else None
     return None
 
 

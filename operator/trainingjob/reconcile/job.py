@@ -18,13 +18,14 @@ from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
 from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
 from trainingjob.children.progress_report import Report
-from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues
+from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues, Room
 from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan, queue
 from trainingjob.plan.evaluations import next_read
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
 from trainingjob.plan.release import orphans
 from trainingjob.plan.waves import FIRST_WAVE, Refusal, after_wave, waves
+from trainingjob.reconcile import room as elastic_room
 from trainingjob.reconcile.ps_workers import order_workers, worker_gangs
 from trainingjob.settings import OperatorSettings
 
@@ -119,9 +120,11 @@ def reconcile(
     settings: Settings,
     log_tail_lines: int = TAIL_LINES,
     queues: Queues | None = None,
+    room: Room | None = None,
 ) -> Outcome:
     """Bring one job's children and status in line with its spec; safe to run again at any point. With `queues`,
-    a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py)."""
+    a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py); with `room`, a shrunk elastic
+    job grows back when its workers fit (reconcile/room.py)."""
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         left = orphans(cluster.list_pods(namespace, name), None)
@@ -138,6 +141,7 @@ def reconcile(
         result = plan_invalid(manifest, error, observed, now)
     else:
         observed = _observe(cluster, job, pods, service, log_tail_lines, queues=queues)
+        observed = replace(observed, spare=elastic_room.spare(room, job, now, settings.resize_interval_seconds))
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
     before = salvaged_status(manifest.get("status"))
     try:

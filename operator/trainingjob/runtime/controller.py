@@ -21,6 +21,7 @@ from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.kube.kueue import KubeQueues
 from trainingjob.kube.ports import Conflict
 from trainingjob.kube.resources import Resources
+from trainingjob.kube.room import NodeRoom
 from trainingjob.kube.sweep_cluster import KubernetesSweeps
 from trainingjob.kube.watch import Informer
 from trainingjob.kube.writes import Pacer
@@ -89,6 +90,7 @@ class Controller:
         leading = self._leading
         self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc, may_write=leading)
         self.queues = FencedQueues(KubeQueues(connection.api, resources), may_write=leading)
+        self.room = NodeRoom(connection.api)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
         self.gate = asyncio.Event()
@@ -154,7 +156,7 @@ class Controller:
             try:
                 outcome = reconcile(
                     self.jobs, *key, now=datetime.now(UTC), settings=self.plan_settings,
-                    log_tail_lines=self.options.log_tail_lines, queues=self.queues,
+                    log_tail_lines=self.options.log_tail_lines, queues=self.queues, room=self.room,
                 )  # fmt: skip
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
