@@ -39,7 +39,8 @@ def placed(job: TrainingJob, index: int, attempt: int) -> Manifest:
 
 def unplaced(job: TrainingJob, index: int, attempt: int, since: datetime = T0) -> Manifest:
     scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
-    scheduled |= {"message": "0/4 nodes are available: 2 Insufficient nvidia.com/gpu.", "lastTransitionTime": since.isoformat()}
+    message = "0/4 nodes are available: 2 Insufficient nvidia.com/gpu."
+    scheduled |= {"message": message, "lastTransitionTime": since.isoformat()}
     return pod(job, Replica("worker", index), attempt, "Pending", created=since, conditions=[scheduled])
 
 
