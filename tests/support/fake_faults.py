@@ -12,7 +12,6 @@ from trainingjob.children.naming import CONTAINER_NAME, INDEX_LABEL
 Manifest = dict[str, Any]
 SIDECAR = "istio-proxy"
 FOREIGN_GATE = "kueue.x-k8s.io/admission"
-FOREIGN_FINALIZER = "example.com/holder"
 LOST = "lost"  # the write happened, its answer never came
 
 
@@ -116,8 +115,7 @@ def sidecar_ends(pod: Manifest) -> None:
 
 def hold(pod: Manifest) -> None:
     """A foreign controller (a mesh, a backup tool, Kueue) puts its finalizer on a pod."""
-    held = pod["metadata"].get("finalizers") or []
-    pod["metadata"]["finalizers"] = [*held, *([] if FOREIGN_FINALIZER in held else [FOREIGN_FINALIZER])]
+    pod["metadata"]["finalizers"] = ["example.com/holder"]
 
 
 def lift_gate(pod: Manifest) -> None:
