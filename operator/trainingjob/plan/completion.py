@@ -15,10 +15,8 @@ Parameter-server workers finish their shares independently: this applies to DDP 
 from dataclasses import replace
 from datetime import timedelta
 
-from trainingjob.children.observe import PodState
-from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify, finished, result, tracking
-from trainingjob.plan.failure import restart
+from trainingjob.model import Mode, Phase, TrainingJobStatus
+from trainingjob.plan import failure, finished, result, tracking
 from trainingjob.plan.slots import slots
 from trainingjob.plan.transitions import seconds_until
 from trainingjob.plan.types import Context, Decision
@@ -44,14 +42,4 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         message = f"Worker 0 finished training; {what}, and were stopped."
         decision = finished.finish(ctx, status, Phase.SUCCEEDED, "JobSucceeded", message)
         return replace(decision, status=result.with_result(decision.status))
-    return _restarted(ctx, status, running[0], f"Worker 0 did not finish: {what}")
-
-
-def _restarted(ctx: Context, status: TrainingJobStatus, culprit: PodState, what: str) -> Decision:
-    policy = ctx.job.spec.run_policy
-    verdict = classify.decide(FailureClass.STALLED, status.restarts, policy, what)
-    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now, status.attempt)
-    status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": REASON})})
-    if not verdict.restart:
-        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
-    return restart(ctx, status, FailureClass.STALLED, verdict)
+    return failure.stalled(ctx, status, running[0], f"Worker 0 did not finish: {what}", REASON)

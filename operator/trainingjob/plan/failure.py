@@ -112,6 +112,17 @@ def restart(ctx: Context, status: TrainingJobStatus, failure: FailureClass, verd
     return Decision(status, delete=delete, events=events, requeue_after=backoff_seconds(ctx, status), final=True)
 
 
+def stalled(ctx: Context, status: TrainingJobStatus, culprit: PodState, what: str, reason: str) -> Decision:
+    """End the attempt as a stall (a gang that makes no progress): `what` says why, `reason` goes to lastFailure;
+    restarted from the newest checkpoint within backoffLimit, else the job fails."""
+    verdict = classify.decide(FailureClass.STALLED, status.restarts, ctx.job.spec.run_policy, what)
+    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now, status.attempt)
+    status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": reason})})
+    if not verdict.restart:
+        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
+    return restart(ctx, status, FailureClass.STALLED, verdict)
+
+
 def _replace_workers(ctx: Context, status: TrainingJobStatus, found: list[PodState]) -> Decision:
     """ParameterServer mode: each failed worker is counted and replaced alone, after a backoff of its own
     (plan/replacement.py); the others keep training. If one of them cannot be restarted, the job fails and none of

@@ -12,9 +12,8 @@ from datetime import datetime, timedelta
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
-from trainingjob.model import FailureClass, Phase, Progress, TrainingJobStatus
-from trainingjob.plan import classify, estimate, finished
-from trainingjob.plan.failure import restart
+from trainingjob.model import Phase, Progress, TrainingJobStatus
+from trainingjob.plan import estimate, failure
 from trainingjob.plan.transitions import seconds_until
 from trainingjob.plan.types import Context, Decision
 
@@ -100,15 +99,8 @@ def stalled(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     expires = max([source.last_change_time, *replaced]) + timedelta(seconds=limit)
     if ctx.now < expires:
         return Decision(status, requeue_after=seconds_until(ctx, expires, float(limit)))
-    what = f"rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"
-    policy = ctx.job.spec.run_policy
-    verdict = classify.decide(FailureClass.STALLED, status.restarts, policy, what[0].upper() + what[1:])
-    culprit = _rank0(ctx, status)
-    failure = classify.last_failure(culprit, FailureClass.STALLED, ctx.now, status.attempt)
-    status = status.model_copy(update={"last_failure": failure.model_copy(update={"reason": "Stalled"})})
-    if not verdict.restart:
-        return finished.finish(ctx, status, Phase.FAILED, verdict.reason, verdict.message)
-    return restart(ctx, status, FailureClass.STALLED, verdict)
+    what = f"Rank 0 reported no progress for {limit} s (progressDeadlineSeconds) after step {source.step}"
+    return failure.stalled(ctx, status, _rank0(ctx, status), what, "Stalled")
 
 
 def _rank0_pod(ctx: Context, status: TrainingJobStatus) -> PodState | None:
