@@ -57,5 +57,6 @@ def test_a_killed_worker_trainer_restarts_in_its_pod(node_tier: NodeTier, nh: Ha
     done = nh.wait_phase(name, "Succeeded", timeout=600)["status"]
     assert (done["attempt"], done["inPlaceRestarts"], done["restarts"]["retryable"]) == (1, 1, 1), done
     assert done["lastFailure"]["exitCode"] == 137 and done["lastFailure"]["reason"] == "TrainerFailed", done
-    assert sorted(p.metadata.uid for p in nh.pods(name)) == uids, "a pod was deleted or created"
+    # cleanPodPolicy stops the servers once the job succeeded, so some pods may be gone by now: none may be new
+    assert {p.metadata.uid for p in nh.pods(name)} <= set(uids), "a pod was created"
     assert result_accuracy(done) >= 0.93
