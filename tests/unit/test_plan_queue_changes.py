@@ -88,9 +88,10 @@ def test_a_suspended_admitted_job_gives_back_its_quota_and_queues_again_when_res
     job, result = step(with_policy(job, suspend=False), [], at(5), queue=released)
     assert result.workload == WorkloadAction(Act.ACTIVATE) and not result.create
     assert job.status and job.status.phase == Phase.SUSPENDED
-    assert condition(job, "Queued").reason == "WaitingForQuota"
+    assert condition(job, "Queued").reason == "Activating" and result.requeue_after  # read back, then waiting
     job, result = step(job, [], at(6), queue=replace(released, active=True))
     assert result.workload is None and not result.create and job.status and job.status.phase == Phase.SUSPENDED
+    assert condition(job, "Queued").reason == "WaitingForQuota"
     job, result = step(job, [], at(7), queue=ADMITTED)
     assert job.status and job.status.attempt == 2 and len(created_names(result)) == 2
 

@@ -11,7 +11,8 @@ consulted, as on this machine in local mode, and then the queue name changes not
                 waits to be admitted again, then resumes from its checkpoint in a new attempt
     ended       the Workload is marked Finished, which frees the quota
     suspended   (spec.suspend) the Workload is deactivated (spec.active false): Kueue evicts it and its quota is
-                released once the pods are gone, as for any eviction; resumed, it is activated and queues again
+                released once the pods are gone, as for any eviction; resumed, it is activated (Queued says
+                Activating until the Workload is read back active) and queues again
     moved       a changed scheduling.queueName moves the Workload to that LocalQueue while it reserves no quota;
                 an admitted one stays where it was admitted (Kueue moves no admitted Workload), and the condition
                 Queued says so, until it is queued again (evicted, suspended)
@@ -77,9 +78,8 @@ def hold(ctx: Context, status: TrainingJobStatus) -> Hold | None:
 def _held(state: QueueState, where: str, *, suspended: bool) -> Hold | None:
     if not state.served:
         return Hold("KueueNotInstalled", f"The job waits for {where}, but this cluster serves no Kueue Workloads.")
-    if suspended and not state.active:
-        message = f"The job is suspended: its Workload in {where} is deactivated and gives back its quota."
-        return Hold("Suspended", message)
+    if not state.active:
+        return _inactive(where, suspended=suspended)
     if state.evicted is not None and state.evicted[0] != DEACTIVATED:
         reason, message = state.evicted
         said = f": {message}" if message else ""
@@ -90,6 +90,14 @@ def _held(state: QueueState, where: str, *, suspended: bool) -> Hold | None:
         return None
     said = f": {state.waiting}" if state.waiting and state.evicted is None else "."
     return Hold("WaitingForQuota", f"Waiting in {where} for Kueue to admit the job{said}")
+
+
+def _inactive(where: str, *, suspended: bool) -> Hold:
+    """A deactivated Workload: the job is suspended, or was resumed and this reconcile activates it (it waits for
+    quota once its Workload is read back active)."""
+    if suspended:
+        return Hold("Suspended", f"The job is suspended: its Workload in {where} is deactivated, its quota given back.")
+    return Hold("Activating", f"The job was resumed: its Workload in {where} is being activated to queue again.")
 
 
 def marked(ctx: Context, status: TrainingJobStatus, held: Hold | None) -> TrainingJobStatus:
