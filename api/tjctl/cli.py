@@ -17,6 +17,8 @@ from tjctl import commands, follow, local_run, sweep_commands, sweep_run
 from tjctl.exits import EPILOG, INTERRUPTED, OK, UsageError, file_problem, report
 from tjctl.output import FORMATS, Ui, name_of
 from trainingjob.generate import crd
+from trainingjob.local import capacity
+from trainingjob.local.capacity import Capacity
 from trainingjob_sdk import Client, RestJobs, TrainingJobError, connect
 from trainingjob_sdk.errors import one_line
 
@@ -55,18 +57,12 @@ def _file(action: argparse.Action) -> None:
     action.complete = shtab.FILE  # type: ignore[attr-defined]  # shtab's completion of file names
 
 
-def _capacity(text: str) -> tuple[tuple[int, int], ...]:
-    """--capacity N, or N,M@STEP,...: worker slots from the start, then from each STEP on (steps increasing)."""
-    schedule: list[tuple[int, int]] = []
-    for i, part in enumerate(text.split(",")):
-        slots, _, since = part.partition("@")
-        step = since if i else (since or "0")
-        if not slots.isdigit() or int(slots) < 1 or not step.isdigit() or (i and not since):
-            raise argparse.ArgumentTypeError(f"{part!r}: expected N or N@STEP, N at least 1 (e.g. 4,2@150,4@300)")
-        if schedule and int(step) <= schedule[-1][0]:
-            raise argparse.ArgumentTypeError(f"{part!r}: the steps must increase")
-        schedule.append((int(step), int(slots)))
-    return tuple(schedule)
+def _capacity(text: str) -> Capacity:
+    """--capacity N, N,M@STEP,... or N,M@SECONDSs,...: worker slots from the start, then from each step (second) on."""
+    try:
+        return capacity.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _local_commands(sub: Any) -> None:
@@ -79,8 +75,9 @@ def _local_commands(sub: Any) -> None:
         "--capacity",
         type=_capacity,
         metavar="N[,N@STEP...]",
-        help="run at most N worker pods at once (from STEP on), the others wait unschedulable, the last go when N "
-        "drops: an elastic job (minReplicas) shrinks after 5 s and grows back at a checkpoint (4,2@150,4@300)",
+        help="run at most N worker pods at once (from STEP on, or from SECONDS with N@SECONDSs), the others wait "
+        "unschedulable, the last go when N drops: an elastic job (minReplicas) shrinks after 5 s and grows back at a "
+        "checkpoint (4,2@150,4@300)",
     )
     run.set_defaults(local=local_run.command)
     sub.add_parser("crds", help="print the TrainingJob and TrainingSweep CRDs").set_defaults(local=_crds)

@@ -14,6 +14,7 @@ from tjctl.exits import FAILED, OK
 from tjctl.local_configmaps import configmaps_in
 from tjctl.output import Ui
 from tjctl.progress_bar import JobProgress, status_line
+from trainingjob.local.capacity import Capacity
 from trainingjob.local.cluster import Chaos, LocalCluster, run_local
 from trainingjob.local.files import ConfigMaps
 from trainingjob.model import TrainingJobStatus
@@ -43,10 +44,10 @@ def run(
     console: Console,
     *,
     configmaps: ConfigMaps | None = None,
-    capacity: tuple[tuple[int, int], ...] | None = None,
+    capacity: Capacity | None = None,
 ) -> int:
     """Run to the end; 0 when the job succeeded. `configmaps` stand in for the cluster's (name -> data); `capacity`:
-    (from step, worker slots) for local/capacity.py."""
+    worker slots over the run (local/capacity.py)."""
     # The operator's decision log says what the events printed below say: keep it off the console.
     logging.getLogger("trainingjob").addHandler(logging.NullHandler())
     started = time.monotonic()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from tests.support.builders import job_manifest
 
+from trainingjob.local.capacity import Capacity
 from trainingjob.local.cluster import run_local
 from trainingjob.model import Phase
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
@@ -117,7 +118,7 @@ def test_with_room_for_two_workers_an_elastic_job_of_four_shrinks_to_two_and_suc
     events: list[str] = []
     workers = {**python(TWO_OR_WAIT), "replicas": 4, "minReplicas": 2}
     manifest = job_manifest("local", workers=workers, trainer=None)
-    status, _ = run_local(manifest, tmp_path, on_event=lambda e: events.append(e.reason), capacity=((0, 2),))
+    status, _ = run_local(manifest, tmp_path, on_event=lambda e: events.append(e.reason), capacity=Capacity(((0, 2),)))
     assert status is not None and status.phase == Phase.SUCCEEDED, status
     assert (status.attempt, status.restarts.total) == (2, 0)
     assert status.scale is not None and (status.scale.workers, status.scale.reason) == ("2/4", "CapacityLost")

@@ -30,7 +30,7 @@ from trainingjob.children.progress_report import Report, parse_report
 from trainingjob.children.specs import TRAINER_COMMAND
 from trainingjob.kube.agents import read_gang, send_order
 from trainingjob.kube.ports import Created, Gone
-from trainingjob.local.capacity import Waiting, is_worker
+from trainingjob.local.capacity import Capacity, Waiting, is_worker
 from trainingjob.local.files import ConfigMaps, mount_folders, relocate
 from trainingjob.local.pod import LOOPBACK, LocalPod, Manifest, interrupt_deferred, now_stamp
 from trainingjob.model import TrainingJobStatus
@@ -381,12 +381,12 @@ def run_local(
     poll_seconds: float = 0.25,
     configmaps: ConfigMaps | None = None,
     settings: Settings = LOCAL_SETTINGS,
-    capacity: tuple[tuple[int, int], ...] | None = None,
+    capacity: Capacity | None = None,
 ) -> tuple[TrainingJobStatus | None, LocalCluster]:
     """Run one job to its end on this machine; returns its final status and the cluster (for logs/reports).
     `configmaps` (name -> data) stand in for the cluster's, for the pods' ConfigMap volumes; `settings` are the
-    operator's (benchmarks change its checkpoint prior); `capacity`: (from step, worker slots), at most that many
-    worker pods run at once, the others wait unschedulable (local/capacity.py)."""
+    operator's (benchmarks change its checkpoint prior); `capacity`: worker slots over the run (by step or by
+    second), at most that many worker pods run at once, the others wait unschedulable (local/capacity.py)."""
     cluster = LocalCluster(copy.deepcopy(manifest), workdir, on_event, configmaps=dict(configmaps or {}))
     cluster.waiting = Waiting(capacity) if capacity is not None else None
     name = str(cluster.job["metadata"]["name"])
