@@ -151,6 +151,7 @@ def test_a_higher_priority_job_preempts_a_lower_one_which_resumes_from_its_check
     h.wait_phase("high", "Succeeded")
     rank0, _ = h.wait_running_pods("low", 2, attempt=2, timeout=90)  # re-admitted: a new attempt
     assert _env(rank0, "TJ_CHECKPOINT_DIR") == checkpoint_dir  # the same folder, with step 40 in it
+    h.wait_phase("low", "Running", attempt=2)  # the operator's view of both pods may lag the apiserver's
     resumed = {"step": 41, "heartbeat": time.time(), "totalSteps": 100, "resumedFromStep": 40}
     with progress_endpoint(rank0.status.pod_ip, resumed):
         job = h.wait("low", lambda j: (j["status"].get("progress") or {}).get("resumedFromStep") == 40, "resumed")

@@ -46,6 +46,7 @@ def job_series(operator: OperatorProcess, namespace: str, name: str) -> Series:
 def test_a_jobs_series_follow_its_status_and_go_with_it(h: Harness, operator: OperatorProcess) -> None:
     h.create(job_manifest("watched", runPolicy={"backoffLimit": 4}))
     rank0 = h.wait_running_pods("watched", 2, attempt=1)[0]
+    h.wait_phase("watched", "Running")  # the operator's view of the pods may lag the apiserver's: its phase too
     heartbeat = float(int(time.time()))
     report = {"step": 42, "loss": 0.25, "samplesPerSecond": 1000.0, "heartbeat": heartbeat, "totalSteps": 168}
 
