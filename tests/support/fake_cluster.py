@@ -65,6 +65,7 @@ class FakeCluster:
     reports: dict[str, Report] = field(default_factory=dict)  # pod name -> what its progress endpoint answers
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
+    checkpoint_asks: list[tuple[str, int, int]] = field(default_factory=list)  # (rank 0's pod, attempt, after step)
     order_pacing: dict[int, str | None] = field(default_factory=dict)  # attempt -> its order's TJ_CHECKPOINT_PACING
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None  # pods
     refuse_other: Callable[[Manifest], Refusal | None] = lambda _: None  # the Service, key Secret, NetworkPolicy
@@ -155,6 +156,12 @@ class FakeCluster:
                 found["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # its readiness probe
         self.faults.answer()
         return True
+
+    def ask_checkpoint(self, pod: Manifest, job_uid: str, attempt: int, after_step: int) -> bool:
+        """Rank 0's agent takes the ask (recorded: the model's trainer checkpoints on its own schedule)."""
+        self._operation()
+        self.checkpoint_asks.append((pod["metadata"]["name"], attempt, after_step))
+        return pod["metadata"]["name"] in self.gangs
 
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         self._operation()

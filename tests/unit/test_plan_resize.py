@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 from tests.support.builders import SETTINGS, T0, Manifest, created_names, make_job, pod, step
 
+from trainingjob.children.agent import IN_PLACE_LABEL
 from trainingjob.children.naming import Replica
 from trainingjob.model import CheckpointStatus, Phase, TrainingJob
+from trainingjob.plan.resize import ASKED_POLL_SECONDS
 
 pytestmark = pytest.mark.fast
 
@@ -130,6 +132,35 @@ def test_a_shrunk_job_grows_back_at_its_next_checkpoint_once_room_is_seen() -> N
     assert job.status.scale.grow_after_step is None
     [event] = [e for e in result.events if e.reason == "Resized"]
     assert "from 2 to 4 of 4 workers" in event.message
+
+
+def without_agent(manifest: Manifest) -> Manifest:
+    """A pod made before the operator knew in-place restarts (or with them off): no agent to ask."""
+    del manifest["metadata"]["labels"][IN_PLACE_LABEL]
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("agents", "asked", "requeue"),
+    [
+        pytest.param(True, 100, ASKED_POLL_SECONDS, id="asks-rank-0s-agent"),
+        pytest.param(False, None, WAIT, id="no-agent"),
+    ],
+)
+def test_room_seen_asks_rank_0_for_a_checkpoint_to_grow_at(agents: bool, asked: int | None, requeue: float) -> None:
+    job = elastic_job()
+    job = started(job, half_placed(job))
+    job, _ = step(job, half_placed(job), at(WAIT), settings=ELASTIC)  # shrunk to 2 at WAIT
+    gang = [placed(job, i, 2) if agents else without_agent(placed(job, i, 2)) for i in range(2)]
+    job, _ = step(job, gang, at(WAIT + 20), settings=ELASTIC, checkpoint=checkpoint(100))
+    job, result = step(job, gang, at(WAIT + 30), settings=ELASTIC, checkpoint=checkpoint(100))
+    assert result.ask_checkpoint is None  # no room seen: nothing to grow at
+    for seconds in (1, 3):  # asked again on every pass until the checkpoint comes: the ask is idempotent
+        later = at(WAIT + INTERVAL + seconds)
+        job, result = step(job, gang, later, settings=ELASTIC, checkpoint=checkpoint(100), spare=2)
+        assert (result.ask_checkpoint, result.requeue_after) == (asked, requeue)
+    job, result = step(job, gang, later, settings=ELASTIC, checkpoint=checkpoint(130), spare=2)
+    assert result.ask_checkpoint is None and job.status is not None and job.status.attempt == 3  # grown at 130
 
 
 @pytest.mark.parametrize(

@@ -82,6 +82,29 @@ def test_a_signed_order_starts_the_attempt_and_a_replay_changes_nothing(coordina
     assert len(coordinator.wakes) == 1
 
 
+def test_a_signed_checkpoint_ask_reaches_the_agent_and_orders_nothing() -> None:
+    asks: list[tuple[int, int]] = []
+
+    def ask(attempt: int, after_step: int) -> bool:
+        asks.append((attempt, after_step))
+        return attempt == 1
+
+    gang = GangState(attempt=1, pods=2)
+    endpoints = Endpoints(KEY, dict, gang, lambda: None, ask, order_wait_seconds=5.0)
+    server = AgentServer(0, endpoints, 8).start()
+    try:
+        address = ("127.0.0.1", server.port)
+        status, answer = request_json(address, "POST", "/attempt", body={"attempt": 1, "checkpointAfter": 300}, key=KEY)
+        assert status == 200 and answer is not None and answer["checkpointAsked"] is True
+        status, answer = request_json(address, "POST", "/attempt", body={"attempt": 2, "checkpointAfter": 0}, key=KEY)
+        assert status == 200 and answer is not None and answer["checkpointAsked"] is False
+        assert request_json(address, "POST", "/attempt", body={"attempt": 1, "checkpointAfter": 9}, key=None)[0] == 401
+        assert asks == [(1, 300), (2, 0)] and gang.ordered == 1  # an ask is not an order to run attempt 2
+    finally:
+        gang.close()
+        server.stop()
+
+
 @pytest.mark.parametrize("key", [None, b"x" * 32], ids=["unsigned", "wrong-key"])
 def test_unsigned_or_wrongly_signed_posts_are_refused_and_change_nothing(
     coordinator: Served, key: bytes | None
@@ -122,6 +145,9 @@ def test_reports_fail_the_gang_and_ready_says_so(coordinator: Served) -> None:
         ("/attempt", {"attempt": True}),
         ("/attempt", {"attempt": 0}),
         ("/attempt", {}),
+        ("/attempt", {"attempt": 1, "checkpointAfter": "100"}),
+        ("/attempt", {"attempt": 1, "checkpointAfter": -1}),
+        ("/attempt", {"attempt": 1, "checkpointAfter": None}),
         ("/report", {"rank": 1, "attempt": 1, "event": "exploded"}),
         ("/report", {"rank": -1, "attempt": 1, "event": "failed"}),
         ("/report", {"rank": 1, "attempt": 1, "event": "failed", "exitCode": 1.5}),

@@ -33,13 +33,17 @@ to it (trainer.agent_link). Attempt N's processes are fenced off attempt N+1's: 
 import logging
 import os
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from subprocess import Popen
 from typing import Any
 
+from trainer import checkpoint_request
 from trainer import contract as c
 from trainer.agent_http import AgentServer, Endpoints
 from trainer.agent_link import CoordinatorLink
@@ -134,6 +138,15 @@ class Agent:
         self.failed_code = int(ExitCode.RETRYABLE)
         self.waiting_until: float | None = None  # set while the pod has no child and waits for an order
         self.connections = max(64, 2 * env.num_workers + 16)
+        self.requests = Path(tempfile.mkdtemp(prefix="tj-agent-")) if self.gang is not None and not self.solo else None
+
+    def ask_checkpoint(self, attempt: int, after_step: int) -> bool:
+        """POST /attempt's checkpointAfter: the current attempt's rank 0 saves a checkpoint newer than `after_step`
+        (trainer.checkpoint_request); False for another attempt, or on an agent that does not coordinate a gang."""
+        if self.requests is None or attempt != self.attempt:
+            return False
+        checkpoint_request.write(self.requests / "checkpoint", attempt, after_step)
+        return True
 
     def status(self) -> dict[str, Any]:
         """GET /status: this pod as its agent sees it."""
@@ -149,7 +162,7 @@ class Agent:
     def run(self) -> int:
         """Serve, start the first attempt, supervise until the pod's exit code is known; leave no child behind."""
         become_subreaper()
-        endpoints = Endpoints(self.settings.key, self.status, self.gang, self.wake.set)
+        endpoints = Endpoints(self.settings.key, self.status, self.gang, self.wake.set, self.ask_checkpoint)
         server = AgentServer(self.settings.port, endpoints, self.connections).start()
         role = "coordinator" if self.gang is not None else f"coordinator at {self.settings.coordinator}"
         who = "a parameter-server worker, its own coordinator" if self.solo else role
@@ -215,6 +228,8 @@ class Agent:
             pacing = self.gang.pacing_for(attempt)
             if pacing is not None:
                 overrides[c.CHECKPOINT_PACING] = pacing  # the order's failure history, newer than the pod's
+        if self.requests is not None:
+            overrides[c.CHECKPOINT_REQUEST_FILE] = str(self.requests / "checkpoint")
         if self.solo:  # the job's attempt stays; the worker's incarnation moves (the servers fence by it)
             overrides |= {c.INCARNATION: str(attempt), c.AGENT_ID: self.agent_id}
         self.child = self.spares.launch(self.job_attempt if self.solo else attempt, overrides)
@@ -278,6 +293,8 @@ class Agent:
             self.link.close()
         if self.gang is not None:
             self.gang.close()
+        if self.requests is not None:
+            shutil.rmtree(self.requests, ignore_errors=True)
         server.stop()
 
 

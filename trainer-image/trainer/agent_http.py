@@ -8,7 +8,10 @@ its trainer child and warm spare). Rank 0's agent, the coordinator, also serves 
 - POST /attempt {"attempt": M, "checkpointPacing": "<TJ_CHECKPOINT_PACING's JSON text>"}, signed: the operator's
   order (checkpointPacing optional: older operators leave it out; attempt M's trainer gets it as its
   TJ_CHECKPOINT_PACING). 200 with the /gang body once the gang is on M (or at once, unchanged, when M is not newer);
-  202 with it if the coordinator has not begun M within 10 s; 400 naming the field for a malformed one.
+  202 with it if the coordinator has not begun M within 10 s; 400 naming the field for a malformed one. With
+  "checkpointAfter": S, it asks attempt M, the one running, for a checkpoint newer than step S instead (its rank 0
+  reads the request at the ranks' next agreement: trainer.checkpoint_request): 200 with the /gang body and
+  "checkpointAsked" (false when M is not the attempt running).
 - POST /report {"rank", "attempt", "event": "started" | "failed" | "succeeded", "exitCode"}, signed: another
   agent's news. 200 {"accepted": true | false} (false: not about the current attempt).
 - GET /next?after=N[&failed=1]: a long poll (20 s at most) answering {"attempt", "state"} once the gang is past
@@ -52,6 +55,7 @@ class Endpoints:
     status: Callable[[], dict[str, Any]]
     gang: GangState | None
     wake: Callable[[], None]
+    ask_checkpoint: Callable[[int, int], bool] = lambda attempt, after_step: False
     long_poll_seconds: float = LONG_POLL_SECONDS
     order_wait_seconds: float = ORDER_WAIT_SECONDS
 
@@ -145,6 +149,9 @@ class _Handler(BoundedHandler):
         data = self._signed_json()
         if path == "/attempt":
             attempt, pacing = _integer(data, "attempt", 1), _pacing(data)
+            if "checkpointAfter" in data:  # the attempt running now saves a checkpoint newer than that step
+                asked = self.server.endpoints.ask_checkpoint(attempt, _integer(data, "checkpointAfter", 0))
+                return 200, gang.snapshot() | {"checkpointAsked": asked}
             if gang.order(attempt, pacing):
                 log.info("ordered: attempt %d (signed order from %s)", attempt, self.client_address[0])
                 self.server.endpoints.wake()

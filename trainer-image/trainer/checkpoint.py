@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from trainer import checkpoint_request
 from trainer import checkpoint_store as store
 from trainer.checkpoint_pacing import CheckpointPacer
 from trainer.env import CheckpointPolicy
@@ -66,6 +67,7 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self.last: SavedCheckpoint | None = None
+        self.started_step = -1  # the step of the newest save begun (a background one may still be writing)
         self.stall_seconds = 0.0  # time training was blocked by checkpoints, the wait for the last write included
         self.saves = 0
         pacing = policy.pacing if self.enabled else None
@@ -94,6 +96,13 @@ class Checkpointer:
         every = self.interval_seconds
         return self.enabled and every is not None and self._clock() - self._last_save_at >= every
 
+    def is_requested(self, step: int) -> bool:
+        """A checkpoint newer than a step was asked for (trainer.checkpoint_request) and none of this attempt is:
+        rank 0 reads it, and the ranks agree on it as on the time-based rule."""
+        after = checkpoint_request.after_step(self.policy.request_file, self.attempt) if self.enabled else None
+        newest = max(self.started_step, self.last.step if self.last is not None else -1)
+        return after is not None and step > after and newest <= after
+
     def pacing_report(self) -> dict[str, Any] | None:
         """The progress report's "checkpointPacing" (None without TJ_CHECKPOINT_PACING)."""
         return self.pacer.report(self.interval_seconds) if self.pacer is not None else None
@@ -103,7 +112,7 @@ class Checkpointer:
         measured on the checkpointer's clock, the one its intervals run on; Auto's next interval follows it."""
         if self.policy.directory is None:
             return
-        started = self._clock()
+        started, self.started_step = self._clock(), step
         self._join()
         copy = snapshot(state) if self.asynchronous else state
         if self.asynchronous:

@@ -215,7 +215,7 @@ class DdpTrainer:
         flags = torch.tensor(
             [
                 float(self.stop.is_set()),
-                float(self.env.rank == 0 and self.checkpointer.is_time_due()),
+                float(self.env.rank == 0 and self._checkpoint_due()),
                 schedule.seconds_per_step(self.step),
             ],
             device=self.device,
@@ -224,6 +224,10 @@ class DdpTrainer:
         stop, time_due, slowest_seconds_per_step = flags.tolist()
         schedule.reschedule(self.step, slowest_seconds_per_step)
         return bool(stop), bool(time_due)
+
+    def _checkpoint_due(self) -> bool:
+        """Rank 0's say: the time-based rule, or a checkpoint asked for (an elastic job that can grow back)."""
+        return self.checkpointer.is_time_due() or self.checkpointer.is_requested(self.step)
 
     def train_step(self, ddp: DistributedDataParallel) -> float:
         """One optimizer step over this step's micro-batches."""

@@ -22,6 +22,7 @@ class CheckpointPolicy:
     every_seconds: float | None = None
     keep: int = 3
     pacing: PacingInputs | None = None
+    request_file: Path | None = None  # where rank 0's agent writes a checkpoint request (trainer.checkpoint_request)
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ def _checkpoint_policy(env: Mapping[str, str]) -> CheckpointPolicy:
         every_seconds=every_seconds,
         keep=_int(env, (c.CHECKPOINT_KEEP,), 3, minimum=1),
         pacing=pacing,
+        request_file=Path(request) if (request := env.get(c.CHECKPOINT_REQUEST_FILE, "").strip()) else None,
     )
 
 

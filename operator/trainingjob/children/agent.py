@@ -148,7 +148,10 @@ def signature(key: bytes, method: str, path: str, body: bytes) -> str:
     return hmac.new(key, f"{method}\n{path}\n".encode() + body, hashlib.sha256).hexdigest()
 
 
-def order_body(attempt: int, pacing: str | None = None) -> bytes:
+def order_body(attempt: int, pacing: str | None = None, checkpoint_after: int | None = None) -> bytes:
     """Run `attempt`: rank 0's agent starts it in every pod, its own trainer with TJ_CHECKPOINT_PACING `pacing`
-    (children/pacing.py) when given. Monotonic, so a replay changes nothing."""
+    (children/pacing.py) when given. Monotonic, so a replay changes nothing. With `checkpoint_after`, the attempt
+    running saves a checkpoint newer than that step instead (as often as it is sent: one is enough)."""
+    if checkpoint_after is not None:
+        return json.dumps({"attempt": attempt, "checkpointAfter": checkpoint_after}).encode()
     return json.dumps({"attempt": attempt} | ({"checkpointPacing": pacing} if pacing else {})).encode()

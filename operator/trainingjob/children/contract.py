@@ -33,6 +33,7 @@ DESIRED_WORLD_SIZE = "TJ_DESIRED_WORLD_SIZE"  # the job's full world (replicas x
 CHECKPOINT_DIR = "TJ_CHECKPOINT_DIR"
 CHECKPOINT_EVERY_STEPS = "TJ_CHECKPOINT_EVERY_STEPS"
 CHECKPOINT_PACING = "TJ_CHECKPOINT_PACING"  # checkpoint.everySteps Auto's inputs (children/pacing.py)
+CHECKPOINT_REQUEST_FILE = "TJ_CHECKPOINT_REQUEST_FILE"  # set by rank 0's agent for its trainer: a checkpoint asked for
 CHECKPOINT_EVERY_SECONDS = "TJ_CHECKPOINT_EVERY_SECONDS"
 CHECKPOINT_KEEP = "TJ_CHECKPOINT_KEEP"
 REMOVE_CHECKPOINTS = "TJ_REMOVE_CHECKPOINTS"  # JSON list of "<job>/<uid>": a sweep's finished trials' folders

@@ -60,12 +60,19 @@ def read_gang(address: str | None, port: int = AGENT_PORT) -> Gang | None:
 
 
 def send_order(
-    address: str | None, key: bytes, attempt: int, port: int = AGENT_PORT, *, pacing: str | None = None
+    address: str | None,
+    key: bytes,
+    attempt: int,
+    port: int = AGENT_PORT,
+    *,
+    pacing: str | None = None,
+    checkpoint_after: int | None = None,
 ) -> bool:
-    """POST the signed order to run `attempt` to rank 0's agent; True when it answered 200 in time."""
+    """POST the signed order to run `attempt` (or, with `checkpoint_after`, to checkpoint the running one) to rank
+    0's agent; True when it answered 200 in time."""
     if address is None:
         return False
-    body = order_body(attempt, pacing)
+    body = order_body(attempt, pacing, checkpoint_after)
     headers = {
         "Content-Type": "application/json",
         SIGNATURE_HEADER: signature(key, "POST", ORDER_PATH, body),

@@ -117,6 +117,10 @@ class KubernetesCluster:
     def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         return send_order(pod_address(pod), job_key(self.operator_key, job_uid), attempt, pacing=pacing)
 
+    def ask_checkpoint(self, pod: Manifest, job_uid: str, attempt: int, after_step: int) -> bool:
+        key = job_key(self.operator_key, job_uid)
+        return send_order(pod_address(pod), key, attempt, checkpoint_after=after_step)
+
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self.resources.write_status(PLURAL, namespace, name, resource_version, patch)
 

@@ -1,12 +1,12 @@
-"""Local mode's stand-in for a cluster short of room (`tjctl run --capacity N`, or `4,2@150,4@300`: 4 worker slots,
-2 from the job's step 150, 4 again from step 300; or `4,2@60s,4@180s`: by seconds since the run began, as an outage
-that does not wait for the job, for comparing an elastic job with one that is not): at most that many worker pods run
-at once; a worker pod created
-beyond them waits, Pending, as the scheduler leaves a pod it cannot place (PodScheduled False, Unschedulable), and
-starts once a slot is free. When the slots drop below the running workers, the last of them go as if their node
-were lost (killed, and gone). An elastic job (workers.minReplicas) so shows its shrink on this machine: it waits
-the operator's resizeWaitSeconds, goes on with the workers that run, and grows back at a checkpoint once the slots
-return (the room the operator sees is the free slots)."""
+"""Local mode's stand-in for a cluster short of room: `tjctl run --capacity N`, or `4,2@150,4@300` (4 worker slots,
+2 once the job got to step 150, 4 again once it got to step 300, whatever checkpoint it resumes from meanwhile), or
+`4,2@60s,4@180s` (by seconds since the run began: an outage that does not wait for the job, to compare an elastic
+job with one that is not). At most that many worker pods run at once; a worker pod created beyond them waits,
+Pending, as the scheduler leaves a pod it cannot place (PodScheduled False, Unschedulable), and starts once a slot is
+free. When the slots drop below the running workers, the last of them go as if their node were lost (killed, and
+gone). An elastic job (workers.minReplicas) so shows its shrink on this machine: it waits the operator's
+resizeWaitSeconds, goes on with the workers that run, and grows back at a checkpoint once the slots return (the
+room the operator sees is the free slots)."""
 
 import copy
 import time
@@ -55,7 +55,7 @@ class Waiting:
     """Worker pods created beyond the capacity, by name, in the order they were created."""
 
     capacity: Capacity
-    step: int = 0  # the job's step, as its status last said
+    step: int = 0  # the furthest step of the job, as its status said (a schedule by steps follows it)
     began: float = field(default_factory=time.monotonic)  # when the run began (a schedule in seconds counts from it)
     pods: dict[str, Manifest] = field(default_factory=dict)
 

@@ -100,7 +100,8 @@ class LocalCluster:
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         self._reap()
         if self.waiting is not None:
-            self.waiting.step = int(((self.job.get("status") or {}).get("progress") or {}).get("step") or 0)
+            step = int(((self.job.get("status") or {}).get("progress") or {}).get("step") or 0)
+            self.waiting.step = max(self.waiting.step, step)  # the furthest it got: an attempt resumed before stays
             self._lose_workers_beyond(self.waiting.slots)
         waiting = self.waiting.placeable(self._running_workers()) if self.waiting else []
         for manifest in waiting:  # a slot is free: the scheduler places the pod that waited longest
@@ -153,6 +154,11 @@ class LocalCluster:
     def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         port = self.agent_ports.get(pod["metadata"]["name"])
         return port is not None and send_order(LOOPBACK, self.key_file.read_bytes(), attempt, port, pacing=pacing)
+
+    def ask_checkpoint(self, pod: Manifest, job_uid: str, attempt: int, after_step: int) -> bool:
+        port = self.agent_ports.get(pod["metadata"]["name"])
+        key = self.key_file.read_bytes()
+        return port is not None and send_order(LOOPBACK, key, attempt, port, checkpoint_after=after_step)
 
     def report(self, pod: str) -> Manifest:
         """The raw progress report of a pod (accuracy and the like), or {}."""

@@ -129,6 +129,7 @@ def _acts(decision: Decision) -> bool:
         or decision.delete_job
         or decision.order_attempt
         or decision.order_workers
+        or decision.ask_checkpoint is not None
     )
 
 
@@ -160,6 +161,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         order_attempt=next((d.order_attempt for d in decisions if d.order_attempt), None),
         order_workers=tuple(dict.fromkeys(o for d in decisions for o in d.order_workers)),
         pacing=pacing,
+        ask_checkpoint=next((d.ask_checkpoint for d in decisions if d.ask_checkpoint is not None), None),
         decisions=tuple(names),
         workload=queue.action(ctx, status),
     )

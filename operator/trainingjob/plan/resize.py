@@ -3,14 +3,19 @@ the current attempt's pods and the room seen for more (Observed.spare), and this
 
 A Shrink is a gang restart at once, at the smaller size, from the newest checkpoint: every pod goes, the next
 attempt gets pods of its own (status.scale.current of them, children/specs.worker_count). A Grow waits for the
-next checkpoint: status.scale.growAfterStep records the newest checkpoint's step when room was seen, and the gang
-restarts at the larger size once a newer one is reported (not mid-step; a job without checkpoints never grows, as
-a restart would lose all its work). A resize is not a failure: no restart is counted, no backoff is waited, and
-lastFailure is untouched. Each resize is a Resized Event; the history records the new attempt (the timeline).
+next checkpoint: status.scale.growAfterStep records the newest checkpoint's step when room was seen, rank 0's
+agent is asked for a newer one (on every pass until it comes: the ask is idempotent; pods without an agent wait
+for the periodic one), and the gang restarts at the larger size once a newer one is reported (not mid-step; a job
+without checkpoints never grows, as a restart would lose all its work). A resize is not a failure: no restart is
+counted, no backoff is waited, and lastFailure is untouched. Each resize is a Resized Event; the history records
+the new attempt (the timeline).
 While the current attempt waits for room within resizeWaitSeconds the startup deadline does not count
 (`waiting_for_room`, plan/deadlines.py), and the reconcile comes back when the wait ends; a shrunk job looks for
 room again every resizeWaitSeconds."""
 
+from trainingjob.children.contract import ROLE_WORKER
+from trainingjob.children.naming import Replica
+from trainingjob.children.observe import PodPhase
 from trainingjob.children.specs import worker_count
 from trainingjob.model import Mode, Phase, TrainingJobStatus, WorkerScale
 from trainingjob.plan.elastic import Resize, ScaleReason, Sizes, WorldSize, capacity_of, next_world_size, scale_status
@@ -19,6 +24,7 @@ from trainingjob.plan.types import Context, Decision, Event
 
 RESIZED = "Resized"
 RESTART_POLL_SECONDS = 1.0  # the next attempt's pods are created once the resized gang's are gone
+ASKED_POLL_SECONDS = 5.0  # a checkpoint asked for to grow at: its report read again this often
 
 
 def elastic(ctx: Context) -> bool:
@@ -85,15 +91,31 @@ def _stay(ctx: Context, status: TrainingJobStatus, decision: WorldSize, now_size
 
 
 def _grow_at_checkpoint(ctx: Context, status: TrainingJobStatus, scale: WorkerScale, decision: WorldSize) -> Decision:
-    """Room for more: note the newest checkpoint's step, and grow once a newer one is reported."""
+    """Room for more: note the newest checkpoint's step, ask rank 0 for a newer one (its agent, where it has one;
+    else the periodic one comes), and grow once a newer one is reported."""
     newest = status.last_checkpoint.step if status.last_checkpoint is not None else 0
     previous = status.scale.grow_after_step if status.scale is not None else None
     if previous is not None and ctx.job.spec.checkpoint is not None and newest > previous:
         return _resize(ctx, status, decision)
-    waiting = scale.model_copy(update={"grow_after_step": newest if previous is None else previous})
+    after = newest if previous is None else previous
+    waiting = scale.model_copy(update={"grow_after_step": after})
     if ctx.job.spec.checkpoint is None:
         waiting = waiting.model_copy(update={"message": f"{decision.message}; the job has no checkpoints to grow at"})
-    return Decision(status.model_copy(update={"scale": waiting}), requeue_after=ctx.settings.resize_wait_seconds)
+        return Decision(status.model_copy(update={"scale": waiting}), requeue_after=ctx.settings.resize_wait_seconds)
+    asked = after if _rank0_has_an_agent(ctx, status) else None
+    wait = min(ASKED_POLL_SECONDS, ctx.settings.resize_wait_seconds) if asked is not None else None
+    return Decision(
+        status.model_copy(update={"scale": waiting}),
+        requeue_after=wait or ctx.settings.resize_wait_seconds,
+        ask_checkpoint=asked,
+    )
+
+
+def _rank0_has_an_agent(ctx: Context, status: TrainingJobStatus) -> bool:
+    """Whether rank 0's pod of the running attempt has an agent to ask for a checkpoint (children/agent.py)."""
+    rank0 = Replica(ROLE_WORKER, 0)
+    pods = ctx.pods_of(status.current_pods_attempt)
+    return any(p.replica == rank0 and p.in_place and p.phase == PodPhase.RUNNING and not p.deleting for p in pods)
 
 
 def _resize(ctx: Context, status: TrainingJobStatus, decision: WorldSize) -> Decision:

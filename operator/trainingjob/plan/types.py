@@ -108,6 +108,7 @@ class Decision:
     delete_job: bool = False
     order_attempt: int | None = None  # tell rank 0's agent to run this attempt in the gang's pods (in place)
     order_workers: tuple[tuple[str, int], ...] = ()  # (pod, incarnation): a PS worker's agent restarts in place
+    ask_checkpoint: int | None = None  # ask rank 0's agent for a checkpoint of this attempt newer than this step
     final: bool = False
 
 
@@ -126,5 +127,6 @@ class Plan:
     order_attempt: int | None = None  # after the status is written: rank 0's agent runs this attempt (in place)
     order_workers: tuple[tuple[str, int], ...] = ()  # after the status is written: (pod, incarnation) to run
     pacing: str | None = None  # the trainer's TJ_CHECKPOINT_PACING: in the new pods, and in an order to run in place
+    ask_checkpoint: int | None = None  # after the status is written: rank 0 saves a checkpoint newer than this step
     decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs
     workload: WorkloadAction | None = None  # the one write on a queued job's Kueue Workload (plan/queue.py)

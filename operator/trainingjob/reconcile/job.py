@@ -212,6 +212,9 @@ def _act(
     if result.order_attempt is not None and rank0 is not None:
         told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
+    if (after := result.ask_checkpoint) is not None and rank0 is not None:
+        asked = cluster.ask_checkpoint(rank0, str(metadata.get("uid", "")), result.status.attempt, after)
+        log.info("%s/%s: asked rank 0 for a checkpoint after step %d: %s", namespace, name, after, asked)
     order_workers(cluster, manifest, result.order_workers, pods)
     if result.delete:
         cluster.delete_pods(namespace, decided_on(uids, result.delete))

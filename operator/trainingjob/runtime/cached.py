@@ -105,6 +105,9 @@ class CachedCluster:
     def order(self, pod: Manifest, job_uid: str, attempt: int, pacing: str | None = None) -> bool:
         return self._fence().order(pod, job_uid, attempt, pacing)
 
+    def ask_checkpoint(self, pod: Manifest, job_uid: str, attempt: int, after_step: int) -> bool:
+        return self._fence().ask_checkpoint(pod, job_uid, attempt, after_step)
+
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         return self._fence().write_status(namespace, name, resource_version, patch)
 
