@@ -8,16 +8,20 @@ killed, as with a lost node), at U they come back. The elastic job shrinks to 2 
 resizeWaitSeconds (5 s in local mode) and grows back to 4 at the checkpoint after the slots return; the other job
 (no minReplicas) restarts its gang of 4, two of which wait unschedulable until the slots return.
 
-A first run with all 4 slots, checkpoints as the measured runs', measures the step time from outside (its metrics
-log's first and last logged step). Each measured run has enough steps for --minutes of training at that pace.
-Goodput from outside: the job's steps times the clean step time, over the run's wall time (from the job's creation
-to its end); the global batch is the same at any size (the trainer accumulates gradients), so a step at 2 workers
-is the same work as one at 4. On this machine's 2 cores, 2 workers step about as fast as 4 (the CPU, not the world
-size, bounds a step), so the elastic job loses little while shrunk; on GPUs it would step at about half the pace.
+A first run with all 4 slots measures the step time from outside (its metrics log's first and last logged step).
+Each measured run has enough steps for --minutes of training at that pace. Goodput from outside: the job's steps
+times the clean step time, over the run's wall time (from the job's creation to its end); the global batch is the
+same at any size (the trainer accumulates gradients), so a step at 2 workers is the same work as one at 4.
+
+On this machine's 2 cores the CPU, not the world size, bounds a digits step: 2 workers step faster than 4, which no
+GPU cluster would show. So each step is made --step-delay seconds longer per full share of work (the trainer's
+step-delay hook; a rank of the job shrunk to 2 does twice the micro-batches and waits twice as long), as a model
+whose step is bound by its GPU: shrunk to half, the job trains at half the pace.
 """
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -76,8 +80,10 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=4.0, help="clean training time of each measured run")
     parser.add_argument("--outage-at", type=int, default=60, help="seconds into the run when two slots go")
     parser.add_argument("--outage-seconds", type=int, default=150, help="how long they stay gone")
-    parser.add_argument("--probe-steps", type=int, default=1500)
+    parser.add_argument("--probe-steps", type=int, default=300)
+    parser.add_argument("--step-delay", type=float, default=0.05, help="seconds a step waits per full share of work")
     args = parser.parse_args()
+    os.environ["TJ_TEST_STEP_DELAY_SECONDS"] = str(args.step_delay)  # local mode's pods inherit it
     with tempfile.TemporaryDirectory() as root:
         probe = Path(root) / "clean"
         every = 200

@@ -1,5 +1,6 @@
 """An elastic job's attempt runs with status.scale.current workers (spec.workers.replicas when unset): its slots, its
-pods' environment and gang size, and its Kueue Workload's pod sets."""
+pods' environment and gang size; its Kueue Workload's pod sets count every replica (the quota it may grow back into:
+an admitted Workload's pod sets cannot change)."""
 
 from datetime import UTC, datetime
 
@@ -51,5 +52,5 @@ def test_the_attempt_runs_with_the_current_worker_count(
     assert env[contract.PET_NNODES] == env[contract.NUM_WORKERS] == str(pods)
     assert env[contract.RANK] == str((pods - 1) * 2)
     assert pod["metadata"]["annotations"][MIN_AVAILABLE_ANNOTATION] == str(pods)
-    workload = workload_manifest(job, "0123456789ab", "team-a", None)
-    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", pods)]
+    workload = workload_manifest(job, "0123456789ab", "team-a", None)  # the quota to grow back into: all replicas
+    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 4)]

@@ -275,7 +275,7 @@ class DdpTrainer:
                 log.info("attempt %d: first step done (step %d)", self.env.attempt, self.step)
             faults.maybe_kill(self.step, self.env.rank)
             faults.maybe_pause(self.step)
-            faults.maybe_delay_step()
+            faults.maybe_delay_step(len(self.batches.order.micro_batch_sizes) / self.batches.order.accumulation)
             timer.at(self.step)
             self.report.stepped(self.step, loss, samples)
             stop, time_due = self.agree(schedule) if schedule.is_due(self.step) else (False, False)

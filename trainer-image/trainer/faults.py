@@ -49,11 +49,13 @@ def maybe_crash_before_rename(step: int) -> None:
         os._exit(137)
 
 
-def maybe_delay_step() -> None:
-    """Make every training step this much slower, like a big model would."""
+def maybe_delay_step(work: float = 1.0) -> None:
+    """Make every training step this much slower, like a big model would; `work`: the rank's share of the step
+    against its share at the job's full world (2 for a rank of an elastic job shrunk to half: twice the
+    micro-batches, twice the time, as on a GPU)."""
     delay = os.environ.get(STEP_DELAY_SECONDS)
     if delay:
-        time.sleep(float(delay))
+        time.sleep(float(delay) * work)
 
 
 def maybe_delay_save() -> None:

@@ -11,6 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import Replica
 from trainingjob.children.specs import owner_reference, pod_manifest, replicas
 from trainingjob.model import TrainingJob
@@ -111,13 +112,14 @@ def _pod_set(job: TrainingJob, uid: str, replica: Replica, count: int) -> Manife
 
 def workload_manifest(job: TrainingJob, uid: str, queue: str, priority: tuple[str, int] | None) -> Manifest:
     """The Workload of a queued job: one pod set per role (the first replica's pod stands for all of them), owned
-    by the job as its controller; `priority` is the pods' PriorityClass and its value, when they have one."""
+    by the job as its controller; `priority` is the pods' PriorityClass and its value, when they have one. An
+    elastic job's workers count as its spec's replicas, however many it runs now: the quota it reserves is the
+    room to grow back into, and a Workload's pod sets cannot change once it is admitted."""
     slots = replicas(job)
     firsts = {r.role: r for r in reversed(slots)}
-    pod_sets = [
-        _pod_set(job, uid, firsts[role], sum(1 for r in slots if r.role == role))
-        for role in dict.fromkeys(r.role for r in slots)
-    ]
+    counts = {role: sum(1 for r in slots if r.role == role) for role in firsts}
+    counts[ROLE_WORKER] = job.spec.workers.replicas
+    pod_sets = [_pod_set(job, uid, firsts[role], counts[role]) for role in dict.fromkeys(r.role for r in slots)]
     spec: Manifest = {"queueName": queue, "podSets": pod_sets}
     if job.spec.run_policy.suspend:
         spec["active"] = False  # made for a suspended job: it queues once the job is resumed
