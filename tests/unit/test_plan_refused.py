@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from tests.support.builders import SETTINGS, at, condition, created_names, pod, running, seen
+from tests.support.builders import SETTINGS, at, condition, created_names, pod, running, seen, with_policy
 
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase, TrainingJob
@@ -170,3 +170,16 @@ def test_the_running_condition_says_which_node_refused_the_pod() -> None:
     c.reconcile(at(2 + BASE))  # the pod created again is seen
     said = condition(c.job, "Running").message
     assert f"{REFUSED}: Pending; refused by node gpu-node-7 (OutOfnvidia.com/gpu), once since" in said
+
+
+def test_a_resumed_job_keeps_no_slot_backoff_or_refusal_of_before_its_suspension() -> None:
+    c = cluster("DDP", startupDeadlineSeconds=600)
+    c.refuse(at(1))
+    c.reconcile(at(1))
+    c.job = with_policy(c.job, suspend=True)
+    c.reconcile(at(2))
+    c.pods.clear()  # every pod went
+    c.reconcile(at(3))
+    c.job = with_policy(c.job, suspend=False)
+    c.reconcile(at(1000))
+    assert c.status.phase != Phase.FAILED and c.status.replacements == []
