@@ -149,7 +149,7 @@ def test_a_pod_its_node_refused_is_created_again_alone_and_no_restart_is_counted
     h.wait_event("refused", "PodRefusedByNode")
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=refused").items
     warning = next(e.message for e in events if e.reason == "PodRefusedByNode")
-    assert f"Node {node} refused to admit pod {first[1].metadata.name}" in warning and message in warning, warning
+    assert f"Pod {first[1].metadata.name} was refused by node {node}" in warning and message in warning, warning
     again = h.wait_running_pods("refused", 2, attempt=1)  # the refused pod alone, created again after its backoff
     assert again[0].metadata.uid == first[0].metadata.uid and again[1].metadata.uid != first[1].metadata.uid
     job = h.wait("refused", lambda j: all(not r.get("refused") for r in j["status"].get("replacements", [])), "cleared")

@@ -90,7 +90,7 @@ def test_a_refused_pod_is_created_again_alone_and_counts_no_restart(mode: str, r
     assert c.status.restarts.total == 0 and c.status.last_failure is None
     assert set(c.pods) == before - {REFUSED}
     warning = next(e for e in c.events if e.startswith("PodRefusedByNode"))
-    assert "Node gpu-node-7 refused" in warning and REASONS[reason][0] in warning and REASONS[reason][1] in warning
+    assert f"Pod {REFUSED} was refused by node gpu-node-7 ({REASONS[reason][0]}: {REASONS[reason][1]})" in warning
     c.reconcile(at(1 + BASE - 0.5))
     assert c.created_at == []
     c.reconcile(at(1 + BASE))
@@ -183,3 +183,14 @@ def test_a_resumed_job_keeps_no_slot_backoff_or_refusal_of_before_its_suspension
     c.job = with_policy(c.job, suspend=False)
     c.reconcile(at(1000))
     assert c.status.phase != Phase.FAILED and c.status.replacements == []
+
+
+def test_one_warning_names_the_first_few_pods_refused_in_a_pass() -> None:
+    c = Cluster(running(workers=8))
+    names = [Replica("worker", i).pod_name("job", 1) for i in range(8)]
+    for i, name in enumerate(names):
+        c.pods[name] = pod(c.job, Replica("worker", i), 1, "Failed", reason="OutOfcpu", node=f"n{i}")
+    c.reconcile(at(1))
+    warnings = [e for e in c.events if e.startswith("PodRefusedByNode")]
+    assert len(warnings) == 1 and "; and 5 more pods. Each is created again alone in 10 s" in warnings[0]
+    assert all(f"Pod {n}" in warnings[0] or f"pod {n}" in warnings[0] for n in names[:3]), warnings[0]

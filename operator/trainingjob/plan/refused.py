@@ -9,7 +9,7 @@ job once the deadline is out, naming the node and its reason. A pod of the slot 
 
 from trainingjob.children.observe import PodState
 from trainingjob.model import NodeRefusal, SlotBackoff, TrainingJobStatus
-from trainingjob.plan import replacement, tracking
+from trainingjob.plan import classify, replacement, tracking
 from trainingjob.plan.transitions import after
 from trainingjob.plan.types import Context, Decision, Event
 
@@ -31,19 +31,19 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if not found:
         return None if cleared == status else Decision(cleared)
     slots = {r.pod: r for r in cleared.replacements}
-    events = []
+    firsts = []
     for pod in found:
         slots[pod.name], first = _noted(ctx, slots.get(pod.name), pod)
         if first:
-            events.append(_announced(ctx, pod, slots[pod.name]))
+            firsts.append(pod)
     status = cleared.model_copy(update={"replacements": sorted(slots.values(), key=lambda r: r.pod)})
     status = tracking.counted_failed(status, found, [])
-    due = min(slots[p.name].not_before for p in found)
+    wait = (min(slots[p.name].not_before for p in found) - ctx.now).total_seconds()
     return Decision(
         status,
         delete=tuple(p.name for p in found if not p.deleting),
-        events=tuple(events),
-        requeue_after=max((due - ctx.now).total_seconds(), 0.1),
+        events=(_announced(ctx, firsts, wait),) if firsts else (),
+        requeue_after=max(wait, 0.1),
     )
 
 
@@ -60,16 +60,18 @@ def _noted(ctx: Context, slot: SlotBackoff | None, pod: PodState) -> tuple[SlotB
     return slot.model_copy(update={"refused": refusal, "not_before": max(slot.not_before, due)}), before is None
 
 
-def _announced(ctx: Context, pod: PodState, slot: SlotBackoff) -> Event:
+def _announced(ctx: Context, pods: list[PodState], wait: float, shown: int = 3) -> Event:
+    """One Warning for the slots whose pods nodes began to refuse in this pass, naming the first few."""
     limit = ctx.job.spec.run_policy.startup_deadline_seconds
-    said = f"{pod.reason}: {pod.message}" if pod.message else pod.reason
-    wait = (slot.not_before - ctx.now).total_seconds()
+    said = "; ".join(classify.describe(p) for p in pods[:shown])
+    more = f"; and {len(pods) - shown} more pods" if len(pods) > shown else ""
+    which = "It is" if len(pods) == 1 else "Each is"
     return Event(
         "Warning",
         REASON,
-        f"Node {pod.node or '(unknown)'} refused to admit pod {pod.name} ({said}). It is created again alone in "
-        f"{wait:.0f} s, later after each further refusal; the job fails if the pod is not running {limit} s "
-        "(startupDeadlineSeconds) after this first refusal. Node refusals do not count against disruptionLimit.",
+        f"{said[0].upper()}{said[1:]}{more}. {which} created again alone in {wait:.0f} s, later after each further "
+        f"refusal; the job fails if a pod is not running {limit} s (startupDeadlineSeconds) after its first refusal. "
+        "Node refusals do not count against disruptionLimit.",
     )
 
 
