@@ -10,6 +10,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from tests.support.builders import job_manifest
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import node_of
 from tests.support.model_invariants import Ledger
@@ -90,13 +91,28 @@ class NodeRefusalRules(RuleBasedStateMachine):
         self.refuse(data.draw(st.sampled_from(placed(self.cluster))), *refusal)
 
     @precondition(lambda self: not self.quieted)
-    @rule(name=st.sampled_from(("a", "b", "c")), refusal=st.sampled_from(REFUSALS))
-    def no_node_admits(self, name: str, refusal: tuple[str, str]) -> None:
-        """From now on every node refuses the job's pods, and nothing else goes wrong: the job fails within its
-        startup deadline of the first refusal the operator saw (it may fail sooner for another deadline), and it
-        never fails for its disruptionLimit."""
+    @rule(
+        name=st.sampled_from(("a", "b", "c")),
+        refusal=st.sampled_from(REFUSALS),
+        spec=st.fixed_dictionaries(
+            {
+                "workers": st.integers(1, 3),
+                "mode": st.sampled_from(["DDP", "ParameterServer"]),
+                "runPolicy": st.fixed_dictionaries({"startupDeadlineSeconds": st.sampled_from([30, 120, 1800])}),
+            }
+        ),
+    )
+    def no_node_admits(self, name: str, refusal: tuple[str, str], spec: Manifest) -> None:
+        """From now on every node refuses the job's pods (the job is submitted first if there is none, and resumed if
+        it is suspended), and nothing else goes wrong: the job fails within its startup deadline of the first
+        refusal the operator saw (it may fail sooner for another deadline), and never for its disruptionLimit."""
         self.quieted = True
         self.calm(True)
+        if (NS, name) not in self.cluster.jobs:
+            servers = 1 if spec["mode"] == "ParameterServer" else 0
+            self.cluster.submit(job_manifest(name, namespace=NS, **spec, servers=servers))
+        if (self.cluster.jobs[(NS, name)]["spec"].get("runPolicy") or {}).get("suspend"):
+            self.cluster.edit_spec(NS, name, lambda job: job["runPolicy"].update(suspend=False))
         first: datetime | None = None
         start = self.now
         while True:
