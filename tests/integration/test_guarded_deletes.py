@@ -1,6 +1,7 @@
 """Deletes name the object they were decided on, against the envtest apiserver: a job or pod deleted and created
 again under the same name just before the operator's delete goes out is left alone (the apiserver answers the
-UID precondition with 409), and a pod create answered 409 AlreadyExists is no refusal."""
+UID precondition with 409), a pod created again is not released from the tracking gate by a patch decided on its
+predecessor (the patch names the UID), and a pod create answered 409 AlreadyExists is no refusal."""
 
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ from testbed.controlplane import ControlPlane
 from testbed.pods import finish_pod
 from tests.support.builders import job_manifest
 
-from trainingjob.children.naming import JOB_LABEL
+from trainingjob.children.naming import JOB_LABEL, TRACKING_GATE
 from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.kube.resources import Resources
 from trainingjob.kube.sweep_cluster import KubernetesSweeps
@@ -158,3 +159,23 @@ def test_a_pod_create_answered_already_exists_is_no_refusal(trainingjob_crd: Con
         assert list(first.pods) == ["twice"] and not first.refusals
         again = cluster.create(envtest_ns, [pod])
         assert not again.refusals and not again.pods  # the pod exists: the next pass sees it
+
+
+def test_a_pod_created_again_just_before_its_ungate_stays_gated(trainingjob_crd: ControlPlane, envtest_ns: str) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gated"},
+        "spec": {"schedulingGates": [{"name": TRACKING_GATE}], "containers": [{"name": "main", "image": "busybox"}]},
+    }
+    with trainingjob_crd.api_client() as api:
+        core, cluster = client.CoreV1Api(api), KubernetesCluster(api)
+        old = core.create_namespaced_pod(envtest_ns, pod).metadata.uid
+        core.delete_namespaced_pod("gated", envtest_ns, grace_period_seconds=0)  # never scheduled: gone at once
+        new = core.create_namespaced_pod(envtest_ns, pod).metadata.uid
+        cluster.ungate(envtest_ns, {"gated": old})  # decided on the pod before: the apiserver refuses its UID
+        gates = core.read_namespaced_pod("gated", envtest_ns).spec.scheduling_gates
+        assert [g.name for g in gates or []] == [TRACKING_GATE]
+        cluster.ungate(envtest_ns, {"gated": new})
+        assert not core.read_namespaced_pod("gated", envtest_ns).spec.scheduling_gates
+        cluster.ungate(envtest_ns, {"gone": new})  # a pod gone is no error

@@ -1,9 +1,10 @@
 """The operator under the event sequences production clusters produce, on the cluster tier: refused creations
 (a ResourceQuota, Pod Security), a job re-created under the same name, a pod stuck terminating on an
-unreachable node, kubelet reasons with a slash, a hostile progress endpoint, a missing volume, and jobs deleted
-while they are reconciled."""
+unreachable node, kubelet reasons with a slash, pods a node refuses to admit, a hostile progress endpoint, a missing
+volume, and jobs deleted while they are reconciled."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -18,6 +19,7 @@ from tests.support.builders import job_manifest
 
 pytestmark = pytest.mark.cluster
 TERMINATING_TIMEOUT = 3
+Manifest = dict[str, Any]
 GRACE = 5  # the stranded pods' grace period: the force-delete waits it out first
 
 
@@ -139,21 +141,61 @@ def test_a_kubelet_reason_with_a_slash_restarts_the_gang(h: Harness) -> None:
     h.wait_phase("admission", "Running", attempt=2)
 
 
-def test_a_pod_its_node_refused_is_replaced_as_the_nodes_fault_and_the_warning_names_the_node(h: Harness) -> None:
-    h.create(job_manifest("refused", runPolicy={"backoffLimit": 0}))
+def test_a_pod_its_node_refused_is_created_again_alone_and_no_restart_is_counted(h: Harness) -> None:
+    h.create(job_manifest("refused", runPolicy={"backoffLimit": 0, "disruptionLimit": 0}))
     first = h.wait_running_pods("refused", 2, attempt=1)
     node, message = first[1].spec.node_name, "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu"
     refuse_pod_on_its_node(h.core, h.ns, first[1].metadata.name, "OutOfnvidia.com/gpu", message)
-    restarted = h.wait("refused", lambda job: (job.get("status") or {}).get("attempt") == 2, "a restart")
-    assert (
-        restarted["status"]["restarts"].get("retryable", 0) == 0 and restarted["status"]["restarts"]["disruption"] == 1
-    )
-    assert restarted["status"]["lastFailure"]["reason"] == "OutOfnvidia.com/gpu"
-    h.wait_event("refused", "Disrupted")
+    h.wait_event("refused", "PodRefusedByNode")
     events = h.core.list_namespaced_event(h.ns, field_selector="involvedObject.name=refused").items
-    warning = next(e.message for e in events if e.reason == "Disrupted")
-    assert f"refused by node {node}" in warning and "nvidia.com/gpu" in warning, warning
-    h.wait_phase("refused", "Running", attempt=2)
+    warning = next(e.message for e in events if e.reason == "PodRefusedByNode")
+    assert f"Pod {first[1].metadata.name} was refused by node {node}" in warning and message in warning, warning
+    again = h.wait_running_pods("refused", 2, attempt=1)  # the refused pod alone, created again after its backoff
+    assert again[0].metadata.uid == first[0].metadata.uid and again[1].metadata.uid != first[1].metadata.uid
+    job = h.wait("refused", lambda j: all(not r.get("refused") for r in j["status"].get("replacements", [])), "cleared")
+    assert job["status"]["attempt"] == 1 and not any(job["status"]["restarts"].values())
+    assert job["status"]["phase"] == "Running"
+
+
+def refuse_every_pod_placed(h: Harness, job: str, node: str, refused: set[str]) -> None:
+    """What a node whose device plugin lost its GPUs does: the scheduler's binding of each of the job's pods that
+    left the tracking gate (the node is no kwok node: it never runs them), then its kubelet's refusal."""
+    for pod in h.pods(job):
+        if pod.spec.scheduling_gates or pod.status.phase != "Pending" or pod.metadata.uid in refused:
+            continue
+        if not pod.spec.node_name:
+            target = client.V1ObjectReference(api_version="v1", kind="Node", name=node)
+            binding = client.V1Binding(metadata=client.V1ObjectMeta(name=pod.metadata.name), target=target)
+            h.core.create_namespaced_pod_binding(pod.metadata.name, h.ns, binding, _preload_content=False)
+        refuse_pod_on_its_node(h.core, h.ns, pod.metadata.name, "OutOfnvidia.com/gpu", "Pod was rejected: nvidia.com")
+        refused.add(pod.metadata.uid)
+
+
+def test_pods_no_node_admits_fail_the_job_at_its_startup_deadline_naming_the_node(h: Harness) -> None:
+    node = gpu_node("lying-node", "127.0.10.98")
+    del node["metadata"]["annotations"][NODE_ANNOTATION]  # no kwok: its "kubelet" is this test, refusing every pod
+    h.core.create_node(node)
+    try:
+        manifest = job_manifest("nowhere", runPolicy={"startupDeadlineSeconds": 20, "disruptionLimit": 1})
+        manifest["spec"]["workers"]["nodeSelector"] = {"kubernetes.io/hostname": "lying-node"}
+        h.create(manifest)
+        refused: set[str] = set()
+
+        def failed() -> Manifest | None:
+            refuse_every_pod_placed(h, "nowhere", "lying-node", refused)
+            job = h.job("nowhere")
+            return job if (job.get("status") or {}).get("phase") == "Failed" else None
+
+        job = poll_until(failed, timeout=90, interval=0.5, what="the job failed")
+        assert len(refused) >= 3, refused  # refused, created again alone, refused again...
+        status = job["status"]
+        assert status["attempt"] == 1 and not any(status["restarts"].values()), status["restarts"]
+        said = condition(job, "Failed")
+        assert said["reason"] == "StartupDeadlineExceeded", said
+        assert "was refused by node lying-node: OutOfnvidia.com/gpu" in said["message"], said["message"]
+        assert status["lastFailure"]["reason"] == "OutOfnvidia.com/gpu"
+    finally:
+        h.core.delete_node("lying-node")
 
 
 @pytest.mark.parametrize(

@@ -242,10 +242,12 @@ class FakeCluster:
                 self._written(pod)
             self.faults.answer()
 
-    def ungate(self, namespace: str, names: Sequence[str]) -> None:
-        for name in names:
+    def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
+        for name, uid in pods.items():
             self._operation()
             pod = self.pods.get((namespace, name))
+            if pod is not None and pod["metadata"]["uid"] != uid:
+                continue  # 422: the patch names the UID it was decided on
             self._acted("ungate", namespace, name)
             if pod is not None:
                 gates = [g for g in pod["spec"].get("schedulingGates", []) if g["name"] != TRACKING_GATE]

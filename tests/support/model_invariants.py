@@ -79,7 +79,8 @@ def check_after_reconcile(
         ledger.stats["deleted after TTL"] += 1
         return
     a = _status(after)
-    _check_transition(ledger, uid, b, a, before)
+    refused = {s.uid for p in pods if (s := pod_state(p, CONTAINER_NAME)) and s.refused_by_node and not s.started_at}
+    _check_transition(ledger, uid, b, a, before, refused=refused)
     _check_legitimate(ledger, uid, (b, a), before, now)
     created = [
         p
@@ -155,7 +156,11 @@ def _check_history(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
         assert last is not None and (last.pod, last.time) == (a.last_failure.pod, a.last_failure.time), last
 
 
-def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest) -> None:
+def _check_transition(
+    ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, *, refused: set[str]
+) -> None:
+    """Restarts only grow, one attempt at a time, each for a failure that happened (a pod its node refused is none:
+    `refused`, created again alone, uncounted)."""
     if b.phase.is_terminal:
         assert a.phase == b.phase, f"a finished job moved from {b.phase} to {a.phase}"
     for name, value in a.restarts.model_dump().items():
@@ -178,6 +183,7 @@ def _check_transition(ledger: Ledger, uid: str, b: TrainingJobStatus, a: Trainin
         newly = _failed_uids(a, PodOutcome.FAILED) - _failed_uids(b, PodOutcome.FAILED)
         newly |= _failed_uids(b, None) - {t.uid for t in a.tracked_pods}
         newly -= {t.uid for t in b.tracked_pods if t.restarting_since is not None}  # counted when restarted in place
+        newly -= refused
         assert len(newly) == grown - in_place, f"{grown - in_place} restarts counted for {len(newly)} pods"
         ledger.count(uid, newly)
         ledger.stats["workers replaced"] += grown - in_place
@@ -344,12 +350,15 @@ def _check_not_premature(
             and s.deleting_since is not None
             and s.deleting_since + timedelta(seconds=stuck) <= now - limit
         ]
+        # A node refused to admit a slot's pod (its re-creations since too): counted from the first refusal.
+        refusals = [r.refused.since for r in b.replacements if r.refused is not None]
         # An object the pods need (Secret, Service, NetworkPolicy) refused: Prepared False since then.
         prepared = next((c for c in b.conditions if c.type == ConditionType.PREPARED), None)
         unprepared = prepared is not None and prepared.status == "False" and prepared.reason.endswith("CreateRefused")
         assert (
             waiting
             or held
+            or any(since <= now - limit for since in refusals)
             or (refused and created is not None and created.last_transition_time <= now - limit)
             or (unprepared and prepared is not None and prepared.last_transition_time <= now - limit)
         ), "failed for a startup deadline that had not passed"

@@ -134,7 +134,8 @@ class MissingWorkers:
     def check(self, cluster: FakeCluster, job: Manifest, now: datetime, backoff: tuple[float, float]) -> None:
         """After a caught-up, uninterrupted reconcile of a Running parameter-server job with nothing refused: a worker
         slot missing for longer than its own backoff (base doubled for each of its failures counted in this attempt
-        before the last, at most max: a backoff other slots' failures do not grow) has a pod again."""
+        before the last, or for each refusal by a node in a row, at most max: a backoff other slots' failures do not
+        grow) has a pod again."""
         status, uid = _status(job), str(job["metadata"]["uid"])
         if job["spec"].get("mode") != "ParameterServer" or status.phase != Phase.RUNNING:
             return
@@ -153,6 +154,8 @@ class MissingWorkers:
             late = (now - first).total_seconds()
             name = f"{job['metadata']['name']}-worker-{index}-{status.current_pods_attempt}"
             failures = sum(t.name == name and t.outcome == PodOutcome.FAILED for t in status.tracked_pods)
+            refused = next((r.refused.count for r in status.replacements if r.pod == name and r.refused), 0)
+            failures = max(failures, refused)  # each refusal by a node in a row doubles the slot's delay too
             limit = min(backoff[0] * 2 ** max(failures - 1, 0), backoff[1]) + 1
             assert late <= limit, (
                 f"worker {index} of {job['metadata']['name']} missing for {late:.0f} s (its backoff {limit - 1:.0f} s)"

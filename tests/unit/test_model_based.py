@@ -12,9 +12,10 @@ or relist after a 410 Gone; a reconcile on a stale job must change nothing (its 
 
 What real clusters do beyond that (tests/support/model_cluster_rules.py): refused Secrets, Services and
 NetworkPolicies, finalizers, injected sidecars, skewed node clocks, foreign scheduling gates, 429/5xx and lost
-answers, a paused leader acting on its old read. Every delete, ungate and order must reach the object the reconcile
-read; and over time (tests/support/model_liveness.py) a job settles once the cluster is quiet, a parameter-server
-job replaces a missing worker within its backoff, and no Event repeats within a minute.
+answers, a paused leader acting on its old read; nodes that refuse to admit pods (tests/support/model_node_refusals.py).
+Every delete, ungate and order must reach the object the reconcile read; and over time (tests/support/model_liveness.py)
+a job settles once the cluster is quiet, a parameter-server job replaces a missing worker within its backoff, no Event
+repeats within a minute, and a job no node admits fails at its startup deadline, no refusal counted as a disruption.
 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
@@ -47,6 +48,7 @@ from tests.support.model_liveness import (
     check_stall_on_own_clock,
     unsettled,
 )
+from tests.support.model_node_refusals import NodeRefusalRules, check_refusals_uncounted
 from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile.job as reconcile_module
@@ -129,7 +131,7 @@ def job_specs(draw: st.DrawFn) -> dict[str, Any]:
     return spec
 
 
-class OperatorUnderEvents(RealClusterRules):
+class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
     def __init__(self) -> None:
         super().__init__()
         self.now = T0
@@ -251,6 +253,7 @@ class OperatorUnderEvents(RealClusterRules):
         check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
         if before is not None and after is not None:
             check_stall_on_own_clock(before, after, self.reported_at, self.now)
+            check_refusals_uncounted(before, after, self.refused)
             check_queue_time_not_startup(after, pods)
             quiet = caught_up and not crashed and self.cluster.faults.failed == faults and not self.refusing
             self._replacements(after, quiet and self.paused is None)
@@ -531,18 +534,8 @@ class OperatorUnderEvents(RealClusterRules):
         """The cluster goes quiet: no more disruptions, faults or paused leaders; the obstacles are cleared (or stay:
         refusals, finalizers, gates, sidecars). Pods run and report progress, the operator reconciles as time passes:
         the job must settle (finish, run every replica, or stay suspended as asked) before its deadlines are out."""
-        if self.paused is not None:
-            self.paused.close()
-        self.quieted, self.paused, self.paused_process, self.cluster.faults.after = True, None, None, None
-        if clear:
-            self.refusals("none")
-            self.cluster.refuse_other, self.refusing_others = (lambda _: None), False
-            self.cluster.nodes.foreign_gate = self.cluster.nodes.sidecars = self.cluster.nodes.finalizer = False
-            for key, pod in list(self.cluster.pods.items()):
-                lift_gate(pod)
-                sidecar_ends(pod)
-                self.cluster.touch(*key)
-                self.cluster.release(*key)
+        self.quieted = True
+        self.calm(clear)
         for step, seconds in enumerate(QUIET_STEPS):
             self.now += timedelta(seconds=seconds)
             self.kubelets_settle()
@@ -554,6 +547,21 @@ class OperatorUnderEvents(RealClusterRules):
                 self.ledger.stats["settled when quiet"] += 1
                 return
         raise AssertionError(f"job {name} never settled in a quiet cluster: {unsettled(self.cluster, NS, name)}")
+
+    def calm(self, clear: bool) -> None:
+        """No more disruptions, faults or paused leaders; the obstacles cleared (when `clear`)."""
+        if self.paused is not None:
+            self.paused.close()
+        self.paused, self.paused_process, self.cluster.faults.after = None, None, None
+        if clear:
+            self.refusals("none")
+            self.cluster.refuse_other, self.refusing_others = (lambda _: None), False
+            self.cluster.nodes.foreign_gate = self.cluster.nodes.sidecars = self.cluster.nodes.finalizer = False
+            for key, pod in list(self.cluster.pods.items()):
+                lift_gate(pod)
+                sidecar_ends(pod)
+                self.cluster.touch(*key)
+                self.cluster.release(*key)
 
     @invariant()
     def cluster_is_sound(self) -> None:

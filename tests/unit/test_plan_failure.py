@@ -15,7 +15,6 @@ pytestmark = pytest.mark.fast
 
 EMPTY_DIR = 'Usage of EmptyDir volume "scratch" exceeds the limit "1Gi". '
 PRESSURE = "The node was low on resource: memory. "
-ADMISSION_ERROR = "UnexpectedAdmissionError"  # a device plugin that cannot allocate what the scheduler counted
 DISRUPTION = [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}]
 
 
@@ -31,14 +30,6 @@ DISRUPTION = [{"type": "DisruptionTarget", "status": "True", "reason": "Terminat
             "Evicted",
         ),
         ({"phase": "Failed", "reason": "Evicted", "message": EMPTY_DIR}, FailureClass.RETRYABLE, "Evicted"),
-        (
-            {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": "Pod was rejected"},
-            FailureClass.DISRUPTION,
-            "OutOfnvidia.com/gpu",
-        ),
-        ({"phase": "Failed", "reason": "OutOfcpu"}, FailureClass.DISRUPTION, "OutOfcpu"),
-        ({"phase": "Failed", "reason": ADMISSION_ERROR}, FailureClass.DISRUPTION, ADMISSION_ERROR),
-        ({"phase": "Failed", "reason": "NodeAffinity"}, FailureClass.DISRUPTION, "NodeAffinity"),
         ({"phase": "Failed", "exit_code": 1, "reason": "OutOfcpu"}, FailureClass.RETRYABLE, "OutOfcpu"),
         ({"phase": "Failed", "exit_code": 1, "reason": "x" * 5000}, FailureClass.RETRYABLE, "x" * 128),
         ({"phase": "Running", "deleting": at(0)}, FailureClass.DISRUPTION, "Deleted"),
@@ -49,10 +40,6 @@ DISRUPTION = [{"type": "DisruptionTarget", "status": "True", "reason": "Terminat
         "preempted-79",
         "node-pressure",
         "own-emptydir-limit",
-        "kubelet-admission-gpu",
-        "kubelet-admission-cpu",
-        "kubelet-admission-device-plugin",
-        "kubelet-admission-node-affinity",
         "an-exit-code-is-the-trainers-whatever-the-reason",
         "huge-reason",
         "deleted-by-user",
@@ -103,9 +90,8 @@ def test_a_pod_that_vanished_is_a_disruption_and_one_never_created_is_created() 
         ({}, {"exit_code": 78}, "PermanentFailure"),
         ({"disruptionLimit": 0}, {"exit_code": 79}, "DisruptionLimitExceeded"),
         ({"backoffLimit": 0}, {"reason": "Evicted", "message": EMPTY_DIR}, "BackoffLimitExceeded"),
-        ({"disruptionLimit": 0}, {"reason": "OutOfnvidia.com/gpu"}, "DisruptionLimitExceeded"),
     ],
-    ids=["backoff-limit", "restart-never", "permanent-code", "disruption-limit", "own-limit-eviction", "node-refusals"],
+    ids=["backoff-limit", "restart-never", "permanent-code", "disruption-limit", "own-limit-eviction"],
 )
 def test_every_restart_has_a_bound(limits: dict[str, Any], ending: dict[str, Any], verdict: str) -> None:
     job = running(**limits)
@@ -120,27 +106,6 @@ def test_restart_policy_never_still_restarts_after_a_disruption() -> None:
     job = running(restartPolicy="Never")
     job, _ = step(job, pods_of(job, 1, {"job-worker-0-1": {"phase": "Failed", "exit_code": 79}}), at(1))
     assert job.status and job.status.phase == Phase.RESTARTING and job.status.restarts.disruption == 1
-
-
-REFUSED_BY_NODE = {
-    "phase": "Failed",
-    "reason": "OutOfnvidia.com/gpu",
-    "message": "Pod was rejected: Node didn't have enough resource: nvidia.com/gpu, requested: 8, used: 8, capacity: 8",
-    "node": "gpu-node-7",
-}
-
-
-@pytest.mark.parametrize("mode", ["DDP", "ParameterServer"])
-def test_a_pod_its_node_refused_is_replaced_without_using_the_backoff_limit_and_the_warning_names_the_node(
-    mode: str,
-) -> None:
-    job = running(backoffLimit=0, restartPolicy="Never", mode=mode, workers=2, servers=1 if mode != "DDP" else 0)
-    job, result = step(job, pods_of(job, 1, {"job-worker-1-1": REFUSED_BY_NODE}), at(1))
-    assert job.status and job.status.phase in (Phase.RESTARTING, Phase.RUNNING) and job.status.restarts.disruption == 1
-    assert (job.status.restarts.retryable, job.status.restarts.oom) == (0, 0) and "job-worker-1-1" in result.delete
-    warning = next(e for e in result.events if e.type == "Warning")
-    assert "refused by node gpu-node-7" in warning.message and "OutOfnvidia.com/gpu" in warning.message
-    assert "nvidia.com/gpu, requested: 8" in warning.message
 
 
 def ps_running(workers: int = 3, **policy: Any) -> TrainingJob:

@@ -191,10 +191,10 @@ def test_a_large_gang_is_created_in_waves_each_recorded_before_it_is_released(cl
         steps.append(("create", sum(m["kind"] == "Pod" for m in manifests)))
         return create(namespace, manifests)
 
-    def releasing(namespace: str, names: Any) -> None:
-        assert set(names) <= tracked_names(cluster), "a pod left the gate before the status named it"
-        steps.append(("ungate", len(names)))
-        ungate(namespace, names)
+    def releasing(namespace: str, pods: Any) -> None:
+        assert set(pods) <= tracked_names(cluster), "a pod left the gate before the status named it"
+        steps.append(("ungate", len(pods)))
+        ungate(namespace, pods)
 
     cluster.create, cluster.ungate = creating, releasing  # type: ignore[method-assign]
     cluster.submit(job_manifest(namespace=NS, workers=100))
@@ -210,6 +210,27 @@ def test_a_large_gang_is_created_in_waves_each_recorded_before_it_is_released(cl
         ("ungate", 52),
     ]
     assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
+
+
+def test_a_pod_created_again_under_its_name_is_not_released_by_a_stale_decision(
+    cluster: FakeCluster, clock: Clock
+) -> None:
+    """A pass cut off before it lifted the tracking gate leaves it to the next; if the pod is deleted and created
+    again under its name between that pass's read and its ungate, the namesake stays gated (the UID it names)."""
+    cluster.submit(job_manifest(namespace=NS, workers=2))
+    run(cluster, clock, crash_after=8)  # the pods created and recorded, the pass killed before their release
+    assert gated(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+    ungate = cluster.ungate
+
+    def raced(namespace: str, pods: Any) -> None:
+        manifest = cluster.pods.pop((NS, "job-worker-1-1"))
+        manifest["metadata"].pop("uid")
+        cluster.add_pod(NS, manifest)  # a namesake, at the gate like every pod made
+        ungate(namespace, pods)
+
+    cluster.ungate = raced  # type: ignore[method-assign]
+    run(cluster, clock)
+    assert gated(cluster) == ["job-worker-1-1"]
 
 
 def test_a_refused_wave_ends_the_creation_and_the_next_pass_creates_the_rest(cluster: FakeCluster) -> None:

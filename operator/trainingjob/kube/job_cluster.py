@@ -26,7 +26,7 @@ from trainingjob.kube.answers import answer, namespace_terminating, status_of
 from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
-from trainingjob.kube.resources import TIMEOUT, Resources, delete_options, deleted, ignored
+from trainingjob.kube.resources import TIMEOUT, Resources, delete_options, deleted, not_ungated
 from trainingjob.kube.writes import Pacer, windowed
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.plan import Event
@@ -192,16 +192,19 @@ class KubernetesCluster:
 
         self._each_pod(list(pods), delete, lambda error, name: deleted(error, f"pod {namespace}/{name}"))
 
-    def ungate(self, namespace: str, names: Sequence[str]) -> None:
-        """Remove the tracking gate: the pods may now be scheduled."""
-        patch = {"spec": {"schedulingGates": [{"$patch": "delete", "name": TRACKING_GATE}]}}
-        self._each_pod(
-            names,
-            lambda name: self.core.patch_namespaced_pod(
+    def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
+        """Remove the tracking gate: the pods may now be scheduled. Each patch names the UID the pod was decided on
+        (name -> UID), so a pod deleted and created again under its name since is left gated: the apiserver refuses
+        to change a pod's UID (422), and a pod gone answers 404; both are left to the next pass."""
+        gate = {"schedulingGates": [{"$patch": "delete", "name": TRACKING_GATE}]}
+
+        def ungate(name: str) -> Any:
+            patch = {"metadata": {"uid": pods[name]}, "spec": gate}
+            return self.core.patch_namespaced_pod(
                 name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
-            ),
-            lambda error, _: ignored(404, error),
-        )
+            )
+
+        self._each_pod(list(pods), ungate, lambda error, name: not_ungated(error, f"pod {namespace}/{name}"))
 
     def _each_pod(self, names: Sequence[str], write: Any, failed: Callable[[client.ApiException, str], None]) -> None:
         """One paced write per pod, in parallel; `failed` judges a refused one; what was written goes on."""

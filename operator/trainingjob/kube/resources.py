@@ -48,6 +48,17 @@ def deleted(error: client.ApiException, what: str) -> None:
         raise error
 
 
+def not_ungated(error: client.ApiException, what: str) -> None:
+    """After a guarded patch that lifts the tracking gate failed: gone (404), or another pod of that name since (the
+    apiserver refuses to change a pod's UID to the one the patch names: 422), is left to the next pass; anything
+    else is raised."""
+    status = status_of(error)
+    if status == 422:
+        log.debug("not ungating %s: it is not the pod the decision was made on (%s)", what, error.reason)
+    elif status != 404:
+        raise error
+
+
 class Resources:
     """Our group's objects on the apiserver through `api`; what the apiserver answers to a status write goes to
     `on_written`; writes go through `pacer`."""

@@ -198,10 +198,10 @@ class LocalCluster:
                 pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
                 self._signal(pod, signal.SIGKILL if force else signal.SIGTERM)
 
-    def ungate(self, namespace: str, names: Sequence[str]) -> None:
-        """Local processes start at once; the gate is only taken off the record."""
-        for name in names:
-            if name in self.pods:
+    def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
+        """Local processes start at once; the gate is only taken off the record (of the pod of that UID)."""
+        for name, uid in pods.items():
+            if name in self.pods and self.pods[name].uid == uid:
                 self.pods[name].manifest["spec"].pop("schedulingGates", None)
 
     def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:

@@ -162,16 +162,18 @@ class RunPolicy(ApiModel):
     exceeding its ephemeral-storage or emptyDir limits, stalls) before the job fails."""
     disruption_limit: Annotated[Int, Field(ge=0, le=10000)] = 100
     """Restarts allowed for disruptions (eviction under node pressure, preemption, drain, node loss, a pod
-    deleted by someone else, exit 79 after SIGTERM, a pod its node's kubelet refused to admit such as
-    OutOfnvidia.com/gpu) before the job fails; they never count against backoffLimit."""
+    deleted by someone else, exit 79 after SIGTERM) before the job fails; they never count against backoffLimit.
+    A pod its node's kubelet refused to admit (OutOfnvidia.com/gpu, UnexpectedAdmissionError) is no disruption: it
+    never started, so it alone is created again, under startupDeadlineSeconds."""
     active_deadline_seconds: Seconds | None = None
     """Fail the job when it has run this long in total (time suspended not counted); no limit when unset."""
     startup_deadline_seconds: Seconds = DEFAULT_STARTUP_DEADLINE_SECONDS
     """Fail the job when a pod is not running this long after it was created, or after its creation was
     first refused (unschedulable, image pull errors, a missing volume or secret, a quota or Pod Security
-    refusal). The condition Running says why pods wait meanwhile. Default 1800 (30 minutes); raise it for
-    jobs that wait long for capacity, or queue them with Kueue (the time a queued job waits to be admitted, with
-    no pods, is not counted)."""
+    refusal), or after a node first refused to admit it (OutOfnvidia.com/gpu: it is created again alone, after a
+    delay that doubles with each refusal, and the wait counts from the first). The condition Running says why
+    pods wait meanwhile. Default 1800 (30 minutes); raise it for jobs that wait long for capacity, or queue them
+    with Kueue (the time a queued job waits to be admitted, with no pods, is not counted)."""
     progress_deadline_seconds: Seconds | None = None
     """Restart the attempt from its checkpoint when rank 0 reports no progress for this long (a hang), on the
     operator's clock: from when the operator last saw its report change (status.progress.lastChangeTime), so a

@@ -105,7 +105,8 @@ class RestartCounts(ApiModel):
     oom: Count = 0
     """Restarts after an OOM kill."""
     disruption: Count = 0
-    """Restarts after preemption, eviction, node drain or node loss; these never fail the job."""
+    """Restarts after preemption, eviction, node drain or node loss; they count against disruptionLimit only. A pod
+    a node refused to admit is not one: it is created again alone, under the startup deadline."""
     stalled: Count = 0
     """Restarts after no progress for progressDeadlineSeconds."""
 
@@ -292,17 +293,36 @@ class TrackedPod(ApiModel):
     after the worker's backoff."""
 
 
+class NodeRefusal(ApiModel):
+    """A slot whose pods nodes' kubelets refused to admit (OutOfnvidia.com/gpu, UnexpectedAdmissionError), in a
+    stretch without a pod of the slot running since: a pod that never started, so the startup deadline counts
+    from the first refusal, across the pod's re-creations. Cleared once a pod of the slot runs."""
+
+    since: datetime
+    """When a node first refused the slot's pod in this stretch."""
+    count: Annotated[Int, Field(ge=1)] = 1
+    """Refusals in this stretch: each doubles the delay before the pod is created again."""
+    node: Annotated[Str, Field(max_length=253)] = ""
+    """The node that refused it last."""
+    reason: PodReason = ""
+    """The kubelet's reason the last time, e.g. OutOfnvidia.com/gpu."""
+
+
 class SlotBackoff(ApiModel):
-    """A parameter-server worker replaced alone in the current attempt, with a backoff of its own: one worker's
-    failure never delays another's replacement."""
+    """A slot whose pod is re-created alone in the current attempt, with a backoff of its own: a parameter-server
+    worker replaced alone, or any pod a node refused to admit. One slot's failure never delays another's
+    replacement."""
 
     pod: Annotated[Str, Field(max_length=253)]
-    """The worker's pod name (its replacements have the same name)."""
+    """The slot's pod name (its replacements have the same name)."""
     not_before: datetime
     """The earliest moment its replacement is created."""
     failures: Count = 0
     """Its failures in this attempt that were the job's own (retryable, OOM): each doubles its delay; disruptions
-    (preemption, eviction, node loss, a node refusing the pod) do not."""
+    (preemption, eviction, node loss) do not."""
+    refused: NodeRefusal | None = None
+    """While nodes refuse the slot's pod (and none of its pods has run since): since when, how often, and the
+    last node and reason."""
 
 
 class InPlaceRestart(ApiModel):
@@ -400,7 +420,8 @@ class TrainingJobStatus(ApiModel):
     replacements: Annotated[list[SlotBackoff], Field(max_length=4352), AfterValidator(unique_by("pod"))] = Field(
         default_factory=list, json_schema_extra=list_map("pod")
     )
-    """Bookkeeping: parameter-server workers replaced alone in the current attempt, each with its own backoff."""
+    """Bookkeeping: the slots whose pods are re-created alone in the current attempt (parameter-server workers,
+    pods a node refused), each with its own backoff."""
 
     @property
     def current_pods_attempt(self) -> int:

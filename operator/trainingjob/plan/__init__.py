@@ -16,6 +16,8 @@ stops the rest:
     success       every worker succeeded: the result (final metrics, step, checkpoint) is recorded
     completion    DDP: workers ran on completionGraceSeconds after one succeeded: success if worker 0 did, else
                   a restart counted as a stall
+    refused       a pod a node's kubelet refused to admit: its slot's pod alone is created again after a backoff of
+                  its own, no restart counted; the startup deadline counts from the slot's first refusal
     failure       failed, deleted or vanished pods, a trainer failed in a healthy pod: restart the gang (in its pods
                   when they are all up), replace a PS worker, or fail
     in_place      a restart in place under way: tell rank 0's agent, until every pod runs it or it falls back
@@ -56,6 +58,7 @@ from trainingjob.plan import (
     prepared,
     progress,
     queue,
+    refused,
     resize,
     success,
     suspend,
@@ -76,6 +79,7 @@ POLICIES: tuple[tuple[str, Policy], ...] = (
     ("start", creation.start),
     ("success", success.decide),
     ("completion", completion.decide),
+    ("refused", refused.decide),
     ("failure", failure.decide),
     ("in_place", in_place.decide),
     ("worker_in_place", worker_in_place.decide),

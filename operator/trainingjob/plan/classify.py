@@ -20,8 +20,8 @@ _COUNTER = {
 
 
 def classify(pod: PodState, policy: RunPolicy) -> FailureClass:
-    """Over its own limits is the job's doing (retryable); pushed out by the cluster, or refused by a node's kubelet,
-    is a disruption."""
+    """Over its own limits is the job's doing (retryable); pushed out by the cluster is a disruption (as is a pod
+    refused by a node's kubelet that had started: one that never did is plan/refused.py's, and no failure)."""
     if pod.over_own_limit:
         return FailureClass.RETRYABLE
     if pod.disrupted or pod.refused_by_node or pod.exit_code == ExitCode.PREEMPTED:

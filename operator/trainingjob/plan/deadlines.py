@@ -1,13 +1,14 @@
 """The two deadlines that fail a job: activeDeadlineSeconds (its whole active life, time suspended not
 counted) and startupDeadlineSeconds (a pod not running that long after it was created, or after its
-creation was first refused; while another controller's scheduling gate holds a pod of the gang, from when the
-operator saw the last gate lifted; not while an elastic job waits resizeWaitSeconds for room, plan/resize.py)."""
+creation was first refused, or after a node first refused to admit the slot's pod (plan/refused.py); while another
+controller's scheduling gate holds a pod of the gang, from when the operator saw the last gate lifted; not while an
+elastic job waits resizeWaitSeconds for room, plan/resize.py)."""
 
 from datetime import timedelta
 
 from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
 from trainingjob.plan import finished, gates, resize, terminating
-from trainingjob.plan.slots import slots, summary, waiting_since, why
+from trainingjob.plan.slots import refusal_of, slots, summary, waiting_since, why
 from trainingjob.plan.types import Context, Decision
 
 
@@ -45,12 +46,20 @@ def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         f"{len(late)} of {len(ctx.slots)} pods of attempt {status.attempt} were not running "
         f"{limit} s (startupDeadlineSeconds) after they were due: {detail}."
     )
+    refusal = refusal_of(status, oldest)
+    refused = refusal is not None and refusal.since == since
+    if refusal is not None and refused:
+        times = "once" if refusal.count == 1 else f"{refusal.count} times"
+        message = (
+            f"Pod {oldest.name} was refused by node {refusal.node or '(unknown)'}: {refusal.reason}, {times} in "
+            f"{limit} s (startupDeadlineSeconds) since the first refusal; no node admitted it. {message}"
+        )
     failure = LastFailure(
         pod=oldest.name,
         pod_uid=oldest.pod.uid if oldest.pod else None,
         attempt=max(status.attempt, 1),
         failure_class=FailureClass.DEADLINE,
-        reason="StartupDeadlineExceeded",
+        reason=refusal.reason if refusal is not None and refused else "StartupDeadlineExceeded",
         message=why(oldest, status, ctx.observed.foreign)[:1024],
         time=ctx.now,
     )

@@ -1,9 +1,10 @@
 """Parameter-server workers replaced alone, each on a backoff of its own (status.replacements): one worker's failure
 never delays another's replacement, however often the cluster takes workers away. A worker's replacement waits
-backoffBaseSeconds after a disruption (preemption, eviction, node loss, a node refusing the pod: not the job's
-fault, so it never grows the delay), and after a failure of the job's own the base doubled for each such failure of
+backoffBaseSeconds after a disruption (preemption, eviction, node loss: not the job's fault, so it never grows
+the delay), and after a failure of the job's own the base doubled for each such failure of
 that worker in this attempt, at most backoffMaxSeconds. A job below its replica count so replaces each missing worker
-within its own backoff. Whole-attempt restarts keep the job's backoff (plan/backoff.py)."""
+within its own backoff. Whole-attempt restarts keep the job's backoff (plan/backoff.py). A pod a node refused to
+admit is re-created alone the same way, in any mode (plan/refused.py)."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -31,7 +32,8 @@ def replaced(
         own = failure != FailureClass.DISRUPTION
         failures = (kept[pod.name].failures if pod.name in kept else 0) + own
         moment = after(ctx.now, delay(ctx, failures if own else 0))
-        kept[pod.name] = SlotBackoff(pod=pod.name, not_before=moment, failures=failures)
+        slot = kept.get(pod.name) or SlotBackoff(pod=pod.name, not_before=moment)
+        kept[pod.name] = slot.model_copy(update={"not_before": moment, "failures": failures})
     return status.model_copy(update={"replacements": sorted(kept.values(), key=lambda r: r.pod)})
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
-from trainingjob.model import ConditionStatus, ConditionType, TrainingJobStatus
+from trainingjob.model import ConditionStatus, ConditionType, NodeRefusal, TrainingJobStatus
 from trainingjob.plan import gates, prepared, tracking
 from trainingjob.plan.transitions import condition_of
 from trainingjob.plan.types import Context
@@ -63,10 +63,23 @@ def refusal_since(status: TrainingJobStatus, stuck_from: datetime | None = None)
     return min((m for m in moments if m is not None), default=None)
 
 
+def refusal_of(status: TrainingJobStatus, slot: Slot) -> NodeRefusal | None:
+    """The refusals of the slot's pods by nodes, while none of them has run since (plan/refused.py)."""
+    return next((r.refused for r in status.replacements if r.pod == slot.name), None)
+
+
 def waiting_since(slot: Slot, status: TrainingJobStatus, stuck_from: datetime | None = None) -> datetime | None:
-    """Since when this slot counts against startupDeadlineSeconds; None while the wait is the operator's own."""
+    """Since when this slot counts against startupDeadlineSeconds (from a node's first refusal of its pod, across
+    the pod's re-creations); None while the wait is the operator's own."""
     if slot.is_up:
         return None
+    refusal, since = refusal_of(status, slot), _waiting_since(slot, status, stuck_from)
+    if refusal is None:
+        return since
+    return refusal.since if since is None else min(refusal.since, since)
+
+
+def _waiting_since(slot: Slot, status: TrainingJobStatus, stuck_from: datetime | None) -> datetime | None:
     if slot.pod is not None:  # a pod that ended or is going is the failure policy's, not a slow start
         if slot.pod.deleting:  # unless it does not go
             return stuck_from if _created_waits(status, STUCK) is not None else None
@@ -78,7 +91,21 @@ def waiting_since(slot: Slot, status: TrainingJobStatus, stuck_from: datetime | 
 
 
 def why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
-    """Why a slot is not up, in a few words from the kubelet, the scheduler or the apiserver."""
+    """Why a slot is not up, in a few words from the kubelet, the scheduler or the apiserver (and the nodes that
+    refused its pods)."""
+    refusal = refusal_of(status, slot)
+    if refusal is None:
+        return _why(slot, status, foreign)
+    node, at = refusal.node or "(unknown)", refusal.since.isoformat().replace("+00:00", "Z")
+    times = "once" if refusal.count == 1 else f"{refusal.count} times"
+    said = f"refused by node {node} ({refusal.reason}), {times} since {at}"
+    if slot.pod is not None and not slot.pod.is_finished and not slot.pod.deleting:
+        return f"{_why(slot, status, foreign)}; {said}"
+    backoff = next(r for r in status.replacements if r.pod == slot.name)
+    return f"{said}; created again not before {backoff.not_before.isoformat().replace('+00:00', 'Z')}"
+
+
+def _why(slot: Slot, status: TrainingJobStatus, foreign: tuple[str, ...]) -> str:
     pod = slot.pod
     if pod is not None:
         if pod.deleting:

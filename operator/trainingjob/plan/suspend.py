@@ -42,6 +42,7 @@ def _resumed(ctx: Context, status: TrainingJobStatus) -> Decision:
     update: dict[str, object] = {
         "attempt": attempt,
         "suspended_seconds": status.suspended_seconds + _paused(ctx, status),
+        "replacements": [],  # the slots' backoffs and refusals by nodes: time suspended is no wait for a node
     }
     if attempt != status.attempt:
         update |= {"tracked_pods": [], "pods_attempt": None, "in_place_restart": None}

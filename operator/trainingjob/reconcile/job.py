@@ -221,7 +221,7 @@ def _act(
     if result.force_delete:
         cluster.delete_pods(namespace, decided_on(uids, result.force_delete), force=True)
     if result.ungate:
-        cluster.ungate(namespace, result.ungate)
+        cluster.ungate(namespace, decided_on(uids, result.ungate))
     written = _Written(manifest, result.status, version)
     if result.create:
         written = _create_in_waves(cluster, written, result.create, now)
@@ -270,7 +270,7 @@ def _record(
     except Conflict:
         return None
     if done.pods:
-        cluster.ungate(written.namespace, sorted(done.pods))
+        cluster.ungate(written.namespace, dict(sorted(done.pods.items())))
     if decided.event is not None:
         cluster.emit({**written.manifest, "status": _dump(decided.status)}, [decided.event])
         log.warning(

@@ -117,8 +117,8 @@ class CachedCluster:
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         self._fence().delete_pods(namespace, pods, force=force)
 
-    def ungate(self, namespace: str, names: Sequence[str]) -> None:
-        self._fence().ungate(namespace, names)
+    def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
+        self._fence().ungate(namespace, pods)
 
     def delete_job(self, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
         self._fence().delete_job(namespace, name, uid, resource_version)
