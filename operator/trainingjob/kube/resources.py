@@ -48,6 +48,16 @@ def deleted(error: client.ApiException, what: str) -> None:
         raise error
 
 
+def released(error: client.ApiException, what: str) -> None:
+    """After a guarded release of a pod's finalizer failed: gone already (404) is done, a refusal for its UID (422:
+    a namesake) or a conflict is left to the next pass; anything else is raised as it came."""
+    status = status_of(error)
+    if status in (409, 422):
+        log.debug("not releasing %s: it is not the pod the release was decided on (%s)", what, error.reason)
+    elif status != 404:
+        raise error
+
+
 class Resources:
     """Our group's objects on the apiserver through `api`; what the apiserver answers to a status write goes to
     `on_written`; writes go through `pacer`."""
