@@ -27,7 +27,7 @@ from tests.support.fake_faults import (
 )
 
 from trainingjob.children.agent import Gang, GangState
-from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_FINALIZER, TRACKING_GATE
+from trainingjob.children.naming import ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, TRACKING_FINALIZER, TRACKING_GATE
 from trainingjob.children.observe import controller_uid
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Conflict, Created, Gone
@@ -77,6 +77,7 @@ class FakeCluster:
     create_calls: int = 0
     on_written: Callable[[Manifest], None] = lambda _: None
     watches: list[Callable[[], None]] = field(default_factory=list)  # each watch's record(), run on every write
+    born: dict[str, str] = field(default_factory=dict)  # every pod ever made: UID -> its attempt label
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -319,6 +320,7 @@ class FakeCluster:
             namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat(), resourceVersion=self.version()
         )
         pod["status"] = {"phase": "Pending"}
+        self.born[uid] = str((pod["metadata"].get("labels") or {}).get(ATTEMPT_LABEL, ""))
         self.nodes.admit(pod)
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return uid

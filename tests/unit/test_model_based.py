@@ -36,7 +36,7 @@ from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_faults import ApiError, lift_gate, sidecar_ends
 from tests.support.fake_watch import KINDS, FakeWatch
 from tests.support.model_cluster_rules import RealClusterRules, enabled
-from tests.support.model_finalizers import check_let_go, held_for_nothing
+from tests.support.model_finalizers import check_counted, check_let_go, held_for_nothing
 from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.model_liveness import (
     QUIET_AT_LEAST,
@@ -566,6 +566,7 @@ class OperatorUnderEvents(RealClusterRules):
             if step >= QUIET_AT_LEAST and unsettled(self.cluster, NS, name) is None:
                 self.ledger.stats["settled when quiet"] += 1
                 check_let_go(self.cluster, NS, name)
+                check_counted(self.ledger, self.cluster, NS, name)
                 self._gone_jobs_let_go()
                 return
         raise AssertionError(f"job {name} never settled in a quiet cluster: {unsettled(self.cluster, NS, name)}")
