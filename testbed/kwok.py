@@ -13,6 +13,9 @@ _POD_FILTER = """
     - key: '.metadata.deletionTimestamp'
       operator: DoesNotExist"""
 
+# pod-delete does what a kubelet does with a pod being deleted: it confirms the deletion with no grace left, and
+# leaves finalizers to their owners (kwok's own stages remove them all). A pod holding one stays, Terminating, until
+# its owner removes it: the operator's tracking finalizer keeps an evicted pod until the operator has counted it.
 STAGES = f"""
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -140,8 +143,6 @@ spec:
     - key: '.metadata.deletionTimestamp'
       operator: Exists
   next:
-    finalizers:
-      empty: true
     delete: true
 """
 

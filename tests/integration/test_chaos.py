@@ -5,6 +5,7 @@ pod watch checks every event), and no pod may be left behind."""
 
 import os
 import random
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -269,6 +270,7 @@ def test_random_operator_kills_across_many_lifecycles(h: Harness, operator: Oper
         try:
             poll_until(run.step, timeout=WITHIN, interval=0.2, what="every lifecycle to end")
         except TimeoutError as error:
+            _keep_logs(operator)
             raise AssertionError(f"{error}:\n{_where(h, lifecycles)}\n{operator.log_tail()}") from error
     finally:
         killer.stop()
@@ -287,5 +289,13 @@ def test_random_operator_kills_across_many_lifecycles(h: Harness, operator: Oper
     poll_until(lambda: not any(h.pods(lc.name) for lc in lifecycles), timeout=120, what="every pod cleaned up")
     slots.stop()
     print(f"{len(lifecycles)} lifecycles, {killer.kills} operator kills, {took:.0f} s")
+    _keep_logs(operator)
     assert not wrong, "\n".join(wrong)
     assert not slots.doubled, "\n".join(slots.doubled[:10])
+
+
+def _keep_logs(operator: OperatorProcess) -> None:
+    """With TJ_CHAOS_KEEP_LOGS=DIR, every operator process's log is copied there (the run's own folder goes)."""
+    target = os.environ.get("TJ_CHAOS_KEEP_LOGS")
+    if target:
+        shutil.copytree(operator.log_dir, target, dirs_exist_ok=True)

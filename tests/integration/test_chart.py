@@ -21,6 +21,7 @@ from testbed.processes import poll_until
 from tests.support.builders import SWEEP_PARAMETERS, job_manifest, sweep_manifest
 from tests.support.chart import ChartIdentity, operator_env, refusals
 
+from trainingjob.children.naming import TRACKING_FINALIZER, job_selector
 from trainingjob.generate import crd
 from trainingjob.model import GROUP, VERSION
 from trainingjob.model.sweep import SWEEP_PLURAL
@@ -76,6 +77,12 @@ def test_chart_rbac_runs_a_job_to_success(h: Harness) -> None:
     assert condition(done, "Succeeded")["status"] == "True"
     assert "JobCreated" in h.wait_event("ok", "JobSucceeded")  # events: create
     assert h.core.read_namespaced_service("ok", h.ns)  # services: create
+
+    def let_go() -> bool:  # pods: patch (each loses the tracking finalizer it was created with once it succeeded)
+        pods = h.core.list_namespaced_pod(h.ns, label_selector=job_selector("ok")).items
+        return len(pods) == 2 and not any(TRACKING_FINALIZER in (p.metadata.finalizers or []) for p in pods)
+
+    poll_until(let_go, timeout=60, interval=0.2, what="the job's pods let go of")
 
 
 @pytest.mark.parametrize("action", [None, "Suspend"], ids=["deleted-by-default", "suspended"])

@@ -1,6 +1,7 @@
 """Deletes name the object they were decided on, against the envtest apiserver: a job or pod deleted and created
 again under the same name just before the operator's delete goes out is left alone (the apiserver answers the
-UID precondition with 409), a pod created again is not released from the tracking gate by a patch decided on its
+UID precondition with 409, and the release of its tracking finalizer, which names the UID, with 422), a pod an
+earlier operator left at the tracking gate and created again is not released from it by a patch decided on its
 predecessor (the patch names the UID), and a pod create answered 409 AlreadyExists is no refusal."""
 
 from collections.abc import Callable, Mapping
@@ -13,7 +14,7 @@ from testbed.controlplane import ControlPlane
 from testbed.pods import finish_pod
 from tests.support.builders import job_manifest
 
-from trainingjob.children.naming import JOB_LABEL, TRACKING_GATE
+from trainingjob.children.naming import JOB_LABEL, TRACKING_FINALIZER, TRACKING_GATE
 from trainingjob.kube.job_cluster import KubernetesCluster
 from trainingjob.kube.resources import Resources
 from trainingjob.kube.sweep_cluster import KubernetesSweeps
@@ -65,12 +66,14 @@ class Namesakes:
         return race
 
     def pod(self, name: str) -> Callable[[], None]:
-        """The pod was never scheduled: it goes at once."""
+        """The pod was never scheduled: it goes at once, once the user has removed its finalizers too. The pod made
+        again holds the tracking finalizer as the old one did."""
 
         def race() -> None:
             old = self.core.api_client.sanitize_for_serialization(self.core.read_namespaced_pod(name, self.namespace))
             self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
-            kept = ("name", "labels", "annotations", "ownerReferences")
+            self.core.patch_namespaced_pod(name, self.namespace, {"metadata": {"finalizers": None}})
+            kept = ("name", "labels", "annotations", "ownerReferences", "finalizers")
             body = {**old, "metadata": {k: v for k, v in old["metadata"].items() if k in kept}}
             body.pop("status", None)
             self.made.append(self.core.create_namespaced_pod(self.namespace, body).metadata.uid)
@@ -120,9 +123,11 @@ def test_a_pod_created_again_just_before_its_delete_goes_out_is_left_alone(
         assert namesakes.made, "the reconcile never went to delete the finished job's pods"
         survivor = core.read_namespaced_pod(first, envtest_ns)
         assert survivor.metadata.uid == namesakes.made[-1] and survivor.metadata.deletion_timestamp is None
-        with pytest.raises(client.ApiException) as gone:  # the pod it was decided on (never scheduled) went
+        assert survivor.metadata.finalizers == [TRACKING_FINALIZER], "the release reached the namesake"
+        with pytest.raises(client.ApiException) as gone:  # the pod it was decided on (never scheduled) went, let go of
             core.read_namespaced_pod(second, envtest_ns)
         assert gone.value.status == 404
+        core.patch_namespaced_pod(first, envtest_ns, {"metadata": {"finalizers": None}})
 
 
 def test_a_trial_job_created_again_is_not_deleted_by_the_sweeps_delete(

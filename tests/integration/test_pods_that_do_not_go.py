@@ -2,7 +2,7 @@
 controller's): the operator asks no more of it than the apiserver can do (a pod never scheduled was deleted with no
 grace left, so no force delete), says once which pod and which finalizer the next attempt waits for, polls with a
 growing delay rather than every 2 s, and the startup deadline counts the wait, so the job ends with words instead of
-waiting for ever. kwok removes the finalizers of the pods on its nodes, so the pod here is one never scheduled."""
+waiting for ever. The pod here is one never scheduled."""
 
 import contextlib
 from collections.abc import Iterator

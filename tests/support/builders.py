@@ -4,7 +4,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from trainingjob.children.naming import CONTAINER_NAME, Replica
+from trainingjob.children.naming import CONTAINER_NAME, TRACKING_GATE, Replica
 from trainingjob.children.observe import Observed, observe
 from trainingjob.children.specs import pod_manifest, replicas
 from trainingjob.model import API_VERSION, KIND, TrainingJob
@@ -100,12 +100,14 @@ def pod(
     finished: datetime | None = None,
     **status: Any,
 ) -> Manifest:
-    """One pod of the job in any state (past the tracking gate unless `gated`). `reason` goes to the container's
+    """One pod of the job in any state, as the operator creates it (with the tracking finalizer), or `gated`: as an
+    earlier operator did (held by the tracking gate, no finalizer). `reason` goes to the container's
     terminated state when there is an exit code, else to the pod's status (as the kubelet writes Evicted);
     `finished`: when the trainer container ended; `status` adds raw status fields."""
     manifest = pod_manifest(job, owner if owner is not None else JOB_UID, replica, attempt)
-    if not gated:
-        del manifest["spec"]["schedulingGates"]
+    if gated:  # an earlier operator's pod: held by the tracking gate, without the tracking finalizer
+        manifest["spec"]["schedulingGates"] = [{"name": TRACKING_GATE}]
+        del manifest["metadata"]["finalizers"]
     manifest["metadata"]["uid"] = uid or f"uid-{replica.role}-{replica.index}-{attempt}"
     manifest["metadata"]["creationTimestamp"] = created.isoformat()
     if deleting is not None:

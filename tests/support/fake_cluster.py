@@ -6,7 +6,8 @@ controller owner references and garbage collection, refused creations of any kin
 terminating, crashes at any operation, and (tests/support/fake_faults.py) 429/5xx answers, lost answers, injected
 sidecars, foreign scheduling gates and skewed node clocks. Every write of the operator's bumps a cluster-wide
 resourceVersion and passes the object as written to `on_written`, as the apiserver's answer reaches the operator's
-stores (unless the answer was lost); `acted` records what each delete, ungate and order reached (its UID then)."""
+stores (unless the answer was lost); `acted` records what each delete, release, ungate and order reached (its UID
+then)."""
 
 import copy
 import itertools
@@ -26,7 +27,7 @@ from tests.support.fake_faults import (
 )
 
 from trainingjob.children.agent import Gang, GangState
-from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL, TRACKING_GATE
+from trainingjob.children.naming import ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, TRACKING_FINALIZER, TRACKING_GATE
 from trainingjob.children.observe import controller_uid
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Conflict, Created, Gone
@@ -77,6 +78,7 @@ class FakeCluster:
     create_calls: int = 0
     on_written: Callable[[Manifest], None] = lambda _: None
     watches: list[Callable[[], None]] = field(default_factory=list)  # each watch's record(), run on every write
+    born: dict[str, str] = field(default_factory=dict)  # every pod ever made: UID -> its attempt label
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -242,6 +244,34 @@ class FakeCluster:
                 self._written(pod)
             self.faults.answer()
 
+    def release_pods(self, namespace: str, pods: Mapping[str, str]) -> None:
+        """Each pod of that UID loses the tracking finalizer; one the kubelet is done with then goes."""
+        for name, uid in pods.items():
+            self._operation()
+            pod = self.pods.get((namespace, name))
+            if pod is None or pod["metadata"]["uid"] != uid:
+                self.faults.answer()
+                continue  # 404, or 422: the patch names the UID it was decided on
+            self._acted("release", namespace, name)
+            held = [f for f in pod["metadata"].get("finalizers") or [] if f != TRACKING_FINALIZER]
+            pod["metadata"]["finalizers"] = held
+            if self._done_with(pod):
+                del self.pods[(namespace, name)]
+                self._watched()
+            else:
+                self._written(pod)
+            self.faults.answer()
+
+    @staticmethod
+    def _done_with(pod: Manifest) -> bool:
+        """A deleted pod without finalizers whose grace period is over (its kubelet confirmed, or it was forced)."""
+        metadata = pod["metadata"]
+        return (
+            bool(metadata.get("deletionTimestamp"))
+            and not metadata.get("finalizers")
+            and (metadata.get("deletionGracePeriodSeconds") == 0)
+        )
+
     def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
         for name, uid in pods.items():
             self._operation()
@@ -299,6 +329,7 @@ class FakeCluster:
             namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat(), resourceVersion=self.version()
         )
         pod["status"] = {"phase": "Pending"}
+        self.born[uid] = str((pod["metadata"].get("labels") or {}).get(ATTEMPT_LABEL, ""))
         self.nodes.admit(pod)
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return uid
@@ -369,10 +400,13 @@ class FakeCluster:
         )
 
     def release(self, namespace: str, name: str) -> None:
-        """The foreign controller removes its finalizer: a pod being deleted goes."""
+        """The foreign controller removes its finalizer: a pod being deleted goes, unless the operator's tracking
+        finalizer still holds it."""
         pod = self.pods[(namespace, name)]
-        pod["metadata"].pop("finalizers", None)
-        if pod["metadata"].get("deletionTimestamp"):
+        held = [f for f in pod["metadata"].pop("finalizers", None) or [] if f == TRACKING_FINALIZER]
+        if held:
+            pod["metadata"]["finalizers"] = held
+        if pod["metadata"].get("deletionTimestamp") and not held:
             del self.pods[(namespace, name)]
         else:
             self.touch(namespace, name)
@@ -394,16 +428,29 @@ class FakeCluster:
         pod = self.pods.get((namespace, name))
         if pod is not None and not pod["metadata"].get("finalizers"):
             del self.pods[(namespace, name)]
+        elif pod is not None and pod["metadata"].get("deletionTimestamp"):
+            self._confirmed(namespace, name)
+
+    def _confirmed(self, namespace: str, name: str) -> None:
+        """The kubelet is done with a pod a finalizer holds: no grace is left, it goes with its last finalizer."""
+        if self.pods[(namespace, name)]["metadata"].get("deletionGracePeriodSeconds") != 0:
+            self.pods[(namespace, name)]["metadata"]["deletionGracePeriodSeconds"] = 0
+            self.touch(namespace, name)
 
     def reap_terminating(self) -> None:
         """Every graceful deletion finishes (but for pods a finalizer holds)."""
         for key, pod in list(self.pods.items()):
-            if pod["metadata"].get("deletionTimestamp") and not pod["metadata"].get("finalizers"):
-                del self.pods[key]
+            if pod["metadata"].get("deletionTimestamp"):
+                self.reap(*key)
 
     def collect_garbage(self) -> None:
-        """The garbage collector: children whose controller no longer exists go."""
+        """The garbage collector: children whose controller no longer exists go (a pod a finalizer holds is
+        deleted, and stays until its finalizers are removed)."""
         alive = {job["metadata"]["uid"] for job in self.jobs.values()}
+        for key, pod in list(self.pods.items()):
+            held, deleting = pod["metadata"].get("finalizers"), pod["metadata"].get("deletionTimestamp")
+            if controller_uid(pod) not in ("", *alive) and held and not deleting:
+                self.delete_pod(*key)
         _drop_orphans(self.pods, alive)
         _drop_orphans(self.services, alive)
         _drop_orphans(self.others, alive)
@@ -413,5 +460,6 @@ class FakeCluster:
 
 
 def _drop_orphans(store: dict[K, Manifest], alive: set[str]) -> None:
-    for key in [key for key, child in store.items() if controller_uid(child) not in ("", *alive)]:
+    orphaned = [key for key, child in store.items() if controller_uid(child) not in ("", *alive)]
+    for key in [key for key in orphaned if not store[key]["metadata"].get("finalizers")]:
         del store[key]

@@ -12,6 +12,7 @@ from trainingjob.children.naming import CONTAINER_NAME, INDEX_LABEL
 Manifest = dict[str, Any]
 SIDECAR = "istio-proxy"
 FOREIGN_GATE = "kueue.x-k8s.io/admission"
+FOREIGN_FINALIZER = "example.com/holder"
 LOST = "lost"  # the write happened, its answer never came
 
 
@@ -115,7 +116,8 @@ def sidecar_ends(pod: Manifest) -> None:
 
 def hold(pod: Manifest) -> None:
     """A foreign controller (a mesh, a backup tool, Kueue) puts its finalizer on a pod."""
-    pod["metadata"]["finalizers"] = ["example.com/holder"]
+    held = pod["metadata"].get("finalizers") or []
+    pod["metadata"]["finalizers"] = [*held, *([] if FOREIGN_FINALIZER in held else [FOREIGN_FINALIZER])]
 
 
 def lift_gate(pod: Manifest) -> None:

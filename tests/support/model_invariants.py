@@ -307,16 +307,19 @@ def _check_cleared(a: TrainingJobStatus, pods: list[Manifest]) -> None:
     assert not left, f"pods an earlier attempt or a counted failure left standing: {left}"
 
 
-def _check_nothing_runs_untracked(cluster: FakeCluster) -> None:
-    """A pod of a job's current attempt leaves the tracking gate only once the job's status names it: so no
-    pod can run, fail or vanish without the operator having a record of it."""
+def _check_nothing_vanishes_untracked(cluster: FakeCluster) -> None:
+    """A pod of a job's current attempt may go (it holds neither the tracking finalizer nor an earlier operator's
+    tracking gate) only once the job's status names it, or once the job is finished or suspended: so no pod can
+    run, fail and vanish without the operator having a record of it."""
     statuses = {job["metadata"]["uid"]: _status(job) for job in cluster.jobs.values()}
     for pod in cluster.pods.values():
         status = statuses.get(controller_uid(pod))
         state = pod_state(pod, CONTAINER_NAME)
-        if status is None or state is None or state.gated or state.attempt != status.current_pods_attempt:
+        if status is None or state is None or state.gated or state.held or state.attempt != status.current_pods_attempt:
             continue
-        assert state.uid in {t.uid for t in status.tracked_pods}, f"{state.name} runs untracked"
+        if status.phase.is_terminal or status.phase == Phase.SUSPENDED:
+            continue
+        assert state.uid in {t.uid for t in status.tracked_pods}, f"{state.name} may vanish untracked"
 
 
 def _slot_count(job: Manifest) -> int:
@@ -377,7 +380,7 @@ def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
         status = restarted_in.get(owner)
         if status is not None and status.pods_attempt == attempt:  # a later attempt runs in them (in place)
             ledger.attempts_with_pods[owner].add(status.attempt)
-    _check_nothing_runs_untracked(cluster)
+    _check_nothing_vanishes_untracked(cluster)
     slots: Counter[tuple[str, str, str]] = Counter()
     for pod in cluster.pods.values():
         labels: Mapping[str, str] = pod["metadata"]["labels"]

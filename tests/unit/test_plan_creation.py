@@ -28,12 +28,20 @@ def test_a_new_job_creates_its_service_and_every_pod_at_once() -> None:
     assert created.status == "True" and created.message == "All 3 pods of attempt 1 were created."
 
 
-def test_new_pods_wait_at_the_tracking_gate_until_their_uids_are_recorded() -> None:
+def test_new_pods_may_be_scheduled_at_once_and_hold_the_tracking_finalizer() -> None:
     job, result = step(make_job(), [], service=False)
     pods = [m for m in result.create if m["kind"] == "Pod"]
-    assert len(pods) == 2 and all(m["spec"]["schedulingGates"] == [{"name": "trainingjob.io/tracked"}] for m in pods)
+    assert len(pods) == 2 and all(m["metadata"]["finalizers"] == ["trainingjob.io/tracked"] for m in pods)
+    assert all("schedulingGates" not in m["spec"] for m in pods)
+    job, result = step(job, pods_of(job, 1, phase="Pending"), at(1))  # the operator died before recording them
+    assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}
+    assert not result.ungate and not result.release
+
+
+def test_an_earlier_operators_gated_pods_are_released_from_the_gate_once_recorded() -> None:
+    job, _ = step(make_job(), [], service=False)
     gated = pods_of(job, 1, {n: {"phase": "Pending", "gated": True} for n in ("job-worker-0-1", "job-worker-1-1")})
-    job, result = step(job, gated, at(1))  # e.g. the operator died before recording them: record, then release
+    job, result = step(job, gated, at(1))
     assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}
     assert sorted(result.ungate) == ["job-worker-0-1", "job-worker-1-1"]
     job, result = step(job, pods_of(job, 1, phase="Pending"), at(2))

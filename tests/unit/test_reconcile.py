@@ -8,6 +8,8 @@ import pytest
 from tests.support.builders import SETTINGS, T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 
+from trainingjob.children.naming import TRACKING_FINALIZER, TRACKING_GATE
+from trainingjob.children.observe import holds_tracking_finalizer
 from trainingjob.kube.ports import Conflict
 from trainingjob.plan.waves import FIRST_WAVE, Refusal
 from trainingjob.reconcile.job import Outcome, decided_on, merge_patch, observed_uids, reconcile
@@ -86,10 +88,10 @@ def test_no_field_of_an_earlier_failure_lingers(cluster: FakeCluster, clock: Clo
     for key in list(cluster.pods):
         cluster.run(*key)
     run(cluster, clock)
-    cluster.reap(NS, "job-worker-0-2")  # its node is lost: no exit code this time
+    cluster.evict(NS, "job-worker-0-2", reason="DeletionByPodGC")  # its node is lost: no exit code this time
     run(cluster, clock)
     failure = status(cluster)["lastFailure"]
-    assert failure["reason"] == "Vanished" and "exitCode" not in failure and failure["attempt"] == 2
+    assert failure["reason"] == "DeletionByPodGC" and "exitCode" not in failure and failure["attempt"] == 2
 
 
 def test_events_are_recorded_even_when_the_actions_fail(cluster: FakeCluster, clock: Clock) -> None:
@@ -183,50 +185,52 @@ def gated(cluster: FakeCluster) -> list[str]:
     return sorted(name for (_, name), pod in cluster.pods.items() if pod["spec"].get("schedulingGates"))
 
 
-def test_a_large_gang_is_created_in_waves_each_recorded_before_it_is_released(cluster: FakeCluster) -> None:
+def test_a_large_gang_is_written_once_per_pod_and_recorded_in_one_status_write(
+    cluster: FakeCluster, clock: Clock
+) -> None:
     steps: list[tuple[str, int]] = []
-    create, ungate = cluster.create, cluster.ungate
+    create, write_status = cluster.create, cluster.write_status
 
     def creating(namespace: str, manifests: Any) -> Any:
         steps.append(("create", sum(m["kind"] == "Pod" for m in manifests)))
         return create(namespace, manifests)
 
-    def releasing(namespace: str, pods: Any) -> None:
-        assert set(pods) <= tracked_names(cluster), "a pod left the gate before the status named it"
-        steps.append(("ungate", len(pods)))
-        ungate(namespace, pods)
+    def writing(namespace: str, name: str, resource_version: str, patch: Any) -> str:
+        steps.append(("status", len(patch.get("trackedPods") or [])))
+        return write_status(namespace, name, resource_version, patch)
 
-    cluster.create, cluster.ungate = creating, releasing  # type: ignore[method-assign]
+    cluster.create, cluster.write_status = creating, writing  # type: ignore[method-assign]
     cluster.submit(job_manifest(namespace=NS, workers=100))
-    clock = Clock()
     run(cluster, clock)
     assert FIRST_WAVE == 16 and steps == [
+        ("status", 0),  # the plan's: attempt 1, Pending
         ("create", 0),  # the Service, key Secret and NetworkPolicy first, on their own
-        ("create", 16),
-        ("ungate", 16),
+        ("create", 16),  # then the pods in waves that double, schedulable at once
         ("create", 32),
-        ("ungate", 32),
         ("create", 52),
-        ("ungate", 52),
+        ("status", 100),  # what they did, recorded once
     ]
     assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
+    assert all(p["metadata"]["finalizers"] == [TRACKING_FINALIZER] for p in cluster.pods.values())
+    assert not [a for a in cluster.acted if a[0] not in ("create",)], "a pod was written twice on the way up"
 
 
 def test_a_pod_created_again_under_its_name_is_not_released_by_a_stale_decision(
     cluster: FakeCluster, clock: Clock
 ) -> None:
-    """A pass cut off before it lifted the tracking gate leaves it to the next; if the pod is deleted and created
-    again under its name between that pass's read and its ungate, the namesake stays gated (the UID it names)."""
+    """An earlier operator's pods wait at the tracking gate until this one lifts it; if one is deleted and created
+    again under its name between the pass's read and its ungate, the namesake stays gated (the UID it names)."""
     cluster.submit(job_manifest(namespace=NS, workers=2))
-    run(cluster, clock, crash_after=8)  # the pods created and recorded, the pass killed before their release
-    assert gated(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+    run(cluster, clock)  # created and recorded
+    for pod in cluster.pods.values():  # as an earlier version of the operator made them: behind the gate
+        pod["spec"]["schedulingGates"] = [{"name": TRACKING_GATE}]
     ungate = cluster.ungate
 
     def raced(namespace: str, pods: Any) -> None:
         manifest = cluster.pods.pop((NS, "job-worker-1-1"))
         manifest["metadata"].pop("uid")
-        cluster.add_pod(NS, manifest)  # a namesake, at the gate like every pod made
-        ungate(namespace, pods)
+        cluster.add_pod(NS, manifest)  # a namesake, at the gate too
+        ungate(namespace, pods)  # decided on the pods before
 
     cluster.ungate = raced  # type: ignore[method-assign]
     run(cluster, clock)
@@ -251,7 +255,7 @@ def test_a_refused_wave_ends_the_creation_and_the_next_pass_creates_the_rest(clu
     assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
 
 
-def test_a_job_changed_between_waves_stops_the_creation_and_the_next_pass_records_it(cluster: FakeCluster) -> None:
+def test_a_job_changed_during_the_creation_is_recorded_by_the_next_pass(cluster: FakeCluster) -> None:
     clock = Clock()
     create = cluster.create
 
@@ -262,11 +266,11 @@ def test_a_job_changed_between_waves_stops_the_creation_and_the_next_pass_record
 
     cluster.create = edited_meanwhile  # type: ignore[method-assign]
     cluster.submit(job_manifest(namespace=NS, workers=100))
-    run(cluster, clock)
-    assert len(cluster.pods) == 16 and tracked_names(cluster) == set() and len(gated(cluster)) == 16
+    run(cluster, clock)  # every pod is created; their record conflicts (the pods need none to run)
+    assert len(cluster.pods) == 100 and tracked_names(cluster) == set() and not gated(cluster)
     cluster.create = create  # type: ignore[method-assign]
     run(cluster, clock)
-    assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100 and not gated(cluster)
+    assert len(cluster.pods) == 100 and len(tracked_names(cluster)) == 100
 
 
 def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(cluster: FakeCluster, clock: Clock) -> None:
@@ -279,12 +283,46 @@ def test_a_job_created_again_under_the_same_name_never_adopts_the_old_pods(clust
     assert status(cluster)["phase"] == "Pending" and all(
         p["status"]["phase"] == "Succeeded" for p in cluster.pods.values()
     )
-    cluster.collect_garbage()
+    cluster.collect_garbage()  # deleted: the tracking finalizer keeps them until the operator lets go of them
+    clock.advance(1)
+    run(cluster, clock)
+    assert not any(holds_tracking_finalizer(p) for p in cluster.pods.values())
+    cluster.reap_terminating()
     clock.advance(1)
     run(cluster, clock)
     assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
     assert all(p["status"]["phase"] == "Pending" for p in cluster.pods.values())
     assert status(cluster)["phase"] == "Pending"
+
+
+def test_a_deleted_jobs_pods_are_let_go_of_as_the_garbage_collector_deletes_them(
+    cluster: FakeCluster, clock: Clock
+) -> None:
+    start(cluster, clock)
+    assert all(p["metadata"]["finalizers"] == [TRACKING_FINALIZER] for p in cluster.pods.values())
+    del cluster.jobs[NS, "job"]
+    run(cluster, clock)  # not deleted yet: nothing to let go of
+    assert all(holds_tracking_finalizer(p) for p in cluster.pods.values())
+    cluster.collect_garbage()
+    cluster.reap_terminating()  # the kubelets are done with them: only the finalizer holds them
+    assert pods(cluster) == ["job-worker-0-1", "job-worker-1-1"]
+    run(cluster, clock)
+    assert pods(cluster) == [] and sorted(a[:2] for a in cluster.acted if a[0] == "release") == [
+        ("release", "job-worker-0-1"),
+        ("release", "job-worker-1-1"),
+    ]
+
+
+def test_a_job_being_deleted_in_the_foreground_lets_go_of_its_pods(cluster: FakeCluster, clock: Clock) -> None:
+    start(cluster, clock)
+    assert all(holds_tracking_finalizer(p) for p in cluster.pods.values())
+    cluster.jobs[NS, "job"]["metadata"]["deletionTimestamp"] = clock.now.isoformat()
+    for key in list(cluster.pods):  # the garbage collector deletes the dependents first
+        cluster.delete_pod(*key)
+    run(cluster, clock)
+    assert not any(holds_tracking_finalizer(p) for p in cluster.pods.values())
+    cluster.reap_terminating()
+    assert pods(cluster) == []
 
 
 def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster: FakeCluster, clock: Clock) -> None:
@@ -293,6 +331,7 @@ def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster
     run(cluster, clock)
     assert status(cluster)["phase"] == "Failed"
     assert all(p["metadata"].get("deletionTimestamp") for p in cluster.pods.values())  # cleanPodPolicy All
+    assert not any(holds_tracking_finalizer(p) for p in cluster.pods.values())  # and let go of
     failed = next(c for c in status(cluster)["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec" and "spec.workers.replicas" in failed["message"]
     clock.advance(30)

@@ -6,8 +6,8 @@ operator under exactly these rules.
 {{- define "tj.operator.namespacedRules" -}}
 # The informer lists and watches the pods with a job label (the operator's memory of them); cluster.py creates
 # the ranks, deletes them on restart/suspend/cleanup, lists one job's pods when the watch has not caught up with
-# a pod its status tracks, and patches a new pod once to take it out of the tracking scheduling gate after its
-# UID is in the job's status.
+# a pod its status tracks, and patches a pod to remove the tracking finalizer it was created with once the job's
+# status no longer needs it (and an earlier operator's pod to take it out of the tracking scheduling gate).
 - apiGroups: [""]
   resources: [pods]
   verbs: [create, delete, list, watch, patch]

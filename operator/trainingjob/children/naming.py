@@ -24,9 +24,13 @@ KUEUE_GROUP_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 OPERATOR_LABELS = (POD_GROUP_LABEL, KUEUE_QUEUE_LABEL, KUEUE_POD_GROUP_LABEL)
 OPERATOR_ANNOTATIONS = (VOLCANO_GROUP_ANNOTATION, KUEUE_GROUP_COUNT_ANNOTATION)
 CONTAINER_NAME = "trainer"
-# Every pod is created held by this scheduling gate, and released only once its UID is in the job's status: a pod
-# cannot run, fail or be evicted before the operator has recorded it, so no failure can go uncounted.
-TRACKING_GATE = f"{LABEL_PREFIX}/tracked"
+# Every pod is created with this finalizer, removed only once the job's status records how the pod ended (or that
+# the attempt no longer needs it): a pod can run, fail and be deleted before the operator has seen it, but it cannot
+# vanish unseen, so no failure goes uncounted (README, "Counted exactly once").
+TRACKING_FINALIZER = f"{LABEL_PREFIX}/tracked"
+# The scheduling gate of the same name held the pods of operators before the finalizer: such a pod is released from
+# it once its UID is in the job's status (plan/tracking.py).
+TRACKING_GATE = TRACKING_FINALIZER
 ROLES = (ROLE_WORKER, ROLE_PS)
 
 

@@ -11,7 +11,15 @@ from enum import StrEnum
 from typing import Any
 
 from trainingjob.children.agent import IN_PLACE_LABEL, Gang
-from trainingjob.children.naming import ATTEMPT_LABEL, INDEX_LABEL, ROLE_LABEL, ROLES, TRACKING_GATE, Replica
+from trainingjob.children.naming import (
+    ATTEMPT_LABEL,
+    INDEX_LABEL,
+    ROLE_LABEL,
+    ROLES,
+    TRACKING_FINALIZER,
+    TRACKING_GATE,
+    Replica,
+)
 from trainingjob.children.workload import QueueState
 from trainingjob.model import CheckpointStatus, Progress
 
@@ -90,8 +98,9 @@ class PodState:
     unschedulable: str = ""  # the scheduler's message while the pod cannot be placed
     unschedulable_since: datetime | None = None  # since when the scheduler has said so (PodScheduled's transition)
     node: str = ""
-    gated: bool = False  # still held by the tracking gate: never scheduled, never ran
+    gated: bool = False  # still held by the tracking gate (an earlier operator's pod): never scheduled, never ran
     held_by: tuple[str, ...] = ()  # scheduling gates of other controllers (a queue, a webhook) that hold it
+    held: bool = False  # holds the operator's tracking finalizer: it cannot go until the operator releases it
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
     held_up: bool = False  # its trainer has ended, another container (an injected sidecar) runs on
     log_tail: str = ""
@@ -234,6 +243,12 @@ def _gates(spec: Any) -> tuple[str, ...]:
     return tuple(bounded(g.get("name"), 253) for g in gates if isinstance(g.get("name"), str))[:8]
 
 
+def holds_tracking_finalizer(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod holds the operator's tracking finalizer (among any number of others)."""
+    names = (pod.get("metadata") or {}).get("finalizers")
+    return isinstance(names, list) and TRACKING_FINALIZER in names
+
+
 def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in _mappings(status.get("conditions")) if c.get("type") == kind), {})
 
@@ -312,6 +327,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         node=bounded((pod.get("spec") or {}).get("nodeName"), 253),
         gated=TRACKING_GATE in _gates(pod.get("spec")),
         held_by=tuple(g for g in _gates(pod.get("spec")) if g != TRACKING_GATE),
+        held=holds_tracking_finalizer(pod),
         in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )

@@ -11,7 +11,7 @@ from trainingjob.children.naming import (
     JOB_LABEL,
     MIN_AVAILABLE_ANNOTATION,
     OPERATOR_LABELS,
-    TRACKING_GATE,
+    TRACKING_FINALIZER,
     VOLCANO_GROUP_ANNOTATION,
     Replica,
     operator_owned,
@@ -252,8 +252,8 @@ def pod_manifest(
     pacing: str | None = None,
 ) -> dict[str, Any]:
     """The pod of one replica in one attempt; a role without an image runs `default_image`. The operator restarts
-    pods itself, so restartPolicy is Never; the pod waits at the tracking gate until the operator has recorded
-    it. With `in_place` (and a job that has agents, children/agent.py) its launcher restarts its trainer in place
+    pods itself, so restartPolicy is Never; its tracking finalizer keeps it until the operator has recorded how it
+    ended. With `in_place` (and a job that has agents, children/agent.py) its launcher restarts its trainer in place
     when told. `pacing` is the trainer's TJ_CHECKPOINT_PACING (children/pacing.py)."""
     name, in_place = str(job.metadata.name), in_place and agent.has_agent(job, replica)
     metadata = _pod_metadata(job, replica, attempt)
@@ -266,6 +266,7 @@ def pod_manifest(
             "name": replica.pod_name(name, attempt),
             **metadata,
             "ownerReferences": [owner_reference(job, uid)],
+            "finalizers": [TRACKING_FINALIZER],
         },
         "spec": _pod_spec(job, uid, replica, attempt, default_image, in_place=in_place, pacing=pacing),
     }
@@ -292,7 +293,6 @@ def _pod_spec(
     role = role_spec(job, replica.role)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "schedulingGates": [{"name": TRACKING_GATE}],
         "hostname": replica.hostname(name),
         "subdomain": service_name(name),
         "securityContext": role.security_context.pod_context(),

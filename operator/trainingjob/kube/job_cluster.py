@@ -19,14 +19,14 @@ from kubernetes import client
 
 from trainingjob.children.access import KEY_FILE
 from trainingjob.children.agent import Gang, job_key
-from trainingjob.children.naming import TRACKING_GATE, job_selector, service_name
+from trainingjob.children.naming import TRACKING_FINALIZER, TRACKING_GATE, job_selector, service_name
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.agents import pod_address, read_gang, send_order
 from trainingjob.kube.answers import answer, namespace_terminating, status_of
 from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
-from trainingjob.kube.resources import TIMEOUT, Resources, delete_options, deleted, not_ungated
+from trainingjob.kube.resources import TIMEOUT, Resources, delete_options, deleted, not_patched
 from trainingjob.kube.writes import Pacer, windowed
 from trainingjob.model import GROUP, KIND, PLURAL, VERSION
 from trainingjob.plan import Event
@@ -192,10 +192,24 @@ class KubernetesCluster:
 
         self._each_pod(list(pods), delete, lambda error, name: deleted(error, f"pod {namespace}/{name}"))
 
+    def release_pods(self, namespace: str, pods: Mapping[str, str]) -> None:
+        """Remove the tracking finalizer from each pod (name -> the UID it was observed with; the patch names the
+        UID, so the apiserver refuses it for a namesake: the field is immutable); one being deleted then goes."""
+
+        def release(name: str) -> Any:
+            patch = {"metadata": {"uid": pods[name], "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}}
+            return self.core.patch_namespaced_pod(
+                name, namespace, patch, _content_type="application/strategic-merge-patch+json",
+                _preload_content=False, _request_timeout=TIMEOUT,
+            )  # fmt: skip
+
+        self._each_pod(list(pods), release, lambda error, name: not_patched(error, f"pod {namespace}/{name}"))
+
     def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
-        """Remove the tracking gate: the pods may now be scheduled. Each patch names the UID the pod was decided on
-        (name -> UID), so a pod deleted and created again under its name since is left gated: the apiserver refuses
-        to change a pod's UID (422), and a pod gone answers 404; both are left to the next pass."""
+        """Remove the tracking gate of an earlier operator's pods: they may now be scheduled. Each patch names the UID
+        the pod was decided on (name -> UID), so a pod deleted and created again under its name since is left gated:
+        the apiserver refuses to change a pod's UID (422), and a pod gone answers 404; both are left to the next
+        pass."""
         gate = {"schedulingGates": [{"$patch": "delete", "name": TRACKING_GATE}]}
 
         def ungate(name: str) -> Any:
@@ -204,7 +218,7 @@ class KubernetesCluster:
                 name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
             )
 
-        self._each_pod(list(pods), ungate, lambda error, name: not_ungated(error, f"pod {namespace}/{name}"))
+        self._each_pod(list(pods), ungate, lambda error, name: not_patched(error, f"pod {namespace}/{name}"))
 
     def _each_pod(self, names: Sequence[str], write: Any, failed: Callable[[client.ApiException, str], None]) -> None:
         """One paced write per pod, in parallel; `failed` judges a refused one; what was written goes on."""

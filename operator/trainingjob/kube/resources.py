@@ -48,13 +48,14 @@ def deleted(error: client.ApiException, what: str) -> None:
         raise error
 
 
-def not_ungated(error: client.ApiException, what: str) -> None:
-    """After a guarded patch that lifts the tracking gate failed: gone (404), or another pod of that name since (the
-    apiserver refuses to change a pod's UID to the one the patch names: 422), is left to the next pass; anything
-    else is raised."""
+def not_patched(error: client.ApiException, what: str) -> None:
+    """After a pod patch guarded by its UID (a release of the tracking finalizer, an earlier operator's gate lifted)
+    failed: gone already (404) needs nothing more; another pod of that name since (the apiserver refuses to change a
+    pod's UID to the one the patch names: 422) or a conflict (409) is left to the next pass; anything else is
+    raised as it came."""
     status = status_of(error)
-    if status == 422:
-        log.debug("not ungating %s: it is not the pod the decision was made on (%s)", what, error.reason)
+    if status in (409, 422):
+        log.debug("not patching %s: it is not the pod the decision was made on (%s)", what, error.reason)
     elif status != 404:
         raise error
 

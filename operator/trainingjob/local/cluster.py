@@ -198,6 +198,13 @@ class LocalCluster:
                 pod.deleted_at = pod.deleted_at or datetime.now(UTC).timestamp()
                 self._signal(pod, signal.SIGKILL if force else signal.SIGTERM)
 
+    def release_pods(self, namespace: str, pods: Mapping[str, str]) -> None:
+        """A local process goes when it ends: the finalizer is only taken off the record."""
+        for name, uid in pods.items():
+            pod = self.pods.get(name)
+            if pod is not None and pod.uid == uid:
+                pod.manifest["metadata"].pop("finalizers", None)
+
     def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
         """Local processes start at once; the gate is only taken off the record (of the pod of that UID)."""
         for name, uid in pods.items():

@@ -9,7 +9,7 @@ stops the rest:
                   with the percent done and the estimated completion time (dropped when suspended or finished)
     suspend       suspended: stop every pod; resumed: a new attempt if the last one had pods. Kueue's hold on a
                   queued job is a suspension too, or a Pending job with no pods until it is admitted (queue.py)
-    tracking      record the attempt's pods by UID; release the recorded ones from the tracking gate
+    tracking      record the attempt's pods by UID (an earlier operator's gated ones: release them from the gate)
     gates         a pod another controller holds at its own scheduling gate: Queued names it; not startup time
     active        activeDeadlineSeconds, suspended time not counted
     start         attempt 0 becomes attempt 1
@@ -30,7 +30,8 @@ stops the rest:
     creation      create missing pods after earlier attempts are gone and the backoff is over
     phase         Running, or why not yet
 
-The replica counts are recomputed last, whatever decided, status.history notes what changed (history.py), and
+The replica counts are recomputed last, whatever decided, the pods whose tracking finalizer the status no longer
+needs are let go of (release.py), status.history notes what changed (history.py), and
 status.goodput is brought up to date from it when due (goodput.py). A queued job's one write on its Kueue Workload
 is decided from the status the plan leaves (queue.action), and its pods are placed where Kueue admitted them.
 """
@@ -65,6 +66,7 @@ from trainingjob.plan import (
     tracking,
     worker_in_place,
 )
+from trainingjob.plan.release import released
 from trainingjob.plan.types import Context, Decision, Event, Manifest, Plan, Settings
 
 Policy = Callable[[Context, TrainingJobStatus], Decision | None]
@@ -159,6 +161,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         delete=deleted,
         force_delete=forced,
         ungate=tuple(n for n in dict.fromkeys(n for d in decisions for n in d.ungate) if n not in going),
+        release=released(ctx.observed.pods, status, forced + deleted),
         events=tuple(e for d in decisions for e in d.events),
         requeue_after=max(min(requeues), 0.1) if requeues else None,
         delete_job=any(d.delete_job for d in decisions),

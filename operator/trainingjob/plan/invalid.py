@@ -11,6 +11,7 @@ from trainingjob.children.observe import Observed
 from trainingjob.model import ConditionType, Phase, RunPolicy, TrainingJobStatus
 from trainingjob.plan import estimate, finished
 from trainingjob.plan.conditions import set_condition
+from trainingjob.plan.release import released
 from trainingjob.plan.types import Event, Plan
 
 REASON = "InvalidSpec"
@@ -61,6 +62,7 @@ def plan_invalid(manifest: Mapping[str, Any], error: ValidationError, observed: 
     return Plan(
         status=done.status,
         delete=done.delete,
+        release=released(observed.pods, done.status, done.delete),
         events=events,
         requeue_after=done.requeue_after,
         delete_job=done.delete_job,

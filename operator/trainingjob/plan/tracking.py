@@ -11,7 +11,8 @@ from trainingjob.plan.types import Context, Decision
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
-    """Record the attempt's pods, and release from the tracking gate those the written status will name."""
+    """Record the attempt's pods, and release from the tracking gate those the written status will name (the pods
+    of an earlier version of the operator; pods are now created with the tracking finalizer instead)."""
     status = observed(ctx, status)
     tracked = {t.uid for t in status.tracked_pods}
     held = [p for p in ctx.pods_of(status.current_pods_attempt) if p.gated and not p.deleting and p.uid in tracked]

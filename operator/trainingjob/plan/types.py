@@ -102,7 +102,8 @@ class Decision:
     force_delete: tuple[str, ...] = ()
     create: tuple[Replica, ...] = ()
     create_service: bool = False
-    ungate: tuple[str, ...] = ()  # pods to release from the tracking gate, once the status naming them is written
+    ungate: tuple[str, ...] = ()  # an earlier operator's pods to release from the tracking gate, once the status
+    # naming them is written
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False
@@ -114,13 +115,15 @@ class Decision:
 
 @dataclass(frozen=True)
 class Plan:
-    """What one reconcile does: write `status` first, emit `events`, then delete, release gates, create."""
+    """What one reconcile does: write `status` first, emit `events`, then delete, let go of pods (their tracking
+    finalizer), release gates, create."""
 
     status: TrainingJobStatus
     create: tuple[Manifest, ...] = ()
     delete: tuple[str, ...] = ()
     force_delete: tuple[str, ...] = ()
     ungate: tuple[str, ...] = ()
+    release: tuple[str, ...] = ()  # after the deletes: the pods whose tracking finalizer goes (plan/release.py)
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
     delete_job: bool = False

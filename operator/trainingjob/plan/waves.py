@@ -1,9 +1,8 @@
-"""After the actions, pure: a large gang is created in waves that double in size (16, 32, 64... pods), and after
-each wave the status records what it did, the pods created (by UID, so none can vanish unrecorded) and the
-refusals (in the Created condition, or in Prepared for the objects the pods need; the startup deadline counts
-both), before the wave's pods are released from the tracking gate and the next wave is sent. The scheduler starts
-on a gang's first pods while its last are still being created, and a pass writes the status at most once per wave
-after its first write."""
+"""After the actions, pure: a large gang is created in waves that double in size (16, 32, 64... pods; a refusal
+ends them, so a quota refuses a few creates, not a thousand), and the status then records what the waves did in
+one write: the pods created (by UID) and the refusals (in the Created condition, or in Prepared for the objects
+the pods need; the startup deadline counts both). The pods need no record before they run: the tracking finalizer
+they are created with keeps each until the status says how it ended (plan/release.py)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from trainingjob.plan.types import Event, Refusal
 
 __all__ = ["FIRST_WAVE", "AfterWave", "Refusal", "after_wave", "refused", "waves"]
 T = TypeVar("T")
-FIRST_WAVE = 16  # pods created before the first are recorded and released; each wave after is twice the last
+FIRST_WAVE = 16  # pods in the first wave; each wave after is twice the last
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ def after_wave(
     *,
     prepared_sent: bool = False,
 ) -> AfterWave:
-    """What one wave did, recorded: the pods it created (name -> UID) tracked (the history notes the attempt's pods
+    """What the waves did, recorded: the pods they created (name -> UID) tracked (the history notes the attempt's pods
     as created now), its pods' refusals in the Created condition and, when it sent the objects the pods need
     (`prepared_sent`), their outcome in the Prepared condition (plan/prepared.py)."""
     pods = [r for r in refusals if r.kind == "Pod"]

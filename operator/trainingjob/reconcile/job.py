@@ -1,8 +1,10 @@
 """One reconcile of one job: observe its children once, plan (pure), write the status (the commit point),
-announce, then act. Creations go out in waves; what each wave did is decided by plan.waves.after_wave (pure) and
-written before its pods are released from the tracking gate: a pass writes the status at most once, plus once per
-wave of creations. Every delete names the object it was decided on: a pod by the UID it was observed with, the
-job by its UID and the version this pass last wrote, so a namesake created meanwhile is never touched."""
+announce, then act. Pods are created with the tracking finalizer, ready to be scheduled: one write each on the way
+up. They go out in waves (a refusal stops the next), and what the waves did is recorded in one status write
+(plan.waves.after_wave decides it): a pass writes the status at most twice. A pod's finalizer is removed after the
+status that no longer needs it is written (plan/release.py); a job that is gone or being deleted has its pods let
+go of as they are deleted. Every delete names the object it was decided on: a pod by the UID it was observed with,
+the job by its UID and the version this pass last wrote, so a namesake created meanwhile is never touched."""
 
 import logging
 from collections.abc import Mapping, Sequence
@@ -21,7 +23,8 @@ from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan, queue
 from trainingjob.plan.evaluations import next_read
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
-from trainingjob.plan.waves import FIRST_WAVE, after_wave, waves
+from trainingjob.plan.release import orphans
+from trainingjob.plan.waves import FIRST_WAVE, Refusal, after_wave, waves
 from trainingjob.reconcile import room as elastic_room
 from trainingjob.reconcile.ps_workers import order_workers, worker_gangs
 from trainingjob.settings import OperatorSettings
@@ -124,6 +127,9 @@ def reconcile(
     job grows back when its workers fit (reconcile/room.py)."""
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
+        left = orphans(cluster.list_pods(namespace, name), None)
+        if left:
+            cluster.release_pods(namespace, left)  # the job's (or a namesake's) pods, as they are deleted
         return Outcome()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
     job: TrainingJob | None = None
@@ -200,7 +206,8 @@ def _act(
     pods: Sequence[Manifest] = (),
 ) -> TrainingJobStatus:
     """Write the status first (the commit point), announce, tell rank 0's agent, delete (the pods as observed:
-    `uids`), release, create wave by wave, and delete the job last (the one read, as this pass last wrote it)."""
+    `uids`), let go of the pods the status no longer needs (and a namesake's being deleted), release an earlier
+    operator's gated pods, create, and delete the job last (the one read, as this pass last wrote it)."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
     patch = merge_patch(manifest.get("status") or {}, _dump(result.status))
@@ -220,6 +227,9 @@ def _act(
         cluster.delete_pods(namespace, decided_on(uids, result.delete))
     if result.force_delete:
         cluster.delete_pods(namespace, decided_on(uids, result.force_delete), force=True)
+    let_go = decided_on(uids, result.release) | orphans(pods, str(metadata.get("uid", "")))
+    if let_go:
+        cluster.release_pods(namespace, let_go)
     if result.ungate:
         cluster.ungate(namespace, decided_on(uids, result.ungate))
     written = _Written(manifest, result.status, version)
@@ -232,34 +242,33 @@ def _act(
 
 def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime) -> _Written:
     """Create the objects the pods need (the Service, key and policy) first, and the pods only once all of them
-    exist (created now or found), wave by wave, recording each (the first with what the objects met) before the
-    next goes out. A refusal, or a record that could not be written (the job changed), ends it: the next pass
-    goes on."""
+    exist (created now or found), in waves that double in size (a refusal ends them: the rest would be refused
+    too), then record what they did in one status write. The pods need no record before they may run: their
+    finalizer keeps each until the status says how it ended, and a pass cut off before the record leaves pods the
+    next one finds by their labels and owner. A record that could not be written (the job changed) is the next
+    pass's to make."""
     others = [m for m in create if m["kind"] != "Pod"]
     pods = [m for m in create if m["kind"] == "Pod"]
-    prepared_sent = bool(others)  # what they met is recorded with the first wave
     if others:
         done = cluster.create(written.namespace, others)
         if done.refusals or not pods:
-            recorded = _record(cluster, written, done, now, prepared_sent=True)
-            return recorded or written
+            return _record(cluster, written, done, now, prepared_sent=True) or written
+    created: dict[str, str] = {}
+    refusals: list[Refusal] = []
     for wave in waves(pods, FIRST_WAVE):
         done = cluster.create(written.namespace, wave)
-        recorded = _record(cluster, written, done, now, prepared_sent=prepared_sent)
-        prepared_sent = False
-        if recorded is None:
-            return written  # the next pass sees the pods and the refusals again
-        written = recorded
+        created |= done.pods
+        refusals += done.refusals
         if done.refusals:
             break
-    return written
+    return _record(cluster, written, Created(created, refusals), now, prepared_sent=bool(others)) or written
 
 
 def _record(
     cluster: Cluster, written: _Written, done: Created, now: datetime, *, prepared_sent: bool = False
 ) -> _Written | None:
-    """Write what a wave did (plan.waves.after_wave decides it) on the version just written, then release its pods
-    from the tracking gate (the next pass does, if this is cut off). None if the job changed meanwhile."""
+    """Write what the creations did (plan.waves.after_wave decides it) on the version just written. None if the
+    job changed meanwhile."""
     generation = written.manifest["metadata"].get("generation")
     decided = after_wave(written.status, done.pods, done.refusals, now, generation, prepared_sent=prepared_sent)
     if decided.status == written.status:
@@ -269,8 +278,6 @@ def _record(
         version = cluster.write_status(written.namespace, written.name, written.version, patch)
     except Conflict:
         return None
-    if done.pods:
-        cluster.ungate(written.namespace, dict(sorted(done.pods.items())))
     if decided.event is not None:
         cluster.emit({**written.manifest, "status": _dump(decided.status)}, [decided.event])
         log.warning(

@@ -117,6 +117,9 @@ class CachedCluster:
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         self._fence().delete_pods(namespace, pods, force=force)
 
+    def release_pods(self, namespace: str, pods: Mapping[str, str]) -> None:
+        self._fence().release_pods(namespace, pods)
+
     def ungate(self, namespace: str, pods: Mapping[str, str]) -> None:
         self._fence().ungate(namespace, pods)
 
