@@ -5,6 +5,7 @@ the attempt the job still runs vanished uncounted (what the finalizer is for: a 
 cluster tier's kwok once did, let a pod evicted before the operator recorded it go unseen, and the operator made it
 again in the same attempt)."""
 
+from collections.abc import Set
 from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
@@ -40,9 +41,12 @@ def check_let_go(cluster: FakeCluster, namespace: str, name: str) -> None:
     assert not held, f"the tracking finalizer still holds {held} of job {name}, which nothing needs"
 
 
-def failures_lost(ledger: Ledger, cluster: FakeCluster, namespace: str, name: str) -> list[str]:
+def failures_lost(
+    ledger: Ledger, cluster: FakeCluster, namespace: str, name: str, refused: Set[str] = frozenset()
+) -> list[str]:
     """The pods of the attempt job `name` still runs that the model made fail (or evicted, deleted, lost) and that
-    are gone without the operator ever counting them; none when the job has finished or is suspended."""
+    are gone without the operator ever counting them; none when the job has finished or is suspended. A pod its
+    node `refused` is no failure to count (plan/refused.py: its slot is made again alone, uncounted)."""
     job = cluster.jobs.get((namespace, name))
     if job is None:
         return []
@@ -50,10 +54,12 @@ def failures_lost(ledger: Ledger, cluster: FakeCluster, namespace: str, name: st
     if status.phase.is_terminal or status.phase == Phase.SUSPENDED:
         return []
     uid, present = job["metadata"]["uid"], {p["metadata"]["uid"] for p in cluster.pods.values()}
-    uncounted = ledger.eligible.get(uid, set()) - ledger.counted.get(uid, set()) - present
+    uncounted = ledger.eligible.get(uid, set()) - ledger.counted.get(uid, set()) - present - refused
     return sorted(u for u in uncounted if cluster.born.get(u) == str(status.current_pods_attempt))
 
 
-def check_counted(ledger: Ledger, cluster: FakeCluster, namespace: str, name: str) -> None:
-    lost = failures_lost(ledger, cluster, namespace, name)
+def check_counted(
+    ledger: Ledger, cluster: FakeCluster, namespace: str, name: str, refused: Set[str] = frozenset()
+) -> None:
+    lost = failures_lost(ledger, cluster, namespace, name, refused)
     assert not lost, f"failures of job {name}'s attempt that vanished uncounted: {lost}"
