@@ -3,7 +3,7 @@ connections, garbage answered and survived, long polls, and a follower that serv
 
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -29,7 +29,13 @@ class Served:
 
 
 @contextlib.contextmanager
-def serve(gang: GangState | None, *, connections: int = 8, long_poll: float = 5.0) -> Iterator[Served]:
+def serve(
+    gang: GangState | None,
+    *,
+    connections: int = 8,
+    long_poll: float = 5.0,
+    ask: Callable[[int, int], bool] = lambda attempt, after_step: False,
+) -> Iterator[Served]:
     """An AgentServer on a free loopback port; a wake begins what was ordered, as the agent's main loop would."""
     wakes: list[int] = []
 
@@ -39,7 +45,7 @@ def serve(gang: GangState | None, *, connections: int = 8, long_poll: float = 5.
             gang.begin(gang.ordered)
 
     status = {"rank": 0 if gang is not None else 1, "attempt": 1, "child": 123, "spare": None, "waiting": False}
-    endpoints = Endpoints(KEY, lambda: status, gang, wake, long_poll_seconds=long_poll, order_wait_seconds=5.0)
+    endpoints = Endpoints(KEY, lambda: status, gang, wake, ask, long_poll_seconds=long_poll, order_wait_seconds=5.0)
     server = AgentServer(0, endpoints, connections).start()
     try:
         yield Served(("127.0.0.1", server.port), gang, wakes)
@@ -89,20 +95,14 @@ def test_a_signed_checkpoint_ask_reaches_the_agent_and_orders_nothing() -> None:
         asks.append((attempt, after_step))
         return attempt == 1
 
-    gang = GangState(attempt=1, pods=2)
-    endpoints = Endpoints(KEY, dict, gang, lambda: None, ask, order_wait_seconds=5.0)
-    server = AgentServer(0, endpoints, 8).start()
-    try:
-        address = ("127.0.0.1", server.port)
+    with serve(GangState(attempt=1, pods=2), ask=ask) as served:
+        address, gang = served.address, served.gang
         status, answer = request_json(address, "POST", "/attempt", body={"attempt": 1, "checkpointAfter": 300}, key=KEY)
         assert status == 200 and answer is not None and answer["checkpointAsked"] is True
         status, answer = request_json(address, "POST", "/attempt", body={"attempt": 2, "checkpointAfter": 0}, key=KEY)
         assert status == 200 and answer is not None and answer["checkpointAsked"] is False
         assert request_json(address, "POST", "/attempt", body={"attempt": 1, "checkpointAfter": 9}, key=None)[0] == 401
-        assert asks == [(1, 300), (2, 0)] and gang.ordered == 1  # an ask is not an order to run attempt 2
-    finally:
-        gang.close()
-        server.stop()
+        assert asks == [(1, 300), (2, 0)] and gang is not None and gang.ordered == 1  # an ask orders no attempt 2
 
 
 @pytest.mark.parametrize("key", [None, b"x" * 32], ids=["unsigned", "wrong-key"])
