@@ -1,9 +1,10 @@
 """Sweeps on the cluster tier with the real operator: trials become TrainingJobs the sweep controls, their pods run
 on kwok nodes, each rank 0 ends with the trainer's termination message (its final metrics), and the sweep ranks
 the trials and succeeds (and the operator's metrics say so); a sweep the model refuses fails, naming the field; the
-trial after a finished one is told to remove its checkpoint folder."""
+trial after a finished one is told to remove its checkpoint folder, and the sweeper the last ones."""
 
 import json
+import time
 import uuid
 from functools import partial
 from typing import Any
@@ -170,3 +171,45 @@ def test_the_trial_after_a_finished_one_is_told_to_remove_its_checkpoint_folder(
 
     env = poll_until(rank0_env, timeout=60, what="the next trial's rank 0 pod")
     assert json.loads(env["TJ_REMOVE_CHECKPOINTS"]) == [f"ckpt-0/{uid}"]
+
+
+def test_a_finished_sweep_makes_a_sweeper_for_the_last_folders_and_ends_once_it_reports(
+    h: Harness, operator: OperatorProcess
+) -> None:
+    """Once every trial has finished, the folders no trial followed to remove (here the last trial's; the best's
+    stays) go to the sweeper, a job of one small worker running the trainer's sweeper mode, never a trial; the
+    sweep ends once it has reported them gone, and its job is deleted."""
+    manifest = sweep_manifest("last", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=2, parallelism=2)
+    template = manifest["spec"]["template"]["spec"]
+    template["workers"] = {"replicas": 1, "terminationGracePeriodSeconds": 0, "resources": {"limits": {"cpu": "2"}}}
+    template["checkpoint"] = {"volume": {"persistentVolumeClaim": {"claimName": "sweep-checkpoints"}}, "everySteps": 10}
+    _create(h, manifest)
+    poll_until(partial(_job_or_none, h, "last-1"), timeout=60, what="both trials' jobs")
+    finish_trial(h, "last-0", 0.95)
+    finish_trial(h, "last-1", 0.91)  # the worse: its folder goes, the best's (keepBestCheckpoints: 1) stays
+    sweeping = _wait_sweep(h, "last", lambda s: s.get("sweeper"), "the sweeper recorded")
+    assert sweeping["status"]["phase"] == "Running", sweeping["status"]
+    uid = sweeping["status"]["trials"][1]["jobUid"]
+    assert sweeping["status"]["sweeper"]["folders"] == [f"last-1/{uid}"]
+    job = poll_until(partial(_job_or_none, h, "last-sweeper"), timeout=60, what="the sweeper's job")
+    assert json.loads(job["metadata"]["annotations"][REMOVE_ANNOTATION]) == [f"last-1/{uid}"]
+    assert "trainingjob.io/trial" not in job["metadata"]["labels"] and "trainer" not in job["spec"]
+    workers = job["spec"]["workers"]
+    assert workers["replicas"] == 1 and workers["command"] == [
+        "python",
+        "-m",
+        "trainer",
+        "--remove-checkpoints",
+        "last",
+    ]
+    (rank0,) = h.wait_running_pods("last-sweeper", 1, attempt=1)
+    env = {e.name: e.value for e in rank0.spec.containers[0].env}
+    assert json.loads(env["TJ_REMOVE_CHECKPOINTS"]) == [f"last-1/{uid}"]
+    final = {"step": 0, "heartbeat": time.time(), "finished": True, "checkpointsCleared": [f"last-1/{uid}"]}
+    h.finish(rank0.metadata.name, 0, message=json.dumps(final))
+    done = _wait_sweep(h, "last", lambda s: s.get("phase") == "Succeeded", "the sweep ended")
+    status = done["status"]
+    assert status["sweeper"]["phase"] == "Succeeded" and status["checkpointsRemoved"] == 1
+    assert [t.get("checkpointRemoved", False) for t in status["trials"]] == [False, True]
+    assert status["counts"]["succeeded"] == 2 and len(status["trials"]) == 2  # the sweeper is no trial
+    poll_until(lambda: _job_or_none(h, "last-sweeper") is None, timeout=60, what="the sweeper's job deleted")

@@ -13,7 +13,7 @@ from typing import Any
 from tests.support.fake_sweeps import FakeSweepCluster
 
 from trainingjob.model.sweep import Goal, TrainingSweepSpec
-from trainingjob.model.sweep_status import TrainingSweepStatus, Trial, TrialPhase
+from trainingjob.model.sweep_status import SweeperPhase, TrainingSweepStatus, Trial, TrialPhase
 from trainingjob.sweep.checkpoints import folder, kept_best
 from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS, WAITING
 from trainingjob.sweep.pruning import REASONS
@@ -55,6 +55,7 @@ class SweepLedger:
     def check(self, sweep: Manifest, cluster: FakeSweepCluster) -> None:
         status = TrainingSweepStatus.model_validate(sweep.get("status") or {}, by_alias=True)
         assert [t.number for t in status.trials] == list(range(len(status.trials)))
+        assert status.counts.started == len(status.trials) + (status.summarised.total if status.summarised else 0)
         assert len(status.trials) <= self.budget, "more trials than any budget the spec set"
         for trial in status.trials:
             self._trial(trial)
@@ -66,6 +67,9 @@ class SweepLedger:
         elif status.phase.is_terminal:
             self.terminal = copy.deepcopy(sweep["status"])
             self.totals[f"sweeps {status.phase.value}"] += 1
+            if status.sweeper is not None:
+                self.totals[f"sweeps ended after a sweeper {status.sweeper.phase.value}"] += 1
+            assert status.sweeper is None or status.sweeper.phase != SweeperPhase.RUNNING, "ended while it sweeps"
 
     def _trial(self, trial: Trial) -> None:
         assert self.recorded.setdefault(trial.number, trial.parameters) == trial.parameters, "a trial changed"
@@ -97,8 +101,11 @@ class SweepLedger:
         made = {f"{name}-{n}" for name, count in cluster.created.items() for n in range(1, count + 1)}
         for what, name, uid in cluster.acted:
             assert uid in made or uid == "", f"the sweep's {what} reached {name}, a job not its own ({uid})"
-        for job in cluster.jobs.values():  # every job it made is a recorded trial, with its parameters
-            if job["metadata"]["uid"] in made:
+        sweepers = [j for j in cluster.jobs.values() if j["metadata"]["uid"] in made and _sweeper(j)]
+        active = [j["metadata"]["name"] for j in sweepers if j["status"]["phase"] in ("Pending", "Running")]
+        assert len(active) <= 1, f"two sweepers at once: {active}"
+        for job in cluster.jobs.values():  # every other job it made is a recorded trial, with its parameters
+            if job["metadata"]["uid"] in made and not _sweeper(job):
                 number = int(job["metadata"]["labels"][TRIAL_LABEL])
                 assert json.loads(job["metadata"]["annotations"][PARAMETERS_ANNOTATION]) == self.recorded[number]
         for name, count in self.never_again.items():  # its trial failed (JobDeleted): the job is not run again
@@ -107,6 +114,7 @@ class SweepLedger:
             j
             for j in cluster.jobs.values()
             if j["metadata"]["uid"] in made
+            and not _sweeper(j)
             and j["status"]["phase"] in ("Pending", "Running")
             and not j["spec"].get("runPolicy", {}).get("suspend")
         ]
@@ -141,6 +149,11 @@ class SweepLedger:
             self.totals["most checkpoint folders removed in a sweep"], len(removed)
         )
 
+    def sweep_ended(self, sweep: Manifest) -> None:
+        """Once every trial has finished and the sweeper's deadline has passed, the sweep has ended."""
+        status = TrainingSweepStatus.model_validate(sweep.get("status") or {}, by_alias=True)
+        assert status.phase.is_terminal, f"the sweep has not ended: {status.conditions}"
+
     def settled(self, sweep: Manifest, jobs: Mapping[tuple[str, str], Manifest], now: datetime) -> None:
         """Once the cluster is quiet: every trial not finished has a job of its own, or says why it waits for one
         (and has waited less than the deadline): none waits for ever, or in silence."""
@@ -157,3 +170,8 @@ class SweepLedger:
             assert trial.reason in WAITING and waited is not None and waited < CREATE_DEADLINE_SECONDS, (
                 f"trial {trial.number} ({trial.phase.value}, {trial.reason}, {waited} s) waits without its job"
             )
+
+
+def _sweeper(job: Manifest) -> bool:
+    """A sweep's sweeper: its job, not a trial's (no trial label)."""
+    return TRIAL_LABEL not in (job["metadata"].get("labels") or {})

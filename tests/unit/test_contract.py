@@ -28,6 +28,10 @@ def test_both_sides_name_the_roles_alike() -> None:
     assert operator_side.ROLE_PS == trainer_side.ROLE_PS
 
 
+def test_both_sides_name_the_sweeper_mode_alike() -> None:
+    assert operator_side.SWEEPER_FLAG == trainer_side.SWEEPER_FLAG
+
+
 def test_exit_codes_do_not_collide_with_signal_deaths() -> None:
     assert all(0 <= code < 128 for code in operator_side.ExitCode)
 

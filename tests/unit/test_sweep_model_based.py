@@ -7,8 +7,10 @@ quota), time passing; and the operator killed after any write. Checked after eve
 changed; parallelism and the budget never exceeded; a finished trial or sweep never changes; a Succeeded trial's
 objective is its job's result; bestTrial is the best; a trial at its last step is never pruned; a namesake is
 never touched; a new trial is told to remove only finished trials' checkpoint folders, never the best's or a
-namesake's, and a trial said checkpointRemoved has none. Over time: once the cluster is quiet, every trial's job
-is made or the trial fails.
+namesake's, and a trial said checkpointRemoved has none; a sweeper (the job that removes the last trials' folders)
+is never a trial, never runs beside another, and the sweep never ends while it runs. Over time: once the cluster
+is quiet, every trial's job is made or the trial fails; once every job has run to its end (a sweeper's, or not:
+it hangs) and time has passed, the sweep has ended.
 
 Set TJ_MODEL_SEED to replay a run and TJ_MODEL_EXAMPLES to explore more (or fewer) sequences."""
 
@@ -30,7 +32,8 @@ from trainingjob.model.sweep import TrainingSweep
 from trainingjob.reconcile.sweep import reconcile_sweep
 from trainingjob.runtime.cached import CachedSweepCluster
 from trainingjob.sweep.creation import CREATE_DEADLINE_SECONDS
-from trainingjob.sweep.trials import SWEEP_LABEL, controller_of
+from trainingjob.sweep.sweeper import SWEEPER_DEADLINE_SECONDS
+from trainingjob.sweep.trials import SWEEP_LABEL, TRIAL_LABEL, controller_of
 
 pytestmark = pytest.mark.model
 
@@ -204,10 +207,39 @@ class SweepUnderEvents(RuleBasedStateMachine):
         if fails:
             status["phase"] = "Failed"
             return
+        self._succeeds(job, quality, final)
+
+    def _succeeds(self, job: Manifest, quality: float, final: float | None) -> None:
         self._evaluated(job, TOTAL // EVERY, quality)
-        status["phase"] = "Succeeded"
-        status["result"] = {"metrics": {} if final is None else {"accuracy": final}, "metricsStep": TOTAL}
+        job["status"]["phase"] = "Succeeded"
+        job["status"]["result"] = {"metrics": {} if final is None else {"accuracy": final}, "metricsStep": TOTAL}
         self.ledger.results[job["metadata"]["name"]] = final
+
+    def everything_ends(self, quality: float, final: float, sweeper_hangs: bool) -> None:
+        """Every job runs to its end (the sweeper's too, unless it hangs) and time passes, pass after pass: the
+        sweep ends, once its sweeper (if it makes one) has finished or run out its time. (At the end of each
+        sequence: as a rule it would end most sweeps before early stopping had its chance.)"""
+        self.cluster.refusal = None
+        if self.sweep["spec"].get("suspend"):
+            self.cluster.edit_sweep(KEY, EDITS["suspend"])
+        for _ in range(4 * self.ledger.budget + 8):
+            if (self.sweep.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                break
+            for job in [j for j in self.cluster.trials.values() if j["metadata"]["uid"] in self.cluster_made]:
+                sweeper = TRIAL_LABEL not in job["metadata"]["labels"]
+                if job["status"]["phase"] not in ("Pending", "Running") or job["spec"].get("runPolicy", {}).get(
+                    "suspend"
+                ):
+                    continue
+                if sweeper:
+                    TOTALS["sweepers made"] += 1
+                if not (sweeper and sweeper_hangs):
+                    self._succeeds(job, quality, final)
+            self.reconcile(None, caught_up=True)
+            self.sweep_holds()
+            self.now += timedelta(seconds=max(CREATE_DEADLINE_SECONDS, SWEEPER_DEADLINE_SECONDS) + 1)
+        self.ledger.sweep_ended(self.sweep)
+        TOTALS["sweeps run to their end"] += 1
 
     # -- users and the cluster -----------------------------------------------------------------------------
 
@@ -269,9 +301,13 @@ class SweepUnderEvents(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         TOTALS["sequences"] += 1
+        if hasattr(self, "watch"):  # a sequence's own draws decide: whether its sweeper hangs, the results
+            made = sum(self.cluster.created.values())
+            self.everything_ends(0.3 + 0.1 * (made % 5), 0.1 * (made % 10), sweeper_hangs=made % 3 == 0)
 
 
 def test_sweeps_hold_their_invariants_under_random_events() -> None:
     run_model(SweepUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)
     assert TOTALS["trials pruned by a rule"] > 0, "no trial was ever pruned: the test no longer reaches pruning"
     assert TOTALS["most checkpoint folders removed in a sweep"] > 0, "no trial's checkpoint folder was ever removed"
+    assert TOTALS["sweepers made"] > 0, "no sweep ever made a sweeper: the test no longer reaches a sweep's end"

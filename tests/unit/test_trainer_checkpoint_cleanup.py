@@ -1,6 +1,7 @@
 """A sweep trial's trainer removes the finished trials' checkpoint folders it is told to, and nothing else: only
 <job name>/<job uid> folders of its own sweep directly under the checkpoint root, never its own, never through a
-symbolic link or '..', whatever the (hostile) list says; it reports the named folders that are gone."""
+symbolic link or '..', whatever the (hostile) list says; it reports the named folders that are gone. A sweep's
+sweeper (`python -m trainer --remove-checkpoints <sweep>`) does the same and nothing else."""
 
 import json
 import os
@@ -9,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from trainer import helpers
+from trainer import contract as c
+from trainer import helpers, launcher
 from trainer.checkpoint_cleanup import parse, remove_folders, sweep_of
 from trainer.env import CheckpointPolicy, TrainerEnv
+from trainer.progress_endpoint import final_report
 from trainer.reporting import RunReport
 
 pytestmark = pytest.mark.fast
@@ -152,3 +155,52 @@ def test_a_script_of_its_own_does_the_same_with_the_helpers_reporter(tmp_path: P
     finally:
         reporter.close()
     assert not (root / "sweep-2").exists() and (root / "sweep-1" / "uid-1").exists()
+
+
+def _sweeper_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, folders: list[str]) -> Path:
+    """The variables the operator gives a sweeper's rank 0 (its checkpoint folder is never written), with a trainer
+    config whose recipe would leave a mark if anything loaded it; the progress file."""
+    recipe = tmp_path / "recipe.py"
+    recipe.write_text(f"open({str(tmp_path / 'loaded')!r}, 'w').close()\ndef recipe(config): raise SystemExit(3)\n")
+    progress = tmp_path / "progress.json"
+    variables = {
+        c.JOB_NAME: "sweep-sweeper",
+        c.CHECKPOINT_DIR: str(tmp_path / "checkpoints" / "sweep-sweeper" / "uid-s"),
+        c.REMOVE_CHECKPOINTS: json.dumps(folders),
+        c.PROGRESS_FILE: str(progress),
+        c.TRAINER_CONFIG: json.dumps({"entrypoint": f"{recipe}:recipe", "steps": 10}),
+    }
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    return progress
+
+
+def test_the_sweeper_removes_only_the_named_folders_of_its_sweep_and_trains_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _, outside = _tree(tmp_path)
+    named = ["sweep-1/uid-1", "sweep-3/uid-3", "other-1/uid-o", "../outside/keep"]
+    progress = _sweeper_env(monkeypatch, tmp_path, named)
+    assert launcher.run([c.SWEEPER_FLAG, "sweep"]) == c.ExitCode.SUCCEEDED
+    assert _left(root) == {"sweep-2/uid-2", f"{OWN}/uid-7", "other-1/uid-o", "sweep/uid-s"}
+    assert (outside / "keep" / "precious").exists()
+    report = json.loads(progress.read_text())
+    assert report["checkpointsCleared"] == ["sweep-1/uid-1", "sweep-3/uid-3"] and report["finished"] is True
+    assert report["step"] == 0 and "totalSteps" not in report  # it trained nothing
+    assert not (tmp_path / "loaded").exists()  # the recipe was never loaded
+    assert not (root / "sweep-sweeper").exists()  # nor its own checkpoint folder made
+
+
+def test_a_sweeper_without_its_sweeps_name_fails_as_misconfigured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, _, _ = _tree(tmp_path)
+    _sweeper_env(monkeypatch, tmp_path, ["sweep-1/uid-1"])
+    assert launcher.main([c.SWEEPER_FLAG]) == c.ExitCode.PERMANENT
+    assert "sweep-1/uid-1" in _left(root)
+
+
+def test_the_sweepers_final_report_names_every_folder_it_removed() -> None:
+    folders = [f"{'s' * 36}-{n}/{'u' * 36}" for n in range(40)]  # as many and as long as a sweeper is told
+    body = json.loads(final_report({"attempt": 1, "step": 0, "finished": True, "checkpointsCleared": folders}))
+    assert body["checkpointsCleared"] == folders

@@ -18,7 +18,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from trainer import contract as c
+from trainer.contract import ExitCode
 from trainer.env import TrainerEnv
+from trainer.failures import ConfigError
+from trainer.progress_endpoint import ProgressReporter
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,11 @@ def _allowed(entry: Any, sweep: str, own: str) -> tuple[str, str] | None:
     return (name, uid) if sweep_of(name) == sweep and name != own else None
 
 
-def remove_folders(checkpoint_dir: Path, job: str, named: list[Any]) -> list[str]:
-    """Remove the named folders that this job (`job`, checkpointing to `checkpoint_dir`) may remove; the named
-    folders gone afterwards. Entries it may not touch are left, and said in the log."""
-    sweep = sweep_of(job)
+def remove_folders(checkpoint_dir: Path, job: str, named: list[Any], sweep: str | None = None) -> list[str]:
+    """Remove the named folders that this job (`job`, checkpointing to `checkpoint_dir`; a trial of its sweep, or
+    the sweeper of `sweep`) may remove; the named folders gone afterwards. Entries it may not touch are left, and
+    said in the log."""
+    sweep = sweep or sweep_of(job)
     if sweep is None or not named:
         return []
     root = checkpoint_dir.parent.parent
@@ -82,6 +87,25 @@ def clear_checkpoints(env: TrainerEnv) -> dict[str, Any]:
     if not named or env.checkpoint.directory is None:
         return {}
     return {"checkpointsCleared": remove_folders(env.checkpoint.directory, env.job_name, named)}
+
+
+def sweep_only(env: TrainerEnv, sweep: str) -> ExitCode:
+    """`python -m trainer --remove-checkpoints <sweep>`: a sweep's sweeper, which runs once every trial has
+    finished. Rank 0 removes the folders TJ_REMOVE_CHECKPOINTS names (as a trial does as it starts), reports the
+    ones gone (its final report: the termination message the operator reads once it has exited), and exits; it
+    trains nothing, loads no recipe and runs no command of the user's."""
+    if not _JOB_NAME.fullmatch(sweep):
+        raise ConfigError("command", c.SWEEPER_FLAG, f"{sweep[:100]!r} is not a sweep's name")
+    if env.rank != 0 or env.role != c.ROLE_WORKER:
+        return ExitCode.SUCCEEDED
+    if env.checkpoint.directory is None:
+        raise ConfigError("environment", c.CHECKPOINT_DIR, "a sweeper needs the checkpoint volume")
+    reporter = ProgressReporter(env.attempt, env.progress_port, env.progress_file).start()
+    gone = remove_folders(env.checkpoint.directory, env.job_name, parse(env.remove_checkpoints), sweep)
+    reporter.update(checkpointsCleared=gone, finished=True)
+    reporter.close()
+    log.info("sweeper of sweep %s: %d checkpoint folders gone", sweep, len(gone))
+    return ExitCode.SUCCEEDED
 
 
 def _real_folder(path: Path) -> bool | None:

@@ -53,6 +53,8 @@ LISTEN_ADDRESS = (
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 
+SWEEPER_FLAG = "--remove-checkpoints"  # `python -m trainer --remove-checkpoints <sweep>`: a sweep's sweeper
+
 ROLE_WORKER = "worker"
 ROLE_PS = "ps"
 

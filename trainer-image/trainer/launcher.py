@@ -116,14 +116,18 @@ def _run_in_process(env: TrainerEnv, stop: StopFlag) -> ExitCode:
 
 
 def run(argv: Sequence[str]) -> int:
-    """Dispatch: the in-place agent, a spare, or a user script or the built-in trainer, in this process or one
-    process per local rank."""
+    """Dispatch: the in-place agent, a spare, a sweep's sweeper, or a user script or the built-in trainer, in this
+    process or one process per local rank."""
     if argv and argv[0] == SPARE_FLAG:
         from trainer.spare import serve  # noqa: PLC0415
 
         return serve(argv[1:], run)
     stop = StopFlag().install()
     env = read_env(os.environ)
+    if argv and argv[0] == c.SWEEPER_FLAG:  # a sweep's sweeper: removes checkpoint folders, trains nothing
+        from trainer.checkpoint_cleanup import sweep_only  # noqa: PLC0415
+
+        return sweep_only(env, argv[1] if len(argv) > 1 else "")
     is_rank_process = bool(argv) and argv[0] == RANK_FLAG
     script = [] if is_rank_process else list(argv)
     if not script and not is_rank_process:

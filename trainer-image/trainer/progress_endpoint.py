@@ -68,13 +68,20 @@ _FINAL_FIELDS = (
     "checkpointStallSeconds",
     "checkpointPacing",
 )
+_CLEARED_FIELDS = ("checkpointsCleared",)  # a sweep's trial or sweeper: the folders it removed
 _CHECKPOINT_FIELDS = ("lastCheckpointStep", "lastCheckpointPath", "lastCheckpointTime", "checkpointsKept")
 
 
 def final_report(progress: dict[str, Any]) -> str:
     """The last progress as a termination message: the fields the operator reads, within the size Kubernetes keeps
-    (the checkpoint is left out rather than cut when its path is too long)."""
-    for fields in (_FINAL_FIELDS + _CHECKPOINT_FIELDS, _FINAL_FIELDS):
+    (the checkpoint is left out rather than cut when its path is too long, then the folders a sweep's job removed,
+    then both)."""
+    for fields in (
+        _FINAL_FIELDS + _CHECKPOINT_FIELDS + _CLEARED_FIELDS,
+        _FINAL_FIELDS + _CHECKPOINT_FIELDS,
+        _FINAL_FIELDS + _CLEARED_FIELDS,
+        _FINAL_FIELDS,
+    ):
         body = json.dumps({key: progress[key] for key in fields if key in progress}, sort_keys=True)
         if len(body.encode()) <= TERMINATION_MESSAGE_BYTES:
             return body

@@ -55,6 +55,8 @@ LISTEN_ADDRESS = (
 
 ALL_VARIABLES = frozenset(value for name, value in dict(globals()).items() if name.isupper() and isinstance(value, str))
 
+SWEEPER_FLAG = "--remove-checkpoints"  # `python -m trainer --remove-checkpoints <sweep>`: a sweep's sweeper
+
 
 class ExitCode(IntEnum):
     """What a trainer's exit code means to the operator."""

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.model.base import ApiModel, Bool, Float, Int, Str, list_map, unique_by
-from trainingjob.model.status import ConditionStatus
+from trainingjob.model.status import MAX_CLEARED, CheckpointFolder, ConditionStatus
 from trainingjob.model.sweep_space import Value
 from trainingjob.model.values import Count, Message, Reason
 
@@ -177,6 +177,33 @@ class SummarisedTrials(ApiModel):
         return self.succeeded + self.failed + self.pruned
 
 
+class SweeperPhase(StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class Sweeper(ApiModel):
+    """The job that removes the last trials' checkpoint folders once every trial has finished (no trial follows
+    them to do it): it trains nothing. Never a trial; the sweep ends once it has finished, failed or run out its
+    time (10 minutes)."""
+
+    number: Annotated[Int, Field(ge=1, le=MAX_TRIALS)]
+    """1 for the first; one more for each that follows (each removes at most 40 folders)."""
+    job_name: Annotated[Str, Field(max_length=63)]
+    """Its TrainingJob."""
+    folders: Annotated[list[CheckpointFolder], Field(max_length=MAX_CLEARED)] = Field(default_factory=list)
+    """The folders it was told to remove, as "<job name>/<job uid>" under the checkpoint path."""
+    phase: SweeperPhase = SweeperPhase.RUNNING
+    """Running (its job is made or to be made), Succeeded or Failed."""
+    message: Message = ""
+    """Why it failed, for people."""
+    since: datetime
+    """When the sweep decided to make it: it fails 10 minutes later if its job has not finished."""
+    start_time: datetime | None = None
+    """When its job was first seen."""
+
+
 class TrainingSweepStatus(ApiModel):
     """The observed state of the sweep, written by the operator."""
 
@@ -201,6 +228,8 @@ class TrainingSweepStatus(ApiModel):
     """The best trial that succeeded so far."""
     checkpoints_removed: Count = 0
     """Finished trials whose checkpoint folders were removed (listed and summarised): see keepBestCheckpoints."""
+    sweeper: Sweeper | None = None
+    """The latest job that removed (or removes) the last trials' checkpoint folders, with a persistentVolumeClaim."""
     start_time: datetime | None = None
     """When the first trial was created."""
     completion_time: datetime | None = None

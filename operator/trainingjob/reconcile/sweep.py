@@ -22,6 +22,7 @@ from trainingjob.model.sweep_status import (
 from trainingjob.reconcile.job import merge_patch, observed_uids
 from trainingjob.sweep.plan import SweepPlan, after_creates, oversized, plan
 from trainingjob.sweep.summary import STATUS_LIMIT_BYTES, status_bytes
+from trainingjob.sweep.sweeper import sweeper_manifest
 from trainingjob.sweep.trial_jobs import trial_manifest
 from trainingjob.sweep.trials import Child, child
 
@@ -47,6 +48,8 @@ def reconcile_sweep(cluster: SweepCluster, namespace: str, name: str, *, now: da
     except ValidationError as error:
         return _refuse(cluster, manifest, error, now)
     inside = {t.job_name for t in sweep.status.trials if t.phase not in _SETTLED} if sweep.status else set()
+    if sweep.status and sweep.status.sweeper:
+        inside.add(sweep.status.sweeper.job_name)
     if isinstance(cluster, TrialJobsInPart):
         listed = cluster.list_trial_jobs_in_part(namespace, name, inside)
     else:
@@ -97,8 +100,9 @@ def _write_status(
 def _act(
     cluster: SweepCluster, namespace: str, sweep: TrainingSweep, result: SweepPlan, uids: Mapping[str, str]
 ) -> dict[str, str]:
-    """Stop the pruned trials' jobs (a delete goes only to the job listed, by its UID), then create new ones; the
-    creations the apiserver refused, by job name, in its words."""
+    """Stop the pruned trials' jobs (a delete goes only to the job listed, by its UID), then create new ones, then
+    the sweeper's, and delete a finished sweeper's job; the creations the apiserver refused, by job name, in its
+    words."""
     for job in result.stop:
         if result.action == PrunedTrialAction.DELETE:
             if uids.get(job):
@@ -112,6 +116,15 @@ def _act(
             name = sweep.metadata.name
             log.warning("%s/%s: the TrainingJob of trial %d was refused: %s", namespace, name, trial.number, refusal)
             refusals[trial.job_name] = refusal
+    state = result.status.sweeper
+    if result.sweep and state is not None:
+        refusal = cluster.create_job(namespace, sweeper_manifest(sweep, state))
+        if refusal is not None:
+            log.warning("%s/%s: the sweeper's TrainingJob was refused: %s", namespace, sweep.metadata.name, refusal)
+            refusals[state.job_name] = refusal
+    for job in result.delete:
+        if uids.get(job):
+            cluster.delete_job(namespace, job, uids[job])
     return refusals
 
 

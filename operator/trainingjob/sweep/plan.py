@@ -14,13 +14,14 @@ from trainingjob.model.sweep_status import (
     SummarisedTrials,
     SweepCondition,
     SweepConditionType,
+    Sweeper,
     SweepPhase,
     TrainingSweepStatus,
     Trial,
     TrialCounts,
     TrialPhase,
 )
-from trainingjob.sweep import checkpoints, creation
+from trainingjob.sweep import checkpoints, creation, sweeper
 from trainingjob.sweep.learned import Learned, unpacked
 from trainingjob.sweep.pruning import Pruned, to_prune
 from trainingjob.sweep.sampling import next_parameters, trial_budget
@@ -31,13 +32,16 @@ from trainingjob.sweep.trials import Child, ended, observed
 @dataclass(frozen=True)
 class SweepPlan:
     """What one reconcile does: write `status`, then stop the jobs of `stop`, then create the jobs of `create`
-    (told to remove the checkpoint folders `removals`)."""
+    (told to remove the checkpoint folders `removals`) and the sweeper's job (status.sweeper) when `sweep`, and
+    delete the finished sweeper's job `delete`."""
 
     status: TrainingSweepStatus
     create: tuple[Trial, ...] = ()
     stop: tuple[str, ...] = ()
     action: PrunedTrialAction = PrunedTrialAction.DELETE
     removals: tuple[str, ...] = ()
+    sweep: bool = False
+    delete: tuple[str, ...] = ()
 
 
 def job_name(sweep: str, number: int) -> str:
@@ -53,7 +57,8 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     trials = [observed(t, own.get(t.job_name), spec.objective.metric, now) for t in status.trials]
     trials = checkpoints.marked(creation.judged(trials, children, own, now), own)
     if status.phase.is_terminal:
-        return SweepPlan(status, stop=_still_active(trials, own), action=action)
+        delete = sweeper.finished_job(status.sweeper, own)
+        return SweepPlan(status, stop=_still_active(trials, own), action=action, delete=delete)
     earlier = status.summarised.succeeded if status.summarised else 0
     learned = _learned(spec, status.summarised)
     verdicts = {p.number: p for p in to_prune(spec, trials, earlier, learned)}
@@ -73,14 +78,28 @@ def plan(sweep: TrainingSweep, children: Mapping[str, Child], now: datetime) -> 
     )
     ending = _ending(sweep, trials, summary)
     removals = checkpoints.to_remove(spec, trials, now) if create else ()
-    status = _status(sweep, trials, now, ending, stop)
-    return SweepPlan(status, create=create, stop=stop, action=action, removals=removals)
+    sweeping = sweeper.sweeping(sweep, trials, children, own, now) if ending else sweeper.Sweeping(status.sweeper)
+    if ending is not None:
+        ending = (ending[0], ending[1], ending[2] + sweeping.note) if sweeping.done else None
+    status = _status(sweep, trials, now, ending, stop, sweeping=sweeping)
+    return SweepPlan(
+        status,
+        create=create,
+        stop=stop,
+        action=action,
+        removals=removals,
+        sweep=sweeping.create,
+        delete=sweeping.delete,
+    )
 
 
 def after_creates(status: TrainingSweepStatus, refusals: Mapping[str, str], now: datetime) -> TrainingSweepStatus:
     """The status once the apiserver refused some trials' jobs (job name -> its words): what the next pass acts on."""
     trials = creation.refused(status.trials, refusals, now)
-    return status.model_copy(update={"trials": trials, "counts": counts(trials, status.summarised)})
+    state = status.sweeper
+    if state is not None and state.job_name in refusals:
+        state = sweeper.refused(state, refusals[state.job_name])
+    return status.model_copy(update={"trials": trials, "counts": counts(trials, status.summarised), "sweeper": state})
 
 
 def _started(trials: Sequence[Trial], summary: SummarisedTrials | None) -> int:
@@ -181,7 +200,13 @@ def counts(trials: Sequence[Trial], summary: SummarisedTrials | None = None) -> 
 
 
 def _status(
-    sweep: TrainingSweep, trials: list[Trial], now: datetime, ending: Ending, stopping: Collection[str]
+    sweep: TrainingSweep,
+    trials: list[Trial],
+    now: datetime,
+    ending: Ending,
+    stopping: Collection[str],
+    *,
+    sweeping: sweeper.Sweeping | None = None,
 ) -> TrainingSweepStatus:
     """The status to write: the trials listed as summary.compacted keeps them (the best, and the pruned ones whose
     jobs are still to stop, always listed), the older finished ones summarised."""
@@ -191,7 +216,8 @@ def _status(
     keep = {t.number for t in trials if t.job_name in stopping} | ({top.number} if top else set())
     started = _started(trials, old.summarised)
     listed, summary = compacted(sweep.spec, trials, old.summarised, keep)
-    reason, message = (ending[1], ending[2]) if ending else ("TrialsRunning", _running_message(sweep, trials, started))
+    state = sweeping.state if sweeping else old.sweeper
+    reason, message = (ending[1], ending[2]) if ending else _running(sweep, trials, started, state)
     conditions = _conditions(old.conditions, phase, reason, message, now)
     return old.model_copy(
         update={
@@ -203,9 +229,21 @@ def _status(
             "counts": counts(listed, summary),
             "checkpoints_removed": checkpoints.removed(listed, summary),
             "best_trial": top,
+            "sweeper": state,
             "start_time": old.start_time or (now if trials else None),
             "completion_time": old.completion_time or (now if ending else None),
         }
+    )
+
+
+def _running(sweep: TrainingSweep, trials: Sequence[Trial], started: int, state: Sweeper | None) -> tuple[str, str]:
+    """The Running condition's reason and message: trials running, or (all finished) the last folders going."""
+    if state is None or not all(t.phase.is_finished for t in trials) or started < trial_budget(sweep.spec):
+        return "TrialsRunning", _running_message(sweep, trials, started)
+    folders = len(state.folders)
+    return (
+        "RemovingCheckpoints",
+        f"all {started} trials finished; {state.job_name} removes {folders} checkpoint folders",
     )
 
 

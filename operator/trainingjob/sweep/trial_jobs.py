@@ -30,19 +30,23 @@ def trial_manifest(sweep: TrainingSweep, trial: Trial, removals: Sequence[str] =
         PARAMETERS_ANNOTATION: json.dumps(trial.parameters),
         **annotation(removals),
     }
-    owner = {
-        "apiVersion": API_VERSION,
-        "kind": SWEEP_KIND,
-        "name": name,
-        "uid": str(getattr(sweep.metadata, "uid", "") or ""),
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
     metadata = {
         "name": trial.job_name,
         "namespace": sweep.metadata.namespace,
         "labels": labels,
         "annotations": annotations,
-        "ownerReferences": [owner],
+        "ownerReferences": [owner_reference(sweep)],
     }
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def owner_reference(sweep: TrainingSweep) -> Manifest:
+    """The sweep as the controller of a job it makes: the job goes with it."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": SWEEP_KIND,
+        "name": str(sweep.metadata.name),
+        "uid": str(getattr(sweep.metadata, "uid", "") or ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
