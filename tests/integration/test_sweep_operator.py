@@ -16,7 +16,7 @@ from testbed.harness import Harness
 from testbed.operator import OperatorProcess
 from testbed.processes import poll_until
 from tests.support.admission import refusing_creates
-from tests.support.builders import job_manifest, sweep_manifest
+from tests.support.builders import claim_manifest, job_manifest, sweep_manifest
 from tests.support.trials import BATCH, finish_trial
 
 from trainingjob.model import GROUP, PLURAL, VERSION
@@ -173,12 +173,27 @@ def test_the_trial_after_a_finished_one_is_told_to_remove_its_checkpoint_folder(
     assert json.loads(env["TJ_REMOVE_CHECKPOINTS"]) == [f"ckpt-0/{uid}"]
 
 
+def _claim(h: Harness, name: str, request: pytest.FixtureRequest) -> None:
+    """A PersistentVolumeClaim of `name` and a volume made for it (the controller-manager binds them); the volume
+    goes with the test."""
+    volume = f"{h.ns}-{name}"[:63]
+    spec = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
+            "hostPath": {"path": "/tmp/unused"}, "persistentVolumeReclaimPolicy": "Retain"}  # fmt: skip
+    h.core.create_persistent_volume({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+                                     "spec": spec})  # fmt: skip
+    request.addfinalizer(lambda: h.core.delete_persistent_volume(volume))
+    claim = claim_manifest(name)
+    claim["spec"].update(storageClassName="", volumeName=volume)
+    h.core.create_namespaced_persistent_volume_claim(h.ns, claim)
+
+
 def test_a_finished_sweep_makes_a_sweeper_for_the_last_folders_and_ends_once_it_reports(
-    h: Harness, operator: OperatorProcess
+    h: Harness, operator: OperatorProcess, request: pytest.FixtureRequest
 ) -> None:
     """Once every trial has finished, the folders no trial followed to remove (here the last trial's; the best's
     stays) go to the sweeper, a job of one small worker running the trainer's sweeper mode, never a trial; the
     sweep ends once it has reported them gone, and its job is deleted."""
+    _claim(h, "sweep-checkpoints", request)  # the trials' pods must be scheduled: a claim bound to a volume
     manifest = sweep_manifest("last", parameters=BATCH, search={"algorithm": "Grid"}, maxTrials=2, parallelism=2)
     template = manifest["spec"]["template"]["spec"]
     template["workers"] = {"replicas": 1, "terminationGracePeriodSeconds": 0, "resources": {"limits": {"cpu": "2"}}}

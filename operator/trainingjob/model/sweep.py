@@ -149,8 +149,9 @@ class TrainingSweepSpec(ApiModel):
     keep_best_checkpoints: Annotated[Int, Field(ge=0, le=MAX_TRIALS)] = 1
     """With a persistentVolumeClaim checkpoint volume: the checkpoint folders of finished trials (succeeded, failed,
     pruned, deleted) are removed, all but those of this many best succeeded trials (0: none kept). Each new trial's
-    rank 0 removes them as it starts (the operator has no access to volumes); status.checkpointsRemoved counts
-    them. The last trials' folders stay: no trial follows them."""
+    rank 0 removes them as it starts (the operator has no access to volumes), and once every trial has finished
+    the sweeper (status.sweeper), a job that trains nothing, removes the last ones; status.checkpointsRemoved
+    counts them."""
 
     cross_field_rules = (
         Rule(

@@ -10,6 +10,7 @@ the status first, then stops pruned trials' jobs, then creates new trials' jobs.
     summary.py    the finished trials listed, and the older ones summarised
     learned.py    the summarised trials' records, which the search and early stopping learn from
     checkpoints.py  which finished trials' checkpoint folders the next trials remove
+    sweeper.py    the job that removes the last trials' folders, once every trial has finished
     jobs.py       a trial's TrainingJob manifest
     plan.py       the decision
 """

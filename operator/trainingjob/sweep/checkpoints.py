@@ -9,8 +9,9 @@ starts (only inside the checkpoint root, only the sweep's) and reports the named
 
 Only a persistentVolumeClaim is a volume every trial's pods share (an emptyDir goes with its pod, a hostPath folder
 stays on its node), so only then are folders named. A trial's folder is named once its pods have had their
-termination grace to end (a stopped trainer writes a final checkpoint as it goes). The last trials' folders stay
-when no trial follows them, and so do those of trials summarised (no longer listed) before one did."""
+termination grace to end (a stopped trainer writes a final checkpoint as it goes). No trial follows the last
+trials: the sweeper (sweeper.py) removes theirs. Those of trials summarised (no longer listed) before one was
+named stay."""
 
 import json
 import re
