@@ -202,6 +202,9 @@ def _finished_sweep(**spec: Any) -> TrainingSweep:
 
 def test_the_sweep_ends_only_once_its_sweeper_has_and_the_sweeper_is_never_a_trial() -> None:
     sweep = _finished_sweep()
+    waiting = sweep.status
+    assert waiting is not None and waiting.phase == SweepPhase.RUNNING and waiting.sweeper is None  # in the grace
+    assert "after their grace" in waiting.conditions[-1].message, waiting.conditions
     jobs = [trial_job(sweep, 0, "Succeeded", final=0.9), trial_job(sweep, 1, "Failed")]
     sweep, result = sweep_step(sweep, jobs, at(1 + GRACE))
     status = sweep.status

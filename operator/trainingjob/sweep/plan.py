@@ -15,6 +15,7 @@ from trainingjob.model.sweep_status import (
     SweepCondition,
     SweepConditionType,
     Sweeper,
+    SweeperPhase,
     SweepPhase,
     TrainingSweepStatus,
     Trial,
@@ -238,12 +239,13 @@ def _status(
 
 def _running(sweep: TrainingSweep, trials: Sequence[Trial], started: int, state: Sweeper | None) -> tuple[str, str]:
     """The Running condition's reason and message: trials running, or (all finished) the last folders going."""
-    if state is None or not all(t.phase.is_finished for t in trials) or started < trial_budget(sweep.spec):
+    if not all(t.phase.is_finished for t in trials) or started < trial_budget(sweep.spec):
         return "TrialsRunning", _running_message(sweep, trials, started)
-    folders = len(state.folders)
+    if state is None or state.phase != SweeperPhase.RUNNING:
+        return "RemovingCheckpoints", f"all {started} trials finished; their checkpoint folders go after their grace"
     return (
         "RemovingCheckpoints",
-        f"all {started} trials finished; {state.job_name} removes {folders} checkpoint folders",
+        f"all {started} trials finished; {state.job_name} removes {len(state.folders)} folders",
     )
 
 
