@@ -86,6 +86,9 @@ class PsWorker:
             for name, value in reply["params"].items():
                 self.params[name].copy_(value)
         self.versions[shard] = int(reply["version"])
+        self._heard_checkpoint(shard, reply)
+
+    def _heard_checkpoint(self, shard: int, reply: Message) -> None:
         if isinstance(reply.get("checkpoint"), dict):
             self.checkpoints[shard], self.checkpoint_news = reply["checkpoint"], True
 
@@ -107,6 +110,20 @@ class PsWorker:
                 int(checkpoint["step"]), str(checkpoint["path"]), float(checkpoint["time"]), checkpoint["kept"]
             )
             self.checkpoint_news = False
+
+    def final_checkpoint(self, report: RunReport) -> None:
+        """Worker 0 stops: every shard checkpoints at its next step and says so, and the report names that
+        checkpoint (as DDP's rank 0 reports its final one); a shard already gone leaves the report as it was."""
+        if not report.is_reporter:
+            return
+        try:
+            replies = self._broadcast({"op": "checkpoint"})
+        except (OSError, ConnectionError) as error:
+            log.warning("could not ask the parameter servers for a final checkpoint: %s", error)
+            return
+        for shard, reply in enumerate(replies):
+            self._heard_checkpoint(shard, reply)
+        self.report_news(report)
 
     def train_step(self) -> float:
         """Gradient on this step's micro-batches, pushed to every shard; the replies carry the new parameters."""
@@ -132,6 +149,7 @@ class PsWorker:
         every = self.config.eval_every_steps
         while self.step < self.total:
             if self.stop.is_set():
+                self.final_checkpoint(report)
                 return ExitCode.PREEMPTED
             try:
                 loss = self.train_step()
@@ -225,6 +243,7 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
         code = worker.train(report)
         if code == ExitCode.SUCCEEDED:
             worker.finish(report)
+        report.update(exitCode=int(code))
         log.info(
             "worker %d: %s after %.1fs at step %d",
             worker.index,
