@@ -91,12 +91,13 @@ def _shard_steps(checkpoints: Path, shards: int) -> list[list[int]]:
     return [_on_volume(checkpoints / f"ps-{shard}") for shard in range(shards)]
 
 
+@pytest.mark.parametrize("bound", [4, 0], ids=["asynchronous", "synchronous"])
 def test_a_suspended_parameter_server_job_reports_its_final_checkpoint_and_resumes_from_it(
-    pods: list[Pod], logs: Path, tmp_path: Path
+    pods: list[Pod], logs: Path, tmp_path: Path, bound: int
 ) -> None:
     """At a SIGTERM every shard writes a final checkpoint at worker 0's next step, worker 0's last report names it
     (as DDP's rank 0 does), and the next attempt resumes every shard and worker 0 from that same step."""
-    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=4)
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=bound)
     progress, checkpoints = tmp_path / "progress.json", tmp_path / "checkpoints"
     env = {**ps_env(tmp_path, shards=2, workers=2, config=config, wait="60"), "TJ_CHECKPOINT_KEEP": "2"}
     env["TJ_CHECKPOINT_EVERY_STEPS"] = "1000000"  # no periodic one: only the final checkpoint can be reported
