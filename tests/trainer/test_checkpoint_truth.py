@@ -117,3 +117,20 @@ def test_a_suspended_parameter_server_job_reports_its_final_checkpoint_and_resum
     [start_role(pods, logs, env, role, i) for role, i in (("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1))]
     started = wait_for(lambda: _resumed(progress), 120, "attempt 2's report of its checkpoint")
     assert (started["resumedFromStep"], started["lastCheckpointStep"]) == (step, step)
+
+
+def test_workers_told_to_stop_after_their_servers_went_exit_as_preempted(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    """A suspend's SIGTERMs come in any order: workers whose server stopped first wait to reconnect, and their own
+    SIGTERM then ends them as preempted (79) at once, not as a lost server once the wait deadline is out."""
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=4)
+    env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="120")
+    server, *workers = [start_role(pods, logs, env, role, i) for role, i in (("ps", 0), ("worker", 0), ("worker", 1))]
+    wait_for(lambda: (read_json(tmp_path / "progress.json") or {}).get("step", 0) >= 10, 120, "worker 0 to train")
+    server.process.send_signal(signal.SIGTERM)
+    assert server.wait(60) == 79, server.text()
+    wait_for(lambda: all("waiting up to" in w.text() for w in workers), 60, "the workers to wait for their server")
+    for worker in workers:
+        worker.process.send_signal(signal.SIGTERM)
+    assert [worker.wait(20) for worker in workers] == [79, 79], "\n".join(w.text() for w in workers)

@@ -64,7 +64,7 @@ class PsWorker:
         self.close()
         next_steps = []
         for shard, (host, port) in enumerate(self.env.ps_addrs):
-            wait_for_port(host, port, self.env.master_wait_seconds, "parameter server")
+            wait_for_port(host, port, self.env.master_wait_seconds, "parameter server", stopped=self.stop.is_set)
             connection = Connection(host, port, self.key, self.reply_limits[shard], REQUEST_TIMEOUT)
             self.connections.append(connection)
             reply = connection.request(hello_message(self.index, self.env.agent_id, self.env.incarnation))
@@ -118,7 +118,7 @@ class PsWorker:
             return
         try:
             replies = self._broadcast({"op": "checkpoint"})
-        except (OSError, ConnectionError) as error:
+        except (OSError, ValueError) as error:  # a server gone, or one too old to know the ask (it hangs up)
             log.warning("could not ask the parameter servers for a final checkpoint: %s", error)
             return
         for shard, reply in enumerate(replies):
@@ -153,7 +153,10 @@ class PsWorker:
                 return ExitCode.PREEMPTED
             try:
                 loss = self.train_step()
-            except (OSError, ConnectionError) as error:
+            except OSError as error:
+                if self.stop.is_set():  # the servers stop too (a suspend): no reconnecting, the loop's top ends it
+                    log.info("lost a parameter server while stopping (%s)", error)
+                    continue
                 log.warning("lost a parameter server (%s): reconnecting", error)
                 self.connect()
                 continue
@@ -252,6 +255,10 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
             worker.step,
         )
         return code
+    except InterruptedError:  # told to stop while waiting for a server that is gone (a suspend stops them first)
+        log.info("worker %d: PREEMPTED while waiting for its parameter servers", worker.index)
+        report.update(exitCode=int(ExitCode.PREEMPTED))
+        return ExitCode.PREEMPTED
     except (OSError, ConnectionError) as error:
         raise RetryableError(f"parameter-server worker {env.replica_index} lost its servers: {error}") from error
     finally:
