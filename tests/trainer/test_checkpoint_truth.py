@@ -85,3 +85,52 @@ def test_parameter_server_checkpoints_are_reported_by_worker_0_and_named_by_the_
     started = wait_for(lambda: _resumed(progress), 120, "attempt 2's report of its checkpoint")
     assert (started["resumedFromStep"], started["lastCheckpointStep"]) == (newest[0], newest[0])
     assert started["checkpointsKept"] == newest
+
+
+def _shard_steps(checkpoints: Path, shards: int) -> list[list[int]]:
+    return [_on_volume(checkpoints / f"ps-{shard}") for shard in range(shards)]
+
+
+@pytest.mark.parametrize("bound", [4, 0], ids=["asynchronous", "synchronous"])
+def test_a_suspended_parameter_server_job_reports_its_final_checkpoint_and_resumes_from_it(
+    pods: list[Pod], logs: Path, tmp_path: Path, bound: int
+) -> None:
+    """At a SIGTERM every shard writes a final checkpoint at worker 0's next step, worker 0's last report names it
+    (as DDP's rank 0 does), and the next attempt resumes every shard and worker 0 from that same step."""
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=bound)
+    progress, checkpoints = tmp_path / "progress.json", tmp_path / "checkpoints"
+    env = {**ps_env(tmp_path, shards=2, workers=2, config=config, wait="60"), "TJ_CHECKPOINT_KEEP": "2"}
+    env["TJ_CHECKPOINT_EVERY_STEPS"] = "1000000"  # no periodic one: only the final checkpoint can be reported
+    first = [start_role(pods, logs, env, role, i) for role, i in (("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1))]
+    wait_for(lambda: (read_json(progress) or {}).get("step", 0) >= 30, 120, "worker 0 to train")
+    for pod in first:
+        pod.process.send_signal(signal.SIGTERM)
+    assert [pod.wait(60) for pod in first] == [79] * 4, "\n".join(pod.text() for pod in first)
+    final = read_json(progress)
+    assert final is not None and final["exitCode"] == 79
+    step = final.get("lastCheckpointStep")
+    assert step is not None and step >= 30, final
+    assert _shard_steps(checkpoints, 2) == [[step], [step]]  # every shard's final checkpoint, complete, one step
+    assert final["checkpointsKept"] == [step]
+
+    env["TJ_ATTEMPT"] = "2"
+    [start_role(pods, logs, env, role, i) for role, i in (("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1))]
+    started = wait_for(lambda: _resumed(progress), 120, "attempt 2's report of its checkpoint")
+    assert (started["resumedFromStep"], started["lastCheckpointStep"]) == (step, step)
+
+
+def test_workers_told_to_stop_after_their_servers_went_exit_as_preempted(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    """A suspend's SIGTERMs come in any order: workers whose server stopped first wait to reconnect, and their own
+    SIGTERM then ends them as preempted (79) at once, not as a lost server once the wait deadline is out."""
+    config = config_json(workload="digits-mlp", steps=1_000_000, batchSize=16, learningRate=0.05, stalenessBound=4)
+    env = ps_env(tmp_path, shards=1, workers=2, config=config, wait="120")
+    server, *workers = [start_role(pods, logs, env, role, i) for role, i in (("ps", 0), ("worker", 0), ("worker", 1))]
+    wait_for(lambda: (read_json(tmp_path / "progress.json") or {}).get("step", 0) >= 10, 120, "worker 0 to train")
+    server.process.send_signal(signal.SIGTERM)
+    assert server.wait(60) == 79, server.text()
+    wait_for(lambda: all("waiting up to" in w.text() for w in workers), 60, "the workers to wait for their server")
+    for worker in workers:
+        worker.process.send_signal(signal.SIGTERM)
+    assert [worker.wait(20) for worker in workers] == [79, 79], "\n".join(w.text() for w in workers)

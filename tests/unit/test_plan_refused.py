@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from tests.support.builders import SETTINGS, at, condition, created_names, pod, running, seen, with_policy
 
+from trainingjob.children import timeline
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase, TrainingJob
 from trainingjob.plan import plan
@@ -194,3 +195,29 @@ def test_one_warning_names_the_first_few_pods_refused_in_a_pass() -> None:
     warnings = [e for e in c.events if e.startswith("PodRefusedByNode")]
     assert len(warnings) == 1 and "; and 5 more pods. Each is created again alone in 10 s" in warnings[0]
     assert all(f"Pod {n}" in warnings[0] or f"pod {n}" in warnings[0] for n in names[:3]), warnings[0]
+
+
+@pytest.mark.parametrize("mode", ["DDP", "ParameterServer"])
+def test_a_slots_refusals_are_kept_in_the_history_and_shown_on_the_timeline(mode: str) -> None:
+    """One record per stretch of refusals (its pod, node, reason, count and first refusal), brought up to date
+    with each refusal and kept once the pod runs; the timeline (tjctl timeline, the dashboard) says it in words."""
+    c, now = cluster(mode, startupDeadlineSeconds=100_000), 62.0
+    for _ in range(3):
+        c.refuse(at(now))
+        c.reconcile(at(now))
+        now += MOST
+        c.reconcile(at(now))
+    c.run()
+    c.reconcile(at(now + 1))
+    assert c.status.replacements == [] or all(r.refused is None for r in c.status.replacements)
+    (record,) = c.status.history.refusals
+    assert (record.pod, record.attempt, record.since, record.time) == (REFUSED, 1, at(62), at(62 + 2 * MOST))
+    assert (record.count, record.node, record.reason) == (3, "gpu-node-7", "OutOfnvidia.com/gpu")
+    c.reconcile(at(now + 2))
+    assert c.status.history.refusals == [record]  # nothing new, nothing written
+
+    found = timeline.build(c.job.model_dump(mode="json", by_alias=True, exclude_none=True), [], at(now + 2))
+    (mark,) = [m for m in found.marks if m.kind == "refused"]
+    assert (mark.row, mark.time) == ("attempt-1", at(62))
+    said = f"{REFUSED} refused by node gpu-node-7: OutOfnvidia.com/gpu, 3 times since 00:01:02 UTC"
+    assert mark.label.startswith(said)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from trainer.config import parse_trainer_config
-from trainer.env import TrainerEnv
+from trainer.env import CheckpointPolicy, TrainerEnv
 from trainer.ps_server import ParameterServer
 from trainer.ps_wire import Message, Peer, ProtocolError
 from trainer.signals import StopFlag
@@ -83,6 +83,7 @@ REFUSED: dict[str, Callable[[ParameterServer], Message]] = {
     "other-worker-done": lambda s: {"op": "done", "worker": 0},
     "second-hello-as-other": lambda s: {"op": "hello", "worker": 0},
     "finish-from-worker-1": lambda s: {"op": "finish"},
+    "checkpoint-from-worker-1": lambda s: {"op": "checkpoint"},
     "step-skips-ahead": lambda s: push(s, step=1),
     "huge-step": lambda s: push(s, step=1 << 62),
     "negative-step": lambda s: push(s, step=-1),
@@ -128,6 +129,29 @@ def test_nothing_but_hello_comes_first(server: ParameterServer, op: str) -> None
 def test_only_worker_0_finishes_the_job(server: ParameterServer) -> None:
     assert ask(server, hello(server, 0), {"op": "finish"}) == {"op": "bye"}
     assert server.finished.is_set()
+
+
+def test_worker_0_stopping_gets_a_checkpoint_at_its_next_step_written_once(tmp_path: Path) -> None:
+    """The ask of a stopping worker 0: the shard saves at worker 0's next step (the job's step, not the shard's
+    version) and names it; asked again, or stopped, with nothing new, it writes nothing more."""
+    key = tmp_path / "job.key"
+    key.write_bytes(secrets.token_bytes(32))
+    env = TrainerEnv(
+        role="ps", num_workers=WORKERS, num_ps=1, ps_addrs=(("127.0.0.1", _free_port()),), job_key_file=key,
+        checkpoint=CheckpointPolicy(directory=tmp_path / "checkpoints"),
+    )  # fmt: skip
+    config = parse_trainer_config('{"steps": 10, "learningRate": 0.1, "stalenessBound": 2}')
+    server = ParameterServer(env, config, StopFlag())
+    zero, one = hello(server, 0), hello(server, 1)
+    for step in range(3):
+        ask(server, one, push(server, step=step, version=server.shard.version))
+    ask(server, zero, push(server, version=server.shard.version))
+    said = ask(server, zero, {"op": "checkpoint"})
+    assert said["checkpoint"]["step"] == 1 and server.shard.version == 4
+    assert said["checkpoint"]["path"] == str(tmp_path / "checkpoints" / "ps-0" / "step-1")
+    assert ask(server, zero, {"op": "checkpoint"})["checkpoint"] == said["checkpoint"]
+    server.save_final()
+    assert server.checkpointer.saves == 1
 
 
 def test_shutdown_with_connections_open_is_quiet(server: ParameterServer, caplog: pytest.LogCaptureFixture) -> None:

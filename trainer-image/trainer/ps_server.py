@@ -43,6 +43,7 @@ PACING_TELL_SECONDS = 5.0  # how often worker 0 hears this server's checkpoint p
 FIRST_MESSAGE_SECONDS = 30.0
 REFUSAL_LOG_SECONDS = 10.0
 SPARE_HANDSHAKES = 16  # connections still proving the job's key, beyond two per worker, before new ones are closed
+FINAL_ASK_SECONDS = 5.0  # how long a stopped server waits for worker 0 to ask for its final checkpoint
 
 
 @dataclass
@@ -83,6 +84,8 @@ class ParameterServer:
         self.round_seconds = min(SYNC_ROUND_SECONDS, env.master_wait_seconds)
         self.pacing_told_at: float | None = None  # when worker 0 last heard this server's pacing
         self.checkpoint_told: SavedCheckpoint | None = None  # the last checkpoint worker 0 heard of
+        self.final_asked = False  # worker 0 asked for a checkpoint as it stopped (see final_checkpoint)
+        self.saved_state: tuple[int, dict[int, int]] | None = None  # version and next steps of the last save
 
     def resume(self) -> None:
         """Continue from this shard's newest complete checkpoint, if any."""
@@ -96,6 +99,16 @@ class ParameterServer:
         from (the shard's version, which counts every worker's updates, is in the state)."""
         state = {"shard": self.shard.state_dict(), "done_workers": sorted(self.done_workers)}
         self.checkpointer.save(self.shard.next_step(0), state)
+        self.saved_state = (self.shard.version, dict(self.shard.next_steps))
+
+    def save_final(self) -> None:
+        """The checkpoint a stop ends with: the open synchronous round applied first (as its deadline would), and
+        no second write when nothing changed since the last (worker 0 may have asked for it already)."""
+        if self.open_round is not None:
+            self._close_round()
+        if self.saved_state != (self.shard.version, self.shard.next_steps):
+            self.save()
+        self.checkpointer.wait()
 
     def _reply_params(self, **fields: Any) -> Message:
         return {"op": "params", "params": self.shard.values(), "version": self.shard.version, **fields}
@@ -141,10 +154,16 @@ class ParameterServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.all_done.wait(), timeout)
             return self.stats()
-        if op == "finish" and worker == 0:
-            self.finished.set()
-            return {"op": "bye"}
+        if op in ("finish", "checkpoint") and worker == 0:
+            return self._asked_by_worker_0(op)
         raise ProtocolError(f"op {op!r} is not one worker {worker} may send")
+
+    def _asked_by_worker_0(self, op: str) -> Message:
+        """What only worker 0 may ask: to release the servers at the end, or a checkpoint as it stops."""
+        if op == "checkpoint":
+            return self.final_checkpoint()
+        self.finished.set()
+        return {"op": "bye"}
 
     def _hello(self, peer: Peer, message: Message) -> Message:
         worker = integer_field(message, "worker", 0, self.env.num_workers - 1)
@@ -158,6 +177,7 @@ class ParameterServer:
             self.links[worker] += 1
         if worker == 0:
             self.pacing_told_at, self.checkpoint_told = None, None  # a restarted worker 0 reports afresh
+            self.final_asked = False
         peer.worker = worker
         self._heard_from(worker)
         step = self.shard.next_step(worker)
@@ -222,6 +242,18 @@ class ParameterServer:
     def _news_for(self, worker: int) -> Message:
         return {**self._pacing_for(worker), **self._checkpoint_for(worker)}
 
+    def final_checkpoint(self) -> Message:
+        """Worker 0 stops (a suspend, a preemption): checkpoint now, at its next step, and tell it which, so its
+        last report names the checkpoint the job resumes from. A stopped server waits a moment for this ask before
+        it closes (see watch); a later save of its own, if other workers pushed since, keeps the step's name."""
+        self.final_asked = True
+        self.save_final()
+        last = self.checkpointer.last
+        self.checkpoint_told = last
+        if last is None:
+            return {"op": "checkpoint"}
+        return {"op": "checkpoint", "checkpoint": _said(last)}
+
     def _checkpoint_for(self, worker: int) -> Message:
         """{"checkpoint": ...} for worker 0 when this shard's newest complete checkpoint is one it has not heard of
         (it reports the job's checkpoints); nothing otherwise."""
@@ -229,7 +261,7 @@ class ParameterServer:
         if worker != 0 or last is None or last == self.checkpoint_told:
             return {}
         self.checkpoint_told = last
-        return {"checkpoint": {"step": last.step, "path": last.path, "time": last.time, "kept": list(last.kept)}}
+        return {"checkpoint": _said(last)}
 
     def _pacing_for(self, worker: int) -> Message:
         """{"checkpointPacing": ...} for worker 0 every few seconds (only servers save in this mode, and worker 0
@@ -341,15 +373,20 @@ class ParameterServer:
         return 0.0 if self.in_flight else time.monotonic() - self.last_message_at
 
     async def watch(self) -> ExitCode:
-        """Wait for the end: finish, SIGTERM, all done and nobody asking, or silence past the deadline."""
+        """Wait for the end: finish, SIGTERM (once worker 0 asked for its final checkpoint, or after
+        FINAL_ASK_SECONDS), all done and nobody asking, or silence past the deadline."""
         deadline = self.env.master_wait_seconds
+        stopped_at: float | None = None
         while True:
             await asyncio.sleep(WATCH_INTERVAL)
             quiet = self.quiet_seconds()
             if self.finished.is_set() or (self.all_done.is_set() and quiet >= deadline):
                 return ExitCode.SUCCEEDED
             if self.stop.is_set():
-                return ExitCode.PREEMPTED
+                stopped_at = time.monotonic() if stopped_at is None else stopped_at
+                if self.final_asked or time.monotonic() - stopped_at >= FINAL_ASK_SECONDS:
+                    return ExitCode.PREEMPTED
+                continue
             if quiet >= deadline:
                 raise RetryableError(f"no worker contacted parameter server {self.index} for {deadline:g}s")
             if self.checkpointer.is_time_due() and self.open_round is None:  # not half a synchronous round
@@ -366,8 +403,7 @@ class ParameterServer:
         finally:
             server.close()
             await self.close_connections()
-            self.save()
-            self.checkpointer.wait()
+            self.save_final()
             log.info("parameter server %d: version %d, %s", self.index, self.shard.version, self.shard.stats)
         return code
 
@@ -377,6 +413,11 @@ class ParameterServer:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _said(last: SavedCheckpoint) -> Message:
+    """A checkpoint as worker 0 hears of it."""
+    return {"step": last.step, "path": last.path, "time": last.time, "kept": list(last.kept)}
 
 
 def run_parameter_server(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:

@@ -64,7 +64,7 @@ class PsWorker:
         self.close()
         next_steps = []
         for shard, (host, port) in enumerate(self.env.ps_addrs):
-            wait_for_port(host, port, self.env.master_wait_seconds, "parameter server")
+            wait_for_port(host, port, self.env.master_wait_seconds, "parameter server", stopped=self.stop.is_set)
             connection = Connection(host, port, self.key, self.reply_limits[shard], REQUEST_TIMEOUT)
             self.connections.append(connection)
             reply = connection.request(hello_message(self.index, self.env.agent_id, self.env.incarnation))
@@ -86,6 +86,9 @@ class PsWorker:
             for name, value in reply["params"].items():
                 self.params[name].copy_(value)
         self.versions[shard] = int(reply["version"])
+        self._heard_checkpoint(shard, reply)
+
+    def _heard_checkpoint(self, shard: int, reply: Message) -> None:
         if isinstance(reply.get("checkpoint"), dict):
             self.checkpoints[shard], self.checkpoint_news = reply["checkpoint"], True
 
@@ -107,6 +110,20 @@ class PsWorker:
                 int(checkpoint["step"]), str(checkpoint["path"]), float(checkpoint["time"]), checkpoint["kept"]
             )
             self.checkpoint_news = False
+
+    def final_checkpoint(self, report: RunReport) -> None:
+        """Worker 0 stops: every shard checkpoints at its next step and says so, and the report names that
+        checkpoint (as DDP's rank 0 reports its final one); a shard already gone leaves the report as it was."""
+        if not report.is_reporter:
+            return
+        try:
+            replies = self._broadcast({"op": "checkpoint"})
+        except (OSError, ValueError) as error:  # a server gone, or one too old to know the ask (it hangs up)
+            log.warning("could not ask the parameter servers for a final checkpoint: %s", error)
+            return
+        for shard, reply in enumerate(replies):
+            self._heard_checkpoint(shard, reply)
+        self.report_news(report)
 
     def train_step(self) -> float:
         """Gradient on this step's micro-batches, pushed to every shard; the replies carry the new parameters."""
@@ -132,10 +149,14 @@ class PsWorker:
         every = self.config.eval_every_steps
         while self.step < self.total:
             if self.stop.is_set():
+                self.final_checkpoint(report)
                 return ExitCode.PREEMPTED
             try:
                 loss = self.train_step()
-            except (OSError, ConnectionError) as error:
+            except OSError as error:
+                if self.stop.is_set():  # the servers stop too (a suspend): no reconnecting, the loop's top ends it
+                    log.info("lost a parameter server while stopping (%s)", error)
+                    continue
                 log.warning("lost a parameter server (%s): reconnecting", error)
                 self.connect()
                 continue
@@ -225,6 +246,7 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
         code = worker.train(report)
         if code == ExitCode.SUCCEEDED:
             worker.finish(report)
+        report.update(exitCode=int(code))
         log.info(
             "worker %d: %s after %.1fs at step %d",
             worker.index,
@@ -233,6 +255,10 @@ def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> Exi
             worker.step,
         )
         return code
+    except InterruptedError:  # told to stop while waiting for a server that is gone (a suspend stops them first)
+        log.info("worker %d: PREEMPTED while waiting for its parameter servers", worker.index)
+        report.update(exitCode=int(ExitCode.PREEMPTED))
+        return ExitCode.PREEMPTED
     except (OSError, ConnectionError) as error:
         raise RetryableError(f"parameter-server worker {env.replica_index} lost its servers: {error}") from error
     finally:

@@ -3,14 +3,24 @@
 import logging
 import socket
 import time
+from collections.abc import Callable
 
 from trainer.failures import RetryableError
 
 log = logging.getLogger(__name__)
 
 
-def wait_for_port(host: str, port: int, deadline_seconds: float, what: str, interval: float = 0.2) -> None:
-    """Poll host:port until a TCP connect succeeds; DNS that does not resolve yet counts as not open."""
+def wait_for_port(
+    host: str,
+    port: int,
+    deadline_seconds: float,
+    what: str,
+    interval: float = 0.2,
+    *,
+    stopped: Callable[[], bool] = lambda: False,
+) -> None:
+    """Poll host:port until a TCP connect succeeds; DNS that does not resolve yet counts as not open. InterruptedError
+    once `stopped()` says the process is told to stop (a SIGTERM: the peer may be gone for good, as in a suspend)."""
     deadline = time.monotonic() + deadline_seconds
     attempts = 0
     while True:
@@ -27,4 +37,6 @@ def wait_for_port(host: str, port: int, deadline_seconds: float, what: str, inte
                 raise RetryableError(
                     f"{what} at {host}:{port} not reachable within {deadline_seconds:g}s: {error}"
                 ) from None
+            if stopped():
+                raise InterruptedError(f"stopped while waiting for {what} at {host}:{port}") from None
         time.sleep(interval)

@@ -2,18 +2,28 @@
 chrome_trace() writes that as a Chrome trace (chrome://tracing, ui.perfetto.dev). Pure: the caller reads the job
 and its pods. Rows: the job (created, suspensions, how it ended), one per attempt (backoff or pending, starting,
 running until its first step, training, lost after its last heartbeat when it failed; failures by class,
-checkpoints, evaluations) and one per pod still there (pending, running, terminating). The attempts' times are
-those the goodput split counts (children/goodput.py), and the timeline carries that split as its totals."""
+node refusals, checkpoints, evaluations) and one per pod still there (pending, running, terminating). The attempts'
+times are those the goodput split counts (children/goodput.py), and the timeline carries that split as its
+totals."""
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from trainingjob.children.goodput import AttemptTimes, all_attempt_times, axis, creation_time, goodput, had_pods
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import pod_state
-from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, Goodput, History, Phase, TrainingJobStatus
+from trainingjob.model import (
+    AttemptOutcome,
+    AttemptRecord,
+    EarlierAttempts,
+    Goodput,
+    History,
+    Phase,
+    RefusalRecord,
+    TrainingJobStatus,
+)
 from trainingjob.plan.invalid import salvaged_status
 
 JOB_ROW = "job"
@@ -69,7 +79,7 @@ class Span:
 @dataclass(frozen=True)
 class Mark:
     row: str
-    kind: str  # created, failure, checkpoint, evaluation, succeeded, failed
+    kind: str  # created, failure, refused, checkpoint, evaluation, succeeded, failed
     time: datetime
     label: str
     failure_class: str | None = None
@@ -217,6 +227,9 @@ def _marks(timeline: Timeline, history: History, rows: list[str]) -> None:
         label = f"{failure.pod}: {failure.failure_class.value}{exit_code} {failure.reason}".strip()
         label += f"; then {failure.consequences}" if failure.consequences else ""
         timeline.marks.append(Mark(row, "failure", failure.time, label, failure.failure_class.value))
+    for refusal in history.refusals:
+        row = _attempt_at(history.attempts, rows, refusal.since, refusal.attempt)
+        timeline.marks.append(Mark(row, "refused", refusal.since, refusal_label(refusal)))
     for checkpoint in history.checkpoints:
         row = _attempt_at(history.attempts, rows, checkpoint.time)
         timeline.marks.append(Mark(row, "checkpoint", checkpoint.time, f"checkpoint at step {checkpoint.step}"))
@@ -224,6 +237,15 @@ def _marks(timeline: Timeline, history: History, rows: list[str]) -> None:
         values = ", ".join(f"{k} {v:.4g}" for k, v in sorted(evaluation.metrics.items()))
         row = _attempt_at(history.attempts, rows, evaluation.time)
         timeline.marks.append(Mark(row, "evaluation", evaluation.time, f"step {evaluation.step}: {values}"))
+
+
+def refusal_label(refusal: RefusalRecord) -> str:
+    """'job-worker-1-1 refused by node n3: OutOfnvidia.com/gpu, 4 times since 10:02:07 UTC'."""
+    times = "once" if refusal.count == 1 else f"{refusal.count} times"
+    node = f" by node {refusal.node}" if refusal.node else ""
+    reason = f": {refusal.reason}" if refusal.reason else ""
+    since = refusal.since.astimezone(UTC).strftime("%H:%M:%S UTC")
+    return f"{refusal.pod} refused{node}{reason}, {times} since {since} (created again alone, no failure counted)"
 
 
 def _attempt_at(attempts: list[AttemptRecord], rows: list[str], time: datetime, number: int | None = None) -> str:

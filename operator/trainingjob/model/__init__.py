@@ -11,6 +11,7 @@ from trainingjob.model.history import (
     FailureRecord,
     History,
     MetricPoint,
+    RefusalRecord,
 )
 from trainingjob.model.job import (
     API_VERSION,
@@ -107,6 +108,7 @@ __all__ = [
     "PodOutcome",
     "Progress",
     "PullPolicy",
+    "RefusalRecord",
     "ReplicaStatus",
     "Resources",
     "RestartCounts",

@@ -16,6 +16,7 @@ MAX_FAILURES = 32
 MAX_CHECKPOINTS = 32
 MAX_POINTS = 128
 MAX_EVALUATIONS = 64
+MAX_REFUSALS = 32
 PodName = Annotated[Str, Field(max_length=253)]
 
 
@@ -78,6 +79,26 @@ class FailureRecord(ApiModel):
     """The reason Kubernetes or the operator gave, e.g. OOMKilled, Evicted."""
     consequences: Consequences = ""
     """The other ranks that failed because of it (e.g. "worker-0 exited 75 because a peer was lost")."""
+
+
+class RefusalRecord(ApiModel):
+    """A stretch of node refusals of one pod (status.replacements[].refused, kept once it is over): the nodes'
+    kubelets would not admit the pod, so it was created again alone, `count` times (no failure was counted)."""
+
+    pod: PodName
+    """The refused pod's name (its re-creations have the same name)."""
+    attempt: Annotated[Int, Field(ge=1)]
+    """The attempt the pod belonged to."""
+    since: datetime
+    """When a node first refused it in this stretch."""
+    time: datetime
+    """When the operator last noted a refusal of the stretch."""
+    count: Annotated[Int, Field(ge=1)] = 1
+    """Refusals in the stretch."""
+    node: Annotated[Str, Field(max_length=253)] = ""
+    """The node that refused it last."""
+    reason: PodReason = ""
+    """The kubelet's reason the last time, e.g. OutOfnvidia.com/gpu."""
 
 
 class MetricPoint(ApiModel):
@@ -147,6 +168,8 @@ class History(ApiModel):
     """The newest attempts, oldest first; the last one is the current attempt."""
     failures: Annotated[list[FailureRecord], Field(max_length=MAX_FAILURES)] = Field(default_factory=list)
     """The newest pod failures, oldest first."""
+    refusals: Annotated[list[RefusalRecord], Field(max_length=MAX_REFUSALS)] = Field(default_factory=list)
+    """The newest stretches of node refusals of a pod (not failures: the pod never started), oldest first."""
     checkpoints: Annotated[list[CheckpointStatus], Field(max_length=MAX_CHECKPOINTS)] = Field(default_factory=list)
     """The newest checkpoints the trainer reported, oldest first."""
     points: Annotated[list[MetricPoint], Field(max_length=MAX_POINTS)] = Field(default_factory=list)

@@ -1,6 +1,7 @@
 """status.history follows the status: record(before, after, now) notes what changed between a reconcile's first
 and last status: an attempt that began, got its pods, ran or ended (what its rank 0 reported of it); a pod failure;
-a checkpoint; a point of the loss curve or an evaluation. Nothing new, nothing written: the history is unchanged
+a node's refusal of a pod (status.replacements[].refused); a checkpoint; a point of the loss curve or an
+evaluation. Nothing new, nothing written: the history is unchanged
 when the status is. Attempts past MAX_ATTEMPTS leave the list for `earlier`, the goodput split's sum of them."""
 
 import itertools
@@ -19,9 +20,17 @@ from trainingjob.model import (
     MetricPoint,
     Phase,
     Progress,
+    RefusalRecord,
     TrainingJobStatus,
 )
-from trainingjob.model.history import MAX_ATTEMPTS, MAX_CHECKPOINTS, MAX_EVALUATIONS, MAX_FAILURES, MAX_POINTS
+from trainingjob.model.history import (
+    MAX_ATTEMPTS,
+    MAX_CHECKPOINTS,
+    MAX_EVALUATIONS,
+    MAX_FAILURES,
+    MAX_POINTS,
+    MAX_REFUSALS,
+)
 from trainingjob.plan.resize import RESIZED
 from trainingjob.plan.transitions import condition_of
 
@@ -36,6 +45,7 @@ def record(
     old = before.history or History()
     history = _kept(_attempts(old, before, after, now), created, now)
     history = _failures(history, before, after)
+    history = _refusals(history, after, now)
     history = _checkpoints(history, after)
     history = _curves(history, after, now)
     if history == old:
@@ -149,6 +159,25 @@ def _failures(history: History, before: TrainingJobStatus, after: TrainingJobSta
     if history.failures and history.failures[-1] == entry:
         return history
     return history.model_copy(update={"failures": [*history.failures, entry][-MAX_FAILURES:]})
+
+
+def _refusals(history: History, after: TrainingJobStatus, now: datetime) -> History:
+    """Each slot's stretch of node refusals as one record (its pod and first refusal), brought up to date while
+    the refusals go on and kept after the slot's pod runs; the MAX_REFUSALS that began last, in that order."""
+    records = list(history.refusals)
+    for slot in after.replacements:
+        refusal = slot.refused
+        if refusal is None:
+            continue
+        said = {"count": refusal.count, "node": refusal.node, "reason": refusal.reason}
+        index = next((i for i, r in enumerate(records) if (r.pod, r.since) == (slot.pod, refusal.since)), None)
+        if index is None:
+            attempt = max(after.current_pods_attempt, 1)
+            records.append(RefusalRecord(pod=slot.pod, attempt=attempt, since=refusal.since, time=now, **said))
+        elif (records[index].count, records[index].node, records[index].reason) != tuple(said.values()):
+            records[index] = records[index].model_copy(update={"time": max(now, records[index].time), **said})
+    records = sorted(records, key=lambda r: (r.since, r.pod))[-MAX_REFUSALS:]  # the same list when nothing changed
+    return history if records == history.refusals else history.model_copy(update={"refusals": records})
 
 
 def _checkpoints(history: History, after: TrainingJobStatus) -> History:

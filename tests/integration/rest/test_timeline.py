@@ -33,6 +33,8 @@ def _history(start: datetime) -> dict[str, object]:
             "failures": [{"time": at(30), "attempt": 1, "pod": "timed-worker-1-1", "failureClass": "OOMKilled",
                           "exitCode": 137, "reason": "OOMKilled"}],
             "checkpoints": [{"step": 100, "path": "/checkpoints/step-100", "time": at(20)}],
+            "refusals": [{"pod": "timed-worker-1-2", "attempt": 2, "since": at(41), "time": at(44), "count": 4,
+                          "node": "n3", "reason": "OutOfnvidia.com/gpu"}],
         },
     }  # fmt: skip
 
@@ -54,6 +56,8 @@ def test_the_timeline_shows_attempts_failures_and_pods(world: World, admin: clie
     failure = next(m for m in body["marks"] if m["kind"] == "failure")
     assert (failure["row"], failure["failureClass"]) == ("attempt-1", "OOMKilled")
     assert [s["kind"] for s in body["spans"] if s["row"] == "attempt-2"] == ["backoff", "starting", "running"]
+    refused = next(m for m in body["marks"] if m["kind"] == "refused")  # kept by the CRD's schema, then shown
+    assert refused["row"] == "attempt-2" and refused["label"].startswith("timed-worker-1-2 refused by node n3")
 
     grant(admin, "pod-lister", (world.home, "writer"), [client.V1PolicyRule(api_groups=[""], resources=["pods"],
           verbs=["list"])], namespace=world.home)  # fmt: skip
@@ -87,6 +91,7 @@ def test_tjctl_timeline_prints_a_table_and_writes_a_chrome_trace(
     table = tjctl(*rest, "timeline", "timed")
     assert table.returncode == 0, table.stderr
     assert "attempt 2, from step 100" in table.stdout and "OOMKilled" in table.stdout
+    assert "timed-worker-1-2 refused by node n3: OutOfnvidia.com/gpu, 4 times since" in table.stdout
     trace = tmp_path / "trace.json"
     written = tjctl(*rest, "timeline", "timed", "--chrome", str(trace))
     assert written.returncode == 0, written.stderr

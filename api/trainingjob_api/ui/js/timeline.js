@@ -1,5 +1,6 @@
 // The timeline of a job (GET .../timeline) drawn as SVG: one row per job, attempt and pod, spans on a time axis,
-// failures marked by class, checkpoints, evaluations; and the Chrome trace download.
+// failures marked by class, node refusals (also listed in words), checkpoints, evaluations; and the Chrome trace
+// download.
 
 import { download, jobPath } from "./api.js";
 import { h, message, parseTime, s, seconds } from "./dom.js";
@@ -107,5 +108,14 @@ export function timelineContent(data, namespace, name, width) {
   const totals = goodputText(data.totals);
   return [h("div", { class: "timeline-wrap" }, drawTimeline(data, width)), legend(data),
     h("p", { class: "timeline-foot" }, h("span", { id: "timeline-failures", text: `${failures} failure(s)` }), " · ",
-      totals ? [h("span", { id: "timeline-totals", text: `goodput ${totals}` }), " · "] : null, button, status)];
+      totals ? [h("span", { id: "timeline-totals", text: `goodput ${totals}` }), " · "] : null, button, status),
+    refusals(data)];
+}
+
+/** The node refusals, in words (a pod a node would not admit: created again alone, no failure counted). */
+function refusals(data) {
+  const refused = (data.marks || []).filter((mark) => mark.kind === "refused");
+  if (!refused.length) return null;
+  return h("ul", { id: "timeline-refusals", class: "timeline-foot" },
+    refused.map((mark) => h("li", { class: "mark-refused-text", text: mark.label })));
 }
