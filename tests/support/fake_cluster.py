@@ -9,7 +9,6 @@ resourceVersion and passes the object as written to `on_written`, as the apiserv
 stores (unless the answer was lost); `acted` records what each delete, release, ungate and order reached (its UID
 then)."""
 
-import copy
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from tests.support.fake_faults import (
     node_of,
     running_containers,
 )
+from tests.support.fake_watch import clone
 
 from trainingjob.children.agent import Gang, GangState
 from trainingjob.children.naming import ATTEMPT_LABEL, CONTAINER_NAME, JOB_LABEL, TRACKING_FINALIZER, TRACKING_GATE
@@ -67,6 +67,7 @@ class FakeCluster:
     gangs: dict[str, Gang] = field(default_factory=dict)  # rank 0's pod -> what its agent answers of the gang
     orders: list[tuple[str, int]] = field(default_factory=list)  # (rank 0's pod, attempt) the agents were told
     checkpoint_asks: list[tuple[str, int, int]] = field(default_factory=list)  # (rank 0's pod, attempt, after step)
+    room: int = 0  # further worker pods the nodes have room for (spare): capacity regained for shrunk elastic jobs
     order_pacing: dict[int, str | None] = field(default_factory=dict)  # attempt -> its order's TJ_CHECKPOINT_PACING
     refuse: Callable[[Manifest], Refusal | None] = lambda _: None  # pods
     refuse_other: Callable[[Manifest], Refusal | None] = lambda _: None  # the Service, key Secret, NetworkPolicy
@@ -109,24 +110,24 @@ class FakeCluster:
         manifest["metadata"]["resourceVersion"] = self.version()
         self._watched()
         if not self.faults.losing:
-            self.on_written(copy.deepcopy(manifest))
+            self.on_written(clone(manifest))
 
     # -- the Cluster protocol ------------------------------------------------------------------------------
 
     def read_job(self, namespace: str, name: str) -> Manifest | None:
         found = self.jobs.get((namespace, name))
-        return copy.deepcopy(found) if found else None
+        return clone(found) if found else None
 
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         return [
-            copy.deepcopy(p)
+            clone(p)
             for (ns, _), p in sorted(self.pods.items())
             if ns == namespace and p["metadata"]["labels"].get(JOB_LABEL) == job
         ]
 
     def read_service(self, namespace: str, job: str) -> Manifest | None:
         found = self.services.get((namespace, job))
-        return copy.deepcopy(found) if found else None
+        return clone(found) if found else None
 
     def log_tail(self, namespace: str, pod: str, lines: int) -> str:
         return f"last words of {pod}"
@@ -165,6 +166,10 @@ class FakeCluster:
         self.checkpoint_asks.append((pod["metadata"]["name"], attempt, after_step))
         return pod["metadata"]["name"] in self.gangs
 
+    def spare(self, pod: Manifest, at_most: int) -> int:
+        """The Room port (kube/room.py): how many more pods like `pod` the nodes have room for, at most `at_most`."""
+        return max(min(self.room, at_most), 0)
+
     def write_status(self, namespace: str, name: str, resource_version: str, patch: Manifest) -> str:
         self._operation()
         job = self.jobs.get((namespace, name))
@@ -172,7 +177,7 @@ class FakeCluster:
             raise Gone(name)
         if job["metadata"]["resourceVersion"] != resource_version:
             raise Conflict(name)
-        status = merge_patched(job.get("status") or {}, copy.deepcopy(patch))
+        status = merge_patched(job.get("status") or {}, clone(patch))
         try:
             TrainingJobStatus.model_validate(status)
         except ValueError as error:
@@ -212,11 +217,11 @@ class FakeCluster:
             if refused is not None:
                 return refused
             if manifest["kind"] == "Service" and (namespace, name) not in self.services:
-                self.services[(namespace, name)] = service = copy.deepcopy(manifest)
+                self.services[(namespace, name)] = service = clone(manifest)
                 service["metadata"].update(namespace=namespace, uid=self._next("service"))
                 self._written(service)
             elif manifest["kind"] != "Service":  # the key Secret and the NetworkPolicy: nothing observes them
-                self.others.setdefault((namespace, manifest["kind"], name), copy.deepcopy(manifest))
+                self.others.setdefault((namespace, manifest["kind"], name), clone(manifest))
             return ""
         refusal = self.refuse(manifest)
         if refusal is not None:
@@ -227,7 +232,7 @@ class FakeCluster:
         self.acted.append(("create", name, uid))
         self._watched()
         if not self.faults.losing:
-            self.on_written(copy.deepcopy(self.pods[(namespace, name)]))
+            self.on_written(clone(self.pods[(namespace, name)]))
         return uid
 
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
@@ -310,7 +315,7 @@ class FakeCluster:
 
     def submit(self, manifest: Manifest) -> Manifest:
         """Create a job as the apiserver would: a fresh UID, generation 1."""
-        job = copy.deepcopy(manifest)
+        job = clone(manifest)
         job["metadata"].update(uid=self._next("job"), resourceVersion=self.version(), generation=1)
         job.pop("status", None)
         self.jobs[(job["metadata"]["namespace"], job["metadata"]["name"])] = job
@@ -323,7 +328,7 @@ class FakeCluster:
         job["metadata"]["resourceVersion"] = self.version()
 
     def add_pod(self, namespace: str, manifest: Manifest) -> str:
-        pod = copy.deepcopy(manifest)
+        pod = clone(manifest)
         uid = self._next("pod")
         pod["metadata"].update(
             namespace=namespace, uid=uid, creationTimestamp=self.clock().isoformat(), resourceVersion=self.version()
@@ -357,7 +362,7 @@ class FakeCluster:
             self.touch(namespace, name)
 
     def set_status(self, namespace: str, name: str, **status: Any) -> None:
-        self.pods[(namespace, name)]["status"].update(copy.deepcopy(status))
+        self.pods[(namespace, name)]["status"].update(clone(status))
         self.touch(namespace, name)
 
     def touch(self, namespace: str, name: str) -> None:

@@ -4,7 +4,7 @@ cluster by any number of events, kind by kind; and the relist that follows a 410
 attributes of the cluster and of the stores of the same name (a job's: jobs, pods, services; a sweep's: sweeps,
 trials)."""
 
-import copy
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,13 @@ from trainingjob.runtime.store import Store
 
 Manifest = dict[str, Any]
 KINDS = ("jobs", "pods", "services")
+
+
+def clone(manifest: Manifest) -> Manifest:
+    """A deep copy of an object made of plain data (a pickle's round trip: several times faster than copy.deepcopy,
+    which the model-based tests spent half their time in)."""
+    copied: Manifest = pickle.loads(pickle.dumps(manifest, pickle.HIGHEST_PROTOCOL))
+    return copied
 
 
 @dataclass
@@ -53,16 +60,15 @@ class FakeWatch:
             for key in sorted(set(seen) | set(objects)):
                 old, new = seen.get(key), objects.get(key)
                 if old is not None and (new is None or old["metadata"]["uid"] != new["metadata"]["uid"]):
-                    gone = copy.deepcopy(old)
-                    gone["metadata"]["resourceVersion"] = self.cluster.version()
+                    gone = {**old, "metadata": {**old["metadata"], "resourceVersion": self.cluster.version()}}
                     events.append(("DELETED", gone))
                     del seen[key]
                     old = None
                 if new is not None and new != old:
                     if old is not None and old["metadata"]["resourceVersion"] == new["metadata"]["resourceVersion"]:
                         new["metadata"]["resourceVersion"] = self.cluster.version()
-                    seen[key] = copy.deepcopy(new)
-                    events.append(("ADDED" if old is None else "MODIFIED", copy.deepcopy(new)))
+                    seen[key] = clone(new)  # the cluster changes its objects in place; stores never do
+                    events.append(("ADDED" if old is None else "MODIFIED", seen[key]))
             self.pending[kind] += sorted(events, key=lambda e: int(e[1]["metadata"]["resourceVersion"]))
 
     def deliver(self, kind: str, count: int | None = None) -> None:
@@ -83,4 +89,4 @@ class FakeWatch:
         self.record()
         self.pending[kind] = []
         version = self.cluster.version()
-        self._store(kind).replace([copy.deepcopy(m) for m in self._objects(kind).values()], version)
+        self._store(kind).replace([clone(m) for m in self._objects(kind).values()], version)

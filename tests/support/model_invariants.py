@@ -12,7 +12,7 @@ from tests.support.fake_cluster import FakeCluster
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, PodState, controller_uid, pod_state
 from trainingjob.model import AttemptOutcome, ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
-from trainingjob.plan import gates
+from trainingjob.plan import Settings, gates
 from trainingjob.plan.failure import PEER_LOST_WAIT_SECONDS
 from trainingjob.plan.slots import NAME_IN_USE, REFUSED
 
@@ -156,6 +156,16 @@ def _check_history(b: TrainingJobStatus, a: TrainingJobStatus) -> None:
         assert last is not None and (last.pod, last.time) == (a.last_failure.pod, a.last_failure.time), last
 
 
+RESIZE_WAIT = Settings().resize_wait_seconds  # the model's operator keeps the default
+
+
+def resized(b: TrainingJobStatus, a: TrainingJobStatus) -> bool:
+    """Whether the pass between them resized an elastic job (each resize records its moment): a new attempt that
+    counts no restart (tests/support/model_elastic.py checks the rest)."""
+    moment = a.scale.last_resize_time if a.scale is not None else None
+    return moment is not None and moment != (b.scale.last_resize_time if b.scale is not None else None)
+
+
 def _check_transition(
     ledger: Ledger, uid: str, b: TrainingJobStatus, a: TrainingJobStatus, job: Manifest, *, refused: set[str]
 ) -> None:
@@ -168,7 +178,7 @@ def _check_transition(
     grown, steps = _total(a) - _total(b), a.attempt - b.attempt
     assert steps in (0, 1), f"attempt moved by {steps} in one reconcile"
     if steps == 1:
-        assert grown == 1 or (grown == 0 and b.phase in (Phase.SUSPENDED, Phase.PENDING)), (b, a)
+        assert grown == 1 or (grown == 0 and (b.phase in (Phase.SUSPENDED, Phase.PENDING) or resized(b, a))), (b, a)
     in_place = _check_workers_in_place(ledger, uid, b, a) if steps == 0 else 0
     if a.in_place_restarts > b.in_place_restarts and steps == 1:
         _check_in_place(ledger, uid, b, a)
@@ -268,6 +278,8 @@ def _check_settled(
             s.name
             for s in states
             if not (s.deleting or s.is_up or s.has_failed or s.is_finished or any(h.held_by for h in states))
+            and not _waits_for_room(job, s)
+            and not _elastic_wait(job, states, now)
             and s.created
             and max(s.created, lifted or s.created) <= now - limit
         ]
@@ -282,6 +294,31 @@ def _check_settled(
         assert used < active, f"active {used:.0f} s past activeDeadlineSeconds {active}"
     workers = [s for s in states if s.replica.role == "worker" and not s.deleting]
     assert a.workers.active == sum(not s.is_finished for s in workers), "status.workers.active is not the pods'"
+
+
+def _waits_for_room(job: Manifest, state: PodState) -> bool:
+    """A parameter-server worker beyond minReplicas that the scheduler cannot place: it waits without a deadline."""
+    fewest = job["spec"]["workers"].get("minReplicas")
+    return (
+        job["spec"].get("mode") == "ParameterServer"
+        and fewest is not None
+        and state.replica.role == "worker"
+        and state.replica.index >= fewest
+        and not state.node
+        and bool(state.unschedulable)
+    )
+
+
+def _elastic_wait(job: Manifest, states: list[PodState], now: datetime) -> bool:
+    """An elastic DDP job's gang waits resizeWaitSeconds for room from when the first of its unplaced workers was
+    called unschedulable: its startup deadline does not count meanwhile (then it shrinks, or the deadline counts)."""
+    workers = job["spec"]["workers"]
+    elastic = workers.get("minReplicas", workers["replicas"]) < workers["replicas"]
+    if job["spec"].get("mode", "DDP") != "DDP" or not elastic:
+        return False
+    since = [s.unschedulable_since or s.created for s in states if s.unschedulable and not s.node and not s.deleting]
+    first = min((t for t in since if t is not None), default=None)
+    return first is not None and now < first + timedelta(seconds=RESIZE_WAIT)
 
 
 def _awaiting_cause(left: list[PodState], states: list[PodState], now: datetime) -> bool:
@@ -323,8 +360,10 @@ def _check_nothing_vanishes_untracked(cluster: FakeCluster) -> None:
 
 
 def _slot_count(job: Manifest) -> int:
-    spec = job["spec"]
-    return int(spec["workers"]["replicas"]) + int((spec.get("parameterServers") or {}).get("replicas", 0))
+    """The attempt's pods: its workers (status.scale.current for an elastic job resized) and servers."""
+    spec, scale = job["spec"], _status(job).scale
+    workers = scale.current if scale is not None and scale.current >= 1 else int(spec["workers"]["replicas"])
+    return workers + int((spec.get("parameterServers") or {}).get("replicas", 0))
 
 
 def _check_not_premature(

@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import foreign_gated
+from tests.support.model_elastic import wanted_workers
 
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, controller_uid, pod_state
@@ -86,9 +87,9 @@ def _status(job: Manifest) -> TrainingJobStatus:
     return TrainingJobStatus.model_validate(job.get("status") or {})
 
 
-def _slots(job: Manifest) -> set[tuple[str, int]]:
+def _slots(job: Manifest, room: int) -> set[tuple[str, int]]:
     spec = job["spec"]
-    workers = {("worker", i) for i in range(int(spec["workers"]["replicas"]))}
+    workers = {("worker", i) for i in range(wanted_workers(job, room))}
     servers = {("ps", i) for i in range(int((spec.get("parameterServers") or {}).get("replicas", 0)))}
     return workers | servers
 
@@ -115,7 +116,7 @@ def unsettled(cluster: FakeCluster, namespace: str, name: str) -> str | None:
     }
     service = cluster.services.get((namespace, name))
     served = service is not None and controller_uid(service) == job["metadata"]["uid"]
-    if status.phase == Phase.RUNNING and not suspend and _slots(job) <= up and served:
+    if status.phase == Phase.RUNNING and not suspend and _slots(job, cluster.room) <= up and served:
         return None
     queued = [p for p in cluster.pods.values() if controller_uid(p) == job["metadata"]["uid"] and foreign_gated(p)]
     if queued and not suspend:
@@ -146,7 +147,7 @@ class MissingWorkers:
             and (s := pod_state(p, CONTAINER_NAME)) is not None
             and s.attempt == status.current_pods_attempt
         }
-        for role, index in sorted(_slots(job) - present):
+        for role, index in sorted(_slots(job, 0) - present):  # PS: never elastic
             if role != "worker":
                 continue
             key = (uid, index, status.current_pods_attempt)

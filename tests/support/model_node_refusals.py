@@ -26,8 +26,7 @@ REFUSALS = (
     ("OutOfcpu", "Pod was rejected: Node didn't have enough resource: cpu, requested: 4000, used: 60000"),
     ("NodeAffinity", "Pod was rejected: Predicate NodeAffinity failed"),
 )
-STEP = timedelta(seconds=15)  # how often time moves on while no node admits the job's pods, the operator passing
-SLACK = 2 * STEP  # the deadline is judged at the operator's next pass
+PASSES = 16  # the operator's passes within a startup deadline while no node admits the job's pods (at least 15 s apart)
 
 
 def placed(cluster: FakeCluster, owner: str | None = None) -> list[tuple[str, str]]:
@@ -50,6 +49,14 @@ def check_refusals_uncounted(before: Manifest, after: Manifest, refused: set[str
         f"pod {a.last_failure.pod if a.last_failure else ''}, refused by its node, counted as a disruption "
         f"(now {a.restarts.disruption})"
     )
+
+
+def _running(cluster: FakeCluster, name: str) -> bool:
+    """Whether a pod of job `name` runs (its node admitted it), not on its way out."""
+    job = cluster.jobs.get((NS, name))
+    uid = job["metadata"]["uid"] if job is not None else None
+    up = [p for p in cluster.pods.values() if p["status"].get("phase") == "Running"]
+    return any(controller_uid(p) == uid and not p["metadata"].get("deletionTimestamp") for p in up)
 
 
 def _status(job: Manifest) -> TrainingJobStatus:
@@ -105,7 +112,10 @@ class NodeRefusalRules(RuleBasedStateMachine):
     def no_node_admits(self, name: str, refusal: tuple[str, str], spec: Manifest) -> None:
         """From now on every node refuses the job's pods (the job is submitted first if there is none, and resumed if
         it is suspended), and nothing else goes wrong: the job fails within its startup deadline of the first
-        refusal the operator saw (it may fail sooner for another deadline), and never for its disruptionLimit."""
+        refusal the operator saw (it may fail sooner for another deadline), and never for its disruptionLimit. Not
+        for a job whose pods run already (nodes admitted them: nothing would end its wait)."""
+        if _running(self.cluster, name):
+            return
         self.quieted = True
         self.calm(True)
         if (NS, name) not in self.cluster.jobs:
@@ -120,12 +130,14 @@ class NodeRefusalRules(RuleBasedStateMachine):
             if job is None or _status(job).phase.is_terminal or (job["spec"].get("runPolicy") or {}).get("suspend"):
                 break
             limit = timedelta(seconds=(job["spec"].get("runPolicy") or {}).get("startupDeadlineSeconds", 1800))
-            assert first is not None or self.now <= start + limit + SLACK, f"no pod of job {name} was ever placed"
-            assert first is None or self.now <= first + limit + SLACK, (
+            step = max(limit / PASSES, timedelta(seconds=15))
+            slack = 2 * step  # the deadline is judged at the operator's next pass
+            assert first is not None or self.now <= start + limit + slack, f"no pod of job {name} was ever placed"
+            assert first is None or self.now <= first + limit + slack, (
                 f"job {name}'s pods were refused for {(self.now - first).total_seconds():.0f} s, past its startup "
                 f"deadline ({limit.total_seconds():.0f} s), and it is {_status(job).phase}"
             )
-            self.now += STEP
+            self.now += step
             self.cluster.reap_terminating()
             refused = placed(self.cluster, job["metadata"]["uid"])
             for key in refused:

@@ -12,7 +12,8 @@ or relist after a 410 Gone; a reconcile on a stale job must change nothing (its 
 
 What real clusters do beyond that (tests/support/model_cluster_rules.py): refused Secrets, Services and
 NetworkPolicies, finalizers, injected sidecars, skewed node clocks, foreign scheduling gates, 429/5xx and lost
-answers, a paused leader acting on its old read; nodes that refuse to admit pods (tests/support/model_node_refusals.py).
+answers, a paused leader acting on its old read; nodes that refuse to admit pods (tests/support/model_node_refusals.py);
+capacity lost and regained under elastic jobs (tests/support/model_elastic.py).
 Every delete, ungate and order must reach the object the reconcile read; and over time (tests/support/model_liveness.py)
 a job settles once the cluster is quiet, a parameter-server job replaces a missing worker within its backoff, no Event
 repeats within a minute, and a job no node admits fails at its startup deadline, no refusal counted as a disruption.
@@ -37,6 +38,7 @@ from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_faults import ApiError, lift_gate, sidecar_ends
 from tests.support.fake_watch import KINDS, FakeWatch
 from tests.support.model_cluster_rules import RealClusterRules, enabled
+from tests.support.model_elastic import ElasticRules, check_resize, elastic_workers
 from tests.support.model_finalizers import check_counted, check_let_go, held_for_nothing
 from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster
 from tests.support.model_liveness import (
@@ -126,13 +128,15 @@ def job_specs(draw: st.DrawFn) -> dict[str, Any]:
         if draw(st.booleans()):
             policy[key] = draw(st.sampled_from(values))
     policy["suspend"] = draw(st.integers(0, 4)) == 0
-    spec: dict[str, Any] = {"workers": draw(st.integers(1, 3)), "runPolicy": policy}
+    workers = draw(st.integers(1, 3))  # minReplicas: DDP resized, parameter-server workers beyond it wait for room
+    spec: dict[str, Any] = draw(elastic_workers(workers))
+    spec["runPolicy"] = policy
     if ps:
         spec |= {"mode": "ParameterServer", "servers": draw(st.integers(1, 2))}
     return spec
 
 
-class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
+class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
     def __init__(self) -> None:
         super().__init__()
         self.now = T0
@@ -265,6 +269,9 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
         assert not conflicted, "a write conflicted though the store held the current job"
         check_after_reconcile(self.ledger, self.cluster, before, after, pods=pods, now=self.now, crashed=crashed)
         if before is not None and after is not None:
+            said = [e.reason for _, e in self.cluster.events[events:]]
+            whole = not crashed and self.cluster.faults.failed == faults  # no error cut the pass short
+            check_resize(self.ledger, before, after, said if whole else None, self.cluster)
             check_stall_on_own_clock(before, after, self.reported_at, self.now)
             check_refusals_uncounted(before, after, self.refused)
             check_queue_time_not_startup(after, pods)
@@ -275,7 +282,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
         """The reconcile itself, killed after `crash_after` operations: whether it was cut off, or conflicted."""
         self.cluster.operations_left = crash_after
         try:
-            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS)
+            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS, room=self.cluster)
         except Crash:
             if cached is self.cached:
                 self.start_operator()
@@ -427,6 +434,8 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
             attempt,
             max(600 - step, 0),
         )
+        saved = (step - step % 100, skewed.timestamp())  # its newest checkpoint: every 100 steps
+        report += b'"lastCheckpointStep": %d, "lastCheckpointTime": %f, ' % saved
         report += b'"metrics": {"accuracy": %f, "val/loss": 0.5}, "metricsStep": %d}' % (step / 1000, step)
         self.cluster.reports[f"{name}-worker-0-{attempt}"] = parse_report(report if good else body)
         self.reported_at[f"{name}-worker-0-{attempt}"] = self.now if good else None
@@ -442,7 +451,8 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
         pod = self.cluster.pods.get((NS, f"{name}-worker-0-{status.current_pods_attempt}"))
         if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             return None
-        return pod["metadata"]["name"], job["metadata"]["uid"], int(job["spec"]["workers"]["replicas"])
+        workers = status.scale.current if status.scale is not None and status.scale.current >= 1 else None
+        return pod["metadata"]["name"], job["metadata"]["uid"], workers or int(job["spec"]["workers"]["replicas"])
 
     def _agents(self, pod: str, pods: int) -> Gang:
         """What rank 0's agent knows: the attempt its pods were made for, all running, until told otherwise."""
@@ -552,6 +562,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
         for step, seconds in enumerate(QUIET_STEPS):
             self.now += timedelta(seconds=seconds)
             self.kubelets_settle()
+            check_cluster(self.ledger, self.cluster)  # as after every rule: the ledger learns of each attempt's pods
             self.collect_garbage()
             self.agents_run(name, True)
             self.progress(name, True, b"", 100 + seconds)
@@ -570,6 +581,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules):
             self.paused.close()
         self.paused, self.paused_process, self.cluster.faults.after = None, None, None
         if clear:
+            self.cluster.room = 3  # room for every elastic job's missing workers
             self.refusals("none")
             self.cluster.refuse_other, self.refusing_others = (lambda _: None), False
             self.cluster.nodes.foreign_gate = self.cluster.nodes.sidecars = self.cluster.nodes.finalizer = False
@@ -608,7 +620,7 @@ def _version(job: dict[str, Any] | None) -> str | None:
     return None if job is None else str(job["metadata"]["resourceVersion"])
 
 
-@pytest.mark.timeout(1800)  # the full count (make test): 758 s on 2 quiet cores with finalizers and node refusals
+@pytest.mark.timeout(1800)  # the full count (make test): about 450 s alone on 2 quiet cores
 def test_the_operator_holds_its_invariants_under_random_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reconcile_module, "FIRST_WAVE", 1)  # the random jobs' 1-5 pods come in several waves
     run_model(OperatorUnderEvents, seed_value=SEED, examples=EXAMPLES, steps=STEPS, totals=TOTALS)

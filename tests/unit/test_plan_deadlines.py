@@ -102,3 +102,32 @@ def test_our_own_tracking_gate_is_not_another_controllers() -> None:
     job, _ = step(make_job(startupDeadlineSeconds=30), [])
     job, _ = step(job, _held(job, "job-worker-1-1", "trainingjob.io/tracked"), at(10))
     assert condition(job, "Queued") is None
+
+
+UNPLACED = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}
+
+
+@pytest.mark.parametrize(
+    ("min_replicas", "waiting", "fields", "phase"),
+    [
+        pytest.param(2, "job-worker-3-1", {"conditions": [UNPLACED]}, Phase.RUNNING, id="beyond-min-waits-for-room"),
+        pytest.param(2, "job-worker-1-1", {"conditions": [UNPLACED]}, Phase.FAILED, id="below-min-counts"),
+        pytest.param(2, "job-worker-3-1", {"node": "n1"}, Phase.FAILED, id="placed-but-not-starting-counts"),
+        pytest.param(None, "job-worker-3-1", {"conditions": [UNPLACED]}, Phase.FAILED, id="without-min-counts"),
+    ],
+)
+def test_a_ps_jobs_workers_beyond_min_replicas_wait_for_room_without_a_deadline(
+    min_replicas: int | None, waiting: str, fields: dict[str, Any], phase: Phase
+) -> None:
+    workers: dict[str, Any] = {"replicas": 4} | ({"minReplicas": min_replicas} if min_replicas else {})
+    job = make_job(mode="ParameterServer", workers=workers, servers=1, startupDeadlineSeconds=60)
+    job, _ = step(job, [])
+    pods = pods_of(job, 1, {waiting: {"phase": "Pending", **fields}})
+    job, _ = step(job, pods, at(10))
+    job, _ = step(job, pods, at(3600))
+    assert job.status and job.status.phase == phase
+    scale = job.status.scale
+    if phase == Phase.RUNNING:
+        assert scale and scale.reason == "WaitingForCapacity" and waiting in scale.message, scale
+    else:
+        assert condition(job, "Failed").reason == "StartupDeadlineExceeded"

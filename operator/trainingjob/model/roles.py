@@ -181,8 +181,9 @@ class WorkerSpec(RoleSpec):
     min_replicas: Annotated[Int, Field(ge=1, le=4096)] | None = None
     """Elastic jobs: the fewest worker pods the job may train with when capacity is lost (a node gone and no room
     for its pods); at most replicas, and replicas when unset (not elastic). In DDP mode it is how few ranks a
-    restart may start with (the operator resizes the job, status.scale); in ParameterServer mode it is checked and
-    kept, not acted on yet."""
+    restart may start with (the operator resizes the job, status.scale); in ParameterServer mode workers 0 to
+    minReplicas-1 must start within the startup deadline, and a worker from minReplicas on that the scheduler cannot
+    place waits for room without a deadline (status.scale says which)."""
     nproc_per_pod: Annotated[Int, Field(ge=1, le=64), Immutable("nprocPerPod")] = 1
     """Processes per worker pod (torchrun's nproc_per_node), usually the pod's GPU count. The built-in trainer
     starts them itself; a command is expected to be torchrun, which reads PET_NPROC_PER_NODE."""

@@ -2,12 +2,13 @@
 counted) and startupDeadlineSeconds (a pod not running that long after it was created, or after its
 creation was first refused, or after a node first refused to admit the slot's pod (plan/refused.py); while another
 controller's scheduling gate holds a pod of the gang, from when the operator saw the last gate lifted; not while an
-elastic job waits resizeWaitSeconds for room, plan/resize.py)."""
+elastic job waits resizeWaitSeconds for room, plan/resize.py, nor for a parameter-server job's unplaced workers
+beyond its minReplicas, plan/ps_room.py)."""
 
 from datetime import timedelta
 
 from trainingjob.model import FailureClass, LastFailure, Phase, TrainingJobStatus
-from trainingjob.plan import finished, gates, resize, terminating
+from trainingjob.plan import finished, gates, ps_room, resize, terminating
 from trainingjob.plan.slots import refusal_of, slots, summary, waiting_since, why
 from trainingjob.plan.types import Context, Decision
 
@@ -29,10 +30,14 @@ def startup(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         return None
     queued = bool(gates.held(ctx, status))  # the gang waits for another controller's gate (plan/gates.py): its
     held = terminating.stuck_from(ctx)  # pods are not slow to start, though a refused creation still counts
+    current = slots(ctx, status)
+    room = ps_room.waiting_for_room(ctx, current)  # a parameter-server job's workers beyond its minReplicas
     counting = [
         (since, s)
-        for s in slots(ctx, status)
-        if not (queued and s.pod is not None) and (since := waiting_since(s, status, held)) is not None
+        for s in current
+        if not (queued and s.pod is not None)
+        and s.name not in room
+        and (since := waiting_since(s, status, held)) is not None
     ]
     if not counting:
         return None

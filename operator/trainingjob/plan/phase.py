@@ -1,5 +1,6 @@
 """The phase while a job runs, and the Running condition that says why it is not running yet: Running once
-every pod of the attempt is up (it stays Running while a parameter-server worker is replaced); until then
+every pod of the attempt is up, but for a parameter-server job's workers beyond its minReplicas that wait for room
+(plan/ps_room.py); it stays Running while a parameter-server worker is replaced; until then
 Pending or Restarting, with the pods' waiting reasons, the scheduler's messages or the apiserver's refusal (a job
 whose Service is missing is not called Running).
 Also the replica counts, recomputed from the pods on every pass."""
@@ -7,8 +8,8 @@ Also the replica counts, recomputed from the pods on every pass."""
 from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import ConditionType, Mode, Phase, ReplicaStatus, TrainingJobStatus
-from trainingjob.plan import prepared, progress, tracking
-from trainingjob.plan.slots import slots, summary
+from trainingjob.plan import prepared, progress, ps_room, tracking
+from trainingjob.plan.slots import Slot, slots, summary
 from trainingjob.plan.transitions import moved, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
@@ -17,18 +18,28 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
     every = slots(ctx, status)
     waiting = [s for s in every if not s.is_up]
     total, attempt = len(every), status.attempt
-    events: tuple[Event, ...] = ()
-    if not waiting and not ctx.observed.service_exists:
+    room = sorted(ps_room.waiting_for_room(ctx, every))  # workers beyond a parameter-server job's minReplicas
+    if len(room) < len(waiting):
+        return _not_running(ctx, status, waiting, total)
+    if not ctx.observed.service_exists:
         return _no_service(ctx, status, total)
-    if not waiting:
-        note = progress.not_enforced(ctx, status)
-        message = f"All {total} pods of attempt {attempt} are running." + (f" {note}" if note else "")
-        if status.phase != Phase.RUNNING:
-            status, events = moved(ctx, status, Phase.RUNNING, "AllReplicasRunning", message)
-        return Decision(
-            with_condition(ctx, status, ConditionType.RUNNING, True, reason="AllReplicasRunning", message=message),
-            events=events,
-        )
+    note = progress.not_enforced(ctx, status)
+    reason, message = "AllReplicasRunning", f"All {total} pods of attempt {attempt} are running."
+    if room:
+        reason = "MinReplicasRunning"
+        message = f"{total - len(room)} of {total} pods of attempt {attempt} are running; {', '.join(room)} wait "
+        message += "for room on the nodes (workers beyond minReplicas)."
+    message += f" {note}" if note else ""
+    events: tuple[Event, ...] = ()
+    if status.phase != Phase.RUNNING:
+        status, events = moved(ctx, status, Phase.RUNNING, reason, message)
+    running = with_condition(ctx, status, ConditionType.RUNNING, True, reason=reason, message=message)
+    return Decision(running, events=events)
+
+
+def _not_running(ctx: Context, status: TrainingJobStatus, waiting: list[Slot], total: int) -> Decision:
+    """Pods the job waits for: still Running while a parameter-server worker is replaced, else not yet."""
+    attempt = status.attempt
     detail = summary(waiting, status, ctx.observed.foreign)
     up = total - len(waiting)
     if status.phase == Phase.RUNNING:

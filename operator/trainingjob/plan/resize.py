@@ -18,7 +18,9 @@ from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase
 from trainingjob.children.specs import worker_count
 from trainingjob.model import Mode, Phase, TrainingJobStatus, WorkerScale
+from trainingjob.plan import ps_room
 from trainingjob.plan.elastic import Resize, ScaleReason, Sizes, WorldSize, capacity_of, next_world_size, scale_status
+from trainingjob.plan.slots import slots
 from trainingjob.plan.transitions import moved, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
 
@@ -67,8 +69,7 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         message = f"{now_sizes.current} of {now_sizes.desired} workers, fewer than the {fewest} the spec now allows"
         return _resize(ctx, status, WorldSize(Resize.GROW, fewest, ScaleReason.BELOW_MIN, message))
     if not elastic(ctx):  # status.scale still says current/desired: kubectl get's WORKERS column
-        of = f"{now_sizes.current} of {now_sizes.desired} workers: not elastic"
-        stay = WorldSize(Resize.STAY, now_sizes.current, ScaleReason.NOT_ELASTIC, of)
+        stay = _fixed_size(ctx, status, now_sizes)
         return Decision(status.model_copy(update={"scale": scale_status(status.scale, now_sizes, stay, ctx.now)}))
     decision = world_size(ctx, status)
     if decision.action == Resize.SHRINK:
@@ -77,6 +78,19 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if decision.action == Resize.GROW:
         return _grow_at_checkpoint(ctx, status, scale, decision)
     return _stay(ctx, status.model_copy(update={"scale": scale}), decision, now_sizes)
+
+
+def _fixed_size(ctx: Context, status: TrainingJobStatus, now_sizes: Sizes) -> WorldSize:
+    """A job that is never resized: a DDP job that is not elastic, or a parameter-server job, whose workers beyond
+    minReplicas may wait for room (plan/ps_room.py)."""
+    waiting = ps_room.waiting_for_room(ctx, slots(ctx, status))
+    of = f"{now_sizes.current} of {now_sizes.desired} workers"
+    if waiting:
+        message = f"{of}; {', '.join(sorted(waiting))} wait for room (beyond minReplicas {now_sizes.fewest})"
+        return WorldSize(Resize.STAY, now_sizes.current, ScaleReason.WAITING, message)
+    if ctx.job.spec.workers.min_replicas is not None and ctx.job.spec.mode == Mode.PARAMETER_SERVER:
+        return WorldSize(Resize.STAY, now_sizes.current, ScaleReason.ALL_WORKERS, of)
+    return WorldSize(Resize.STAY, now_sizes.current, ScaleReason.NOT_ELASTIC, f"{of}: not elastic")
 
 
 def _stay(ctx: Context, status: TrainingJobStatus, decision: WorldSize, now_sizes: Sizes) -> Decision:
