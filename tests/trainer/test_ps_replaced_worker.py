@@ -46,11 +46,11 @@ class WireWorker:
 
 
 def start_job_with_a_first_pod_of_worker_1_that_dies(
-    pods: list[Pod], logs: Path, directory: Path
+    pods: list[Pod], logs: Path, directory: Path, extra: dict[str, str] | None = None
 ) -> tuple[dict[str, str], Pod]:
     """The server, worker 1's first pod (alive until worker 0 trains, then gone) and worker 0: the job's
-    environment and worker 0."""
-    env = ps_env(directory, shards=1, workers=2, config=CONFIG, wait=f"{WAIT:g}")
+    environment (with `extra`) and worker 0."""
+    env = ps_env(directory, shards=1, workers=2, config=CONFIG, wait=f"{WAIT:g}") | (extra or {})
     start_role(pods, logs, env, "ps", 0)
     first = WireWorker(env)
     worker0 = start_role(pods, logs, env, "worker", 0)
@@ -100,3 +100,28 @@ def test_worker_0_gives_up_retryably_once_an_unfinished_worker_stays_silent(
     # It kept its heartbeat through the wait (at least WAIT seconds after its first step), so the operator never
     # took the wait for a stall; a worker 0 silent while it waited would show its last step's time.
     assert progress["heartbeat"] - progress["firstStepTime"] >= WAIT / 2, progress
+
+
+MIN_ONE = {"TJ_MIN_WORKERS": "1"}  # workers.minReplicas 1: worker 1 may never come (no node has room for it)
+
+
+def test_a_worker_beyond_min_replicas_that_never_came_does_not_hold_the_end(
+    pods: list[Pod], logs: Path, tmp_path: Path
+) -> None:
+    env = ps_env(tmp_path, shards=1, workers=2, config=CONFIG, wait=f"{WAIT:g}") | MIN_ONE
+    start_role(pods, logs, env, "ps", 0)
+    worker0 = start_role(pods, logs, env, "worker", 0)
+    codes = [pod.wait(RUN_TIMEOUT) for pod in pods]
+    assert codes == [0, 0], "\n".join(pod.text() for pod in pods)
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None and progress["finished"] is True, progress
+    assert "waiting for worker(s)" not in worker0.text()  # never heard of: not waited for at all
+
+
+def test_a_worker_beyond_min_replicas_gone_silent_is_left_behind(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    _, worker0 = start_job_with_a_first_pod_of_worker_1_that_dies(pods, logs, tmp_path, MIN_ONE)
+    codes = [pod.wait(RUN_TIMEOUT) for pod in pods]
+    assert codes == [0, 0], "\n".join(pod.text() for pod in pods)
+    assert "releasing the parameter servers without worker(s) [1]" in worker0.text()
+    progress = read_json(tmp_path / "progress.json")
+    assert progress is not None and progress["finished"] is True, progress

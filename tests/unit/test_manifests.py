@@ -43,6 +43,23 @@ def test_an_elastic_jobs_trainer_is_told_the_full_world_size(workers: dict[str, 
     assert env.get(contract.DESIRED_WORLD_SIZE) == desired and env[contract.WORLD_SIZE] == "6"
 
 
+@pytest.mark.parametrize(
+    ("mode", "workers", "minimum"),
+    [
+        ("ParameterServer", {"replicas": 3, "minReplicas": 2}, "2"),
+        ("ParameterServer", {"replicas": 3}, None),
+        ("DDP", {"replicas": 3, "minReplicas": 2}, None),
+    ],
+    ids=["ps-min-replicas", "ps-without", "ddp-resized-instead"],
+)
+def test_a_parameter_server_jobs_workers_are_told_how_many_it_must_not_end_without(
+    mode: str, workers: dict[str, int], minimum: str | None
+) -> None:
+    servers: dict[str, Any] = {"parameterServers": {"replicas": 1}} if mode == "ParameterServer" else {}
+    job = make_job(mode=mode, workers=workers, **servers)
+    assert env_of(pod_manifest(job, "uid", Replica("worker", 0), attempt=1)).get(contract.MIN_WORKERS) == minimum
+
+
 def test_parameter_servers_are_listed_in_index_order() -> None:
     job = make_job(mode="ParameterServer", parameterServers={"replicas": 2}, workers={"replicas": 3})
     assert [str(r.role) for r in replicas(job)] == ["ps", "ps", "worker", "worker", "worker"]

@@ -233,6 +233,10 @@ class SweepUnderEvents(RuleBasedStateMachine):
                     continue
                 if sweeper:
                     TOTALS["sweepers made"] += 1
+                if sweeper and not sweeper_hangs:
+                    gone = len(self.cluster.volume)
+                    self.cluster.start_trainer(job)  # it removes its folders and reports them gone, as a trial does
+                    TOTALS["folders a sweeper removed"] += gone - len(self.cluster.volume)
                 if not (sweeper and sweeper_hangs):
                     self._succeeds(job, quality, final)
             self.reconcile(None, caught_up=True)

@@ -136,7 +136,7 @@ def test_more_folders_than_one_sweeper_takes_go_to_the_next_under_the_next_name(
     job = _job(sweep, state, "Succeeded")
     second = sweeping(sweep, trials, {job.name: job}, {job.name: job}, LATER)
     assert second.create and second.state is not None and second.state.number == 2
-    assert second.state.job_name == "sweep-sweeper-2" and second.delete == ("sweep-sweeper",)
+    assert second.state.job_name == "sweep-sweeper2" and second.delete == ("sweep-sweeper",)
     assert second.state.folders == [f"sweep-{n}/uid-{n}" for n in range(SWEEPER_FOLDERS, SWEEPER_FOLDERS + 3)]
 
 
@@ -149,8 +149,8 @@ def test_no_sweeper_without_a_shared_checkpoint_volume() -> None:
     ("sweep", "number", "name"),
     [
         pytest.param("sweep", 1, "sweep-sweeper", id="first"),
-        pytest.param("sweep", 2, "sweep-sweeper-2", id="next"),
-        pytest.param("s" * 36, 157, "s" * (MAX_NAME_LENGTH - 12) + "-sweeper-157", id="long-name-cut-to-fit"),
+        pytest.param("sweep", 2, "sweep-sweeper2", id="next-never-a-trials-name"),
+        pytest.param("s" * 36, 157, "s" * (MAX_NAME_LENGTH - 11) + "-sweeper157", id="long-name-cut-to-fit"),
         pytest.param("a-" * 18, 1, "a-" * 15 + "a-sweeper", id="cut-not-at-a-dash"),
     ],
 )

@@ -24,6 +24,7 @@ ATTEMPT = "TJ_ATTEMPT"
 ROLE = "TJ_ROLE"
 REPLICA_INDEX = "TJ_REPLICA_INDEX"
 NUM_WORKERS = "TJ_NUM_WORKERS"
+MIN_WORKERS = "TJ_MIN_WORKERS"  # parameter-server mode: the workers the job must not end without
 NUM_PS = "TJ_NUM_PS"
 PS_ADDRS = "TJ_PS_ADDRS"
 NPROC_PER_POD = "TJ_NPROC_PER_POD"

@@ -43,6 +43,7 @@ class TrainerEnv:
     master_port: int = 29500
     master_wait_seconds: float = 300.0
     num_workers: int = 1
+    min_workers: int = 1  # parameter-server mode: workers from this index on may never come (no room for them)
     num_ps: int = 0
     ps_addrs: tuple[tuple[str, int], ...] = ()
     checkpoint: CheckpointPolicy = CheckpointPolicy()
@@ -154,6 +155,7 @@ def read_env(env: Mapping[str, str]) -> TrainerEnv:
         master_port=_int(env, (c.MASTER_PORT, c.PET_MASTER_PORT), 29500, minimum=1),
         master_wait_seconds=_optional_number(env, c.MASTER_WAIT_SECONDS) or 300.0,
         num_workers=_int(env, (c.NUM_WORKERS,), 1, minimum=1),
+        min_workers=_int(env, (c.MIN_WORKERS, c.NUM_WORKERS), 1, minimum=1),
         num_ps=_int(env, (c.NUM_PS,), 0),
         ps_addrs=_ps_addrs(env),
         checkpoint=_checkpoint_policy(env),

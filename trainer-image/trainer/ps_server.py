@@ -125,6 +125,7 @@ class ParameterServer:
             "op": "stats",
             "stats": self.shard.stats.as_dict(),
             "done": sorted(self.done_workers),
+            "heard": sorted(self.last_heard),
             "idle": self.unfinished_idle(),
         }
 

@@ -207,16 +207,21 @@ class PsWorker:
 
         A worker that is not done but has been silent on every shard for the wait deadline (and at least that
         long into this wait, so a restarted one has time to come back) is gone: a RetryableError, and the
-        shards are not released (they end on their own silence deadline).
+        shards are not released (they end on their own silence deadline). With workers.minReplicas
+        (TJ_MIN_WORKERS), a worker from it on is not required (plan/ps_room.py: no node may have room for it):
+        one no shard has heard from is not waited for, and one gone silent is left behind.
         """
         deadline, started, announced = self.env.master_wait_seconds, time.monotonic(), False
         while True:
             alive()
             replies = self._broadcast({"op": "wait_done", "timeout": min(DONE_POLL_SECONDS, deadline)})
-            missing = sorted(set(range(self.env.num_workers)) - set.intersection(*(set(r["done"]) for r in replies)))
+            missing = sorted(_waited_for(self.env.num_workers, self.env.min_workers, replies))
             if not missing:
                 return replies
             silent = min(time.monotonic() - started, *(float(reply["idle"]) for reply in replies))
+            if silent >= deadline and all(w >= self.env.min_workers for w in missing):
+                log.info("releasing the parameter servers without worker(s) %s (beyond minReplicas)", missing)
+                return replies
             if silent >= deadline:
                 raise RetryableError(
                     f"worker(s) {missing} have not finished and have been silent for {silent:.0f}s: "
@@ -231,6 +236,14 @@ class PsWorker:
         for connection in self.connections:
             connection.close()
         self.connections = []
+
+
+def _waited_for(workers: int, required: int, replies: list[Message]) -> set[int]:
+    """The workers worker 0 still waits for: those not done on every shard, but for workers from `required` on
+    that no shard has heard from (never placed)."""
+    done = set.intersection(*(set(r["done"]) for r in replies))
+    heard = set().union(*(set(r.get("heard", ())) for r in replies))
+    return {w for w in range(workers) if w not in done and (w < required or w in heard)}
 
 
 def run_ps_worker(env: TrainerEnv, config: TrainerConfig, stop: StopFlag) -> ExitCode:

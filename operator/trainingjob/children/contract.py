@@ -26,6 +26,7 @@ ATTEMPT = "TJ_ATTEMPT"  # 1 for the first attempt, N+1 after N whole-gang restar
 ROLE = "TJ_ROLE"  # "worker" or "ps"
 REPLICA_INDEX = "TJ_REPLICA_INDEX"  # index of the pod within its role
 NUM_WORKERS = "TJ_NUM_WORKERS"  # worker pods
+MIN_WORKERS = "TJ_MIN_WORKERS"  # parameter-server mode: the workers the job must not end without
 NUM_PS = "TJ_NUM_PS"  # parameter-server pods (0 in DDP mode)
 PS_ADDRS = "TJ_PS_ADDRS"  # comma-separated host:port of every parameter server, in index order
 NPROC_PER_POD = "TJ_NPROC_PER_POD"

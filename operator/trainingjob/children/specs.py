@@ -150,6 +150,8 @@ def environment(job: TrainingJob, replica: Replica, attempt: int) -> dict[str, s
     # elastic: the global batch is the full job's at any world size (the trainer accumulates gradients)
     if spec.workers.fewest_replicas < spec.workers.replicas:
         env[contract.DESIRED_WORLD_SIZE] = str(spec.workers.replicas * nproc)
+    if spec.mode == Mode.PARAMETER_SERVER and spec.workers.min_replicas is not None:  # plan/ps_room.py
+        env[contract.MIN_WORKERS] = str(spec.workers.min_replicas)
     if spec.checkpoint is not None:
         env[contract.CHECKPOINT_DIR] = checkpoint_dir(job, spec.checkpoint.path)
         env[contract.CHECKPOINT_KEEP] = str(spec.checkpoint.keep)

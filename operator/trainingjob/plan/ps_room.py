@@ -3,7 +3,8 @@ trains with whichever workers run; minReplicas says how few may. Workers 0 to mi
 reports the job's progress and waits for the others at the end): each counts against the startup deadline as
 usual. A worker from minReplicas on whose pod the scheduler cannot place (no node has room: a node gone, no spare
 GPU) waits for room without a deadline and joins when the scheduler places it; a pod that is placed but does not
-start (an image that does not pull, a volume that does not mount) still counts."""
+start (an image that does not pull, a volume that does not mount) still counts. The trainer knows minReplicas too
+(TJ_MIN_WORKERS): worker 0 ends the job without the workers from it on that never came or went silent."""
 
 from collections.abc import Sequence
 

@@ -56,8 +56,9 @@ class Sweeping:
 
 
 def sweeper_name(sweep: str, number: int) -> str:
-    """<sweep>-sweeper for the first, <sweep>-sweeper-<number> after; the sweep's name cut to fit a job's name."""
-    suffix = "-sweeper" if number == 1 else f"-sweeper-{number}"
+    """<sweep>-sweeper for the first, <sweep>-sweeper<number> after (never "-<digits>" at the end: that is a trial's
+    name, trial <number> of a sweep named <sweep>-sweeper); the sweep's name cut to fit a job's name."""
+    suffix = "-sweeper" if number == 1 else f"-sweeper{number}"
     return f"{sweep[: MAX_NAME_LENGTH - len(suffix)].rstrip('-')}{suffix}"
 
 
