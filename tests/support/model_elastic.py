@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 from tests.support.fake_cluster import FakeCluster
-from tests.support.model_invariants import Ledger, check_cluster, resized
+from tests.support.model_invariants import Ledger, check_cluster, resized, workers_now
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
@@ -73,7 +73,7 @@ def check_resize(
             assert noted is not None and newest is not None and newest > noted, (
                 f"grew at checkpoint {newest}, not past {noted}, the newest when room was seen"
             )
-    size = a.scale.current if a.scale is not None and a.scale.current >= 1 else desired
+    size = workers_now(after)
     uid = after["metadata"]["uid"]
     beyond = [
         p["metadata"]["name"]
@@ -90,9 +90,7 @@ def check_resize(
 def wanted_workers(job: Manifest, room: int) -> int:
     """How many workers a settled job runs: every replica while the nodes have room for the missing ones (and it
     has checkpoints to grow at), else the size it runs with (status.scale.current)."""
-    desired, _ = _sizes(job)
-    scale = _status(job).scale
-    current = scale.current if scale is not None and scale.current >= 1 else desired
+    desired, current = _sizes(job)[0], workers_now(job)
     grows = room >= desired - current and "checkpoint" in job["spec"]  # a job grows at a checkpoint
     return desired if grows else current
 

@@ -359,11 +359,16 @@ def _check_nothing_vanishes_untracked(cluster: FakeCluster) -> None:
         assert state.uid in {t.uid for t in status.tracked_pods}, f"{state.name} may vanish untracked"
 
 
+def workers_now(job: Manifest) -> int:
+    """The workers the job's attempt runs with: status.scale.current once an elastic job was resized, else
+    spec.workers.replicas (the test's own reading of what children/specs.worker_count does)."""
+    scale = _status(job).scale
+    return scale.current if scale is not None and scale.current >= 1 else int(job["spec"]["workers"]["replicas"])
+
+
 def _slot_count(job: Manifest) -> int:
-    """The attempt's pods: its workers (status.scale.current for an elastic job resized) and servers."""
-    spec, scale = job["spec"], _status(job).scale
-    workers = scale.current if scale is not None and scale.current >= 1 else int(spec["workers"]["replicas"])
-    return workers + int((spec.get("parameterServers") or {}).get("replicas", 0))
+    """The attempt's pods: its workers and servers."""
+    return workers_now(job) + int((job["spec"].get("parameterServers") or {}).get("replicas", 0))
 
 
 def _check_not_premature(

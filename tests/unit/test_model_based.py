@@ -40,7 +40,7 @@ from tests.support.fake_watch import KINDS, FakeWatch
 from tests.support.model_cluster_rules import RealClusterRules, enabled
 from tests.support.model_elastic import ElasticRules, check_resize, elastic_workers
 from tests.support.model_finalizers import check_counted, check_let_go, held_for_nothing
-from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster
+from tests.support.model_invariants import Ledger, check_after_reconcile, check_cluster, workers_now
 from tests.support.model_liveness import (
     QUIET_AT_LEAST,
     QUIET_STEPS,
@@ -451,8 +451,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
         pod = self.cluster.pods.get((NS, f"{name}-worker-0-{status.current_pods_attempt}"))
         if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             return None
-        workers = status.scale.current if status.scale is not None and status.scale.current >= 1 else None
-        return pod["metadata"]["name"], job["metadata"]["uid"], workers or int(job["spec"]["workers"]["replicas"])
+        return pod["metadata"]["name"], job["metadata"]["uid"], workers_now(job)
 
     def _agents(self, pod: str, pods: int) -> Gang:
         """What rank 0's agent knows: the attempt its pods were made for, all running, until told otherwise."""
