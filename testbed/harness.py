@@ -71,7 +71,13 @@ class Harness:
 
     def wait_running_pods(self, name: str, count: int, attempt: int, timeout: float = 60) -> list[Any]:
         def running() -> list[Any] | None:
-            found = [p for p in self.pods(name) if p.metadata.labels["trainingjob.io/attempt"] == str(attempt)]
+            uid = self.job(name)["metadata"]["uid"]  # a namesake's pods the GC has yet to delete are not this job's
+            found = [
+                p
+                for p in self.pods(name)
+                if p.metadata.labels["trainingjob.io/attempt"] == str(attempt)
+                and any(o.uid == uid for o in p.metadata.owner_references or ())
+            ]
             return found if len(found) == count and all(p.status.phase == "Running" for p in found) else None
 
         try:
