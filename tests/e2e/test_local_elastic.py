@@ -48,3 +48,6 @@ def test_an_elastic_job_shrinks_when_workers_are_lost_and_grows_back_at_the_chec
     grown = status.history.attempts[-1]
     assert grown.resumed_from_step is not None and BACK_AT <= grown.resumed_from_step < STEPS, grown
     assert status.restarts.total in (0, status.restarts.disruption)  # the loss, not a fault
+    shrunk = [a for a in status.history.attempts if a.workers is not None]
+    assert [(a.workers, a.desired_workers) for a in shrunk] == [(2, 4)], status.history.attempts
+    assert status.goodput is not None and status.goodput.shrunk_seconds > 0, status.goodput  # half its training

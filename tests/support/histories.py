@@ -73,10 +73,12 @@ def histories(draw: st.DrawFn) -> tuple[TrainingJobStatus, datetime, datetime]:
         maybe = {name: at(draw(st.floats(-20, 300))) for name in named if draw(st.booleans())}
         steps = {name: draw(st.integers(0, 500)) for name in ("resumed_from_step", "last_step") if draw(st.booleans())}
         stall = {"checkpoint_stall_seconds": draw(st.floats(0, 200))} if draw(st.booleans()) else {}
+        sizes = ("workers", "desired_workers")
+        shrunk = {name: draw(st.integers(0, 8)) for name in sizes} if draw(st.booleans()) else {}
         last = number == count and draw(st.booleans())
         ended = {} if last else {"end_time": at(t), "outcome": draw(st.sampled_from(AttemptOutcome))}
         record = AttemptRecord(attempt=number, start_time=at(start), in_place=draw(st.booleans()) or None,
-                               **maybe, **steps, **stall, **ended)  # fmt: skip
+                               **maybe, **steps, **stall, **shrunk, **ended)  # fmt: skip
         attempts.append(record)
     done = at(t + draw(_SECONDS)) if attempts and attempts[-1].end_time and draw(st.booleans()) else None
     progress = Progress(step=1) if draw(st.booleans()) else None

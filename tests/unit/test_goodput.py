@@ -1,5 +1,5 @@
-"""Goodput: a job's wall time split into queued, startup, productive, checkpoint stall, recovery, redone and suspended
-from its history (children/goodput.py), parts that always add up to the wall time."""
+"""Goodput: a job's wall time split into queued, startup, productive, checkpoint stall, recovery, redone, shrunk and
+suspended from its history (children/goodput.py), parts that always add up to the wall time."""
 
 import math
 from datetime import datetime
@@ -87,6 +87,28 @@ FAILED, SUSPENDED, SUCCEEDED = AttemptOutcome.FAILED, AttemptOutcome.SUSPENDED, 
             99,
             {"queued": 1, "startup": 2, "productive": 7, "recovery": 2},
             id="failed",
+        ),
+        pytest.param(
+            status_of(
+                attempt_record(1, 0, 20, SUCCEEDED, pods=1, first=3, last_step=20, checkpoint_stall_seconds=1.0,
+                               workers=1, desired_workers=4),
+                completed=20,
+            ),
+            30,
+            # of 16 s of work at 1 of 4 workers, a quarter is productive: the missing three's share is shrunk
+            {"queued": 1, "startup": 2, "checkpoint_stall": 1, "productive": 4, "shrunk": 12},
+            id="shrunk-to-a-quarter",
+        ),
+        pytest.param(
+            status_of(
+                attempt_record(1, 0, 12, pods=1, first=3, heartbeat=12, last_step=9),
+                attempt_record(2, 12, pods=13, first=15, resumed_from_step=6, last_step=12, workers=2,
+                               desired_workers=4),
+            ),
+            21,
+            # attempt 2 redoes 3 of its 6 steps (3 s); half the other 3 s is shrunk
+            {"queued": 1, "startup": 2, "productive": 9 + 1.5, "recovery": 3, "redone": 3, "shrunk": 1.5},
+            id="redone-then-shrunk",
         ),
     ],
 )  # fmt: skip

@@ -21,6 +21,7 @@ from trainingjob.model import (
     Phase,
     Progress,
     TrainingJobStatus,
+    WorkerScale,
 )
 from trainingjob.plan.history import added, record
 
@@ -111,6 +112,18 @@ def test_each_attempt_keeps_what_its_rank_0_reported_of_it() -> None:
         (60, at(40), 90, at(40), None),  # where its trainer resumed (a checkpoint the operator missed); its first
         # step no later than now; the furthest step
     ]  # fmt: skip
+
+
+def test_an_attempt_with_fewer_workers_than_asked_records_how_many_for_the_goodput_split() -> None:
+    def scaled(status: TrainingJobStatus, current: int) -> TrainingJobStatus:
+        scale = WorkerScale(current=current, desired=4, workers=f"{current}/4", reason="CapacityLost", since=at(0))
+        return status.model_copy(update={"scale": scale})
+
+    began = record(TrainingJobStatus(), scaled(TrainingJobStatus(attempt=1), 2), at(0))
+    assert began.history and [(a.workers, a.desired_workers) for a in began.history.attempts] == [(2, 4)]
+    full = record(began, scaled(began, 4), at(5))
+    assert full.history and [(a.workers, a.desired_workers) for a in full.history.attempts] == [(None, None)]
+    assert record(full, full, at(6)) == full
 
 
 def test_attempts_past_the_limit_leave_their_share_of_the_goodput_split_behind() -> None:

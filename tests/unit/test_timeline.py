@@ -165,7 +165,7 @@ def _summed(found: timeline.Timeline, status: TrainingJobStatus) -> dict[str, fl
 def _agree(status: TrainingJobStatus, created: datetime, now: datetime) -> None:
     found = timeline.build(_manifest(status, created), [], now)
     split = goodput.split(status, created, now)
-    training = split.productive + split.checkpoint_stall + split.redone
+    training = split.productive + split.checkpoint_stall + split.redone + split.shrunk
     expected = {"queued": split.queued, "startup": split.startup, "training": training, "recovery": split.recovery,
                 "suspended": split.suspended}  # fmt: skip
     assert _summed(found, status) == pytest.approx(expected, abs=1e-6)

@@ -8,6 +8,8 @@ and cuts the job's time axis, from its creation to its completion (or `now`), in
     checkpoint_stall  the seconds each attempt's checkpoint saves held training up, as its rank 0 reported
     redone            training after a resume that redid steps an earlier attempt had made: the steps lost times
                       the attempt's own time per step
+    shrunk            the missing workers' share of the rest of an attempt's training when it ran with fewer workers
+                      than the job asked for (an elastic job shrunk: at 2 of 4 workers, half of it)
     recovery          everything between an attempt's last step and the next one's first: noticing the failure,
                       the backoff, new pods or a restart in place, rendezvous, loading the checkpoint
     suspended         from a suspension until the resume
@@ -28,7 +30,7 @@ from typing import Any
 
 from trainingjob.model import AttemptOutcome, AttemptRecord, EarlierAttempts, Goodput, History, TrainingJobStatus
 
-PARTS = ("queued", "startup", "productive", "checkpoint_stall", "recovery", "redone", "suspended")
+PARTS = ("queued", "startup", "productive", "checkpoint_stall", "recovery", "redone", "shrunk", "suspended")
 _LOSSY = (AttemptOutcome.FAILED, AttemptOutcome.REPLACED)  # their training ends at their last heartbeat
 
 
@@ -42,6 +44,7 @@ class Split:
     checkpoint_stall: float = 0.0
     recovery: float = 0.0
     redone: float = 0.0
+    shrunk: float = 0.0
     suspended: float = 0.0
 
     def add(self, part: str, seconds: float) -> "Split":
@@ -210,13 +213,23 @@ def _attempt(fold: _Fold, record: AttemptRecord, times: AttemptTimes) -> _Fold:
 
 def _training(record: AttemptRecord, seconds: float, high_water: int) -> dict[str, float]:
     """An attempt's training time: its checkpoint stall, then its work, of which the share spent redoing the steps
-    from where it resumed to the furthest an earlier attempt reached is redone (at its own time per step)."""
+    from where it resumed to the furthest an earlier attempt reached is redone (at its own time per step); of the
+    rest, the missing workers' share is shrunk (a job at half its workers makes about half the progress a
+    second)."""
     stall = min(record.checkpoint_stall_seconds or 0.0, seconds)
     work = seconds - stall
     resumed = record.resumed_from_step or 0
     lost, made = max(high_water - resumed, 0), (record.last_step or 0) - resumed
     share = 0.0 if lost == 0 else 1.0 if made <= lost else lost / made
-    return {"checkpoint_stall": stall, "redone": work * share, "productive": work * (1 - share)}
+    fresh, size = work * (1 - share), _size(record)
+    return {"checkpoint_stall": stall, "redone": work * share, "shrunk": fresh * (1 - size), "productive": fresh * size}
+
+
+def _size(record: AttemptRecord) -> float:
+    """The share of the job's workers the attempt ran with: 1 unless it recorded fewer."""
+    if not record.workers or not record.desired_workers or record.workers >= record.desired_workers:
+        return 1.0
+    return record.workers / record.desired_workers
 
 
 def whole_seconds(parts: Split) -> dict[str, int]:

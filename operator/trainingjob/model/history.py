@@ -60,6 +60,11 @@ class AttemptRecord(ApiModel):
     """When its rank 0 last reported: the training of an attempt that failed is counted until here."""
     checkpoint_stall_seconds: Annotated[Float, Field(ge=0)] | None = None
     """Seconds its checkpoint saves held training up, as its rank 0 last reported."""
+    workers: Count | None = None
+    """How many workers it ran with (status.scale.current as it last read), when fewer than the job asked for (an
+    elastic job shrunk); unset at full size."""
+    desired_workers: Count | None = None
+    """How many the job asked for then (status.scale.desired), beside `workers`."""
 
 
 class FailureRecord(ApiModel):
@@ -150,6 +155,8 @@ class EarlierAttempts(ApiModel):
     """Their recovery seconds."""
     redone_seconds: Seconds = 0.0
     """Their redone seconds."""
+    shrunk_seconds: Seconds = 0.0
+    """Their shrunk seconds."""
     suspended_seconds: Seconds = 0.0
     """Their suspended seconds."""
     had_pods: bool = False

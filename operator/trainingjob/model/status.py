@@ -231,7 +231,8 @@ class Goodput(ApiModel):
     """The first attempt with pods: from its pods until its first training step (scheduling, image pulls,
     rendezvous, loading)."""
     productive_seconds: Count = 0
-    """Training, from each attempt's first step to its last, less the checkpoint stall and the redone work."""
+    """Training, from each attempt's first step to its last, less the checkpoint stall, the redone work and the
+    missing workers' share."""
     checkpoint_stall_seconds: Count = 0
     """Training held up by checkpoint saves, as rank 0 of each attempt reported."""
     recovery_seconds: Count = 0
@@ -239,6 +240,9 @@ class Goodput(ApiModel):
     trainers restarted in place, rendezvous, the checkpoint loaded."""
     redone_seconds: Count = 0
     """Training after a resume that redid steps an earlier attempt had made: the steps lost times the step time."""
+    shrunk_seconds: Count = 0
+    """Training with fewer workers than the job asked for (an elastic job shrunk): the missing workers' share of
+    it (half the training at 2 of 4 workers)."""
     suspended_seconds: Count = 0
     """From each suspension until the job was resumed (a suspension before the first pods counts as queued)."""
     time: datetime
@@ -399,8 +403,8 @@ class TrainingJobStatus(ApiModel):
     result: TrainingResult | None = None
     """What the job ended with: set when it succeeds."""
     goodput: Goodput | None = None
-    """Where the job's time went (queued, startup, productive, checkpoint stall, recovery, redone, suspended) and its
-    goodput: the share of its time, suspended time left out, spent in productive training."""
+    """Where the job's time went (queued, startup, productive, checkpoint stall, recovery, redone, shrunk,
+    suspended) and its goodput: the share of its time, suspended time left out, spent in productive training."""
     start_time: datetime | None = None
     """When the job's first attempt began (its pods were first created)."""
     default_image: Annotated[Str, Field(max_length=512)] | None = None

@@ -78,8 +78,19 @@ def _attempts(history: History, before: TrainingJobStatus, after: TrainingJobSta
             current = current.model_copy(update={"running_time": max(now, _latest(current))})
         if current.in_place and after.pods_attempt is None:  # it fell back to pods of its own
             current = current.model_copy(update={"in_place": False})
+        workers, desired = _shrunk(after)
+        if (current.workers, current.desired_workers) != (workers, desired):
+            current = current.model_copy(update={"workers": workers, "desired_workers": desired})
         attempts[-1] = current
     return history.model_copy(update={"attempts": _reported(attempts, after.progress, now)})
+
+
+def _shrunk(status: TrainingJobStatus) -> tuple[int | None, int | None]:
+    """The workers the job runs with and those it asks for, when fewer (status.scale); else neither."""
+    scale = status.scale
+    if scale is None or scale.current >= scale.desired:
+        return None, None
+    return scale.current, scale.desired
 
 
 def _kept(history: History, created: datetime | None, now: datetime) -> History:

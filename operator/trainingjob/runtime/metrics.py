@@ -93,7 +93,7 @@ class Metrics:
         self.job_time = self._gauge(
             "time_seconds",
             "status.goodput: the job's wall time by part (queued, startup, productive, checkpoint_stall, recovery, "
-            "redone, suspended); the parts add up to it.",
+            "redone, shrunk, suspended); the parts add up to it.",
             "part",
         )
         for phase in Phase:

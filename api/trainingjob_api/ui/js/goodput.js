@@ -3,7 +3,8 @@
 import { h, s, seconds } from "./dom.js";
 
 const PARTS = [["queued", "queued"], ["startup", "startup"], ["productive", "productive"],
-  ["checkpointStall", "checkpoint stall"], ["recovery", "recovery"], ["redone", "redone"], ["suspended", "suspended"]];
+  ["checkpointStall", "checkpoint stall"], ["recovery", "recovery"], ["redone", "redone"], ["shrunk", "shrunk"],
+  ["suspended", "suspended"]];
 const BAR_W = 240;
 
 /** The parts that had any time, in order: {key, label, value (seconds)}. */
