@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 
+from trainingjob.children.access import key_secret_name
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, PodState, controller_uid, pod_state
 from trainingjob.model import AttemptOutcome, ConditionType, FailureClass, Phase, PodOutcome, TrainingJobStatus
@@ -97,9 +98,19 @@ def check_after_reconcile(
         _check_not_premature(b, a, before, owned, now, stuck=ledger.terminating_timeout)
     _check_progress(b, a)
     _check_history(b, a)
+    _check_key_exists(cluster, after, a)
     if not crashed:
         _check_settled(b, a, after, owned, now)
         _check_cleared(a, [p for p in cluster.pods.values() if controller_uid(p) == uid])
+
+
+def _check_key_exists(cluster: FakeCluster, job: Manifest, a: TrainingJobStatus) -> None:
+    """Prepared True says the key Secret every pod mounts was created (it is never sent again): it exists."""
+    prepared = next((c for c in a.conditions if c.type == ConditionType.PREPARED), None)
+    if prepared is not None and prepared.status == "True":
+        metadata = job["metadata"]
+        name = key_secret_name(metadata["name"], metadata["uid"])
+        assert (metadata["namespace"], "Secret", name) in cluster.others, f"Prepared, yet no Secret {name}"
 
 
 def _check_backoff(ledger: Ledger, a: TrainingJobStatus, created: list[str], now: datetime) -> None:
