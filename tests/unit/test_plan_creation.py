@@ -140,12 +140,6 @@ def test_a_namesakes_leftover_pods_are_never_adopted_nor_overwritten() -> None:
     assert created_names(result) == ["job-worker-0-1", "job-worker-1-1"]
 
 
-def test_a_missing_service_is_recreated() -> None:
-    job, _ = step(make_job(), [])
-    job, result = step(job, pods_of(job, 1), at(1), service=False)
-    assert [m["kind"] for m in result.create] == ["Service"]
-
-
 def test_a_finished_job_never_creates_pods_again() -> None:
     job, _ = step(make_job(), [])
     job, _ = step(job, pods_of(job, 1, {"job-worker-0-1": {"phase": "Failed", "exit_code": 78}}), at(1))

@@ -99,9 +99,27 @@ def test_a_job_whose_service_is_missing_is_not_running_and_the_service_is_retrie
     assert (running.status, running.reason) == ("False", "ServiceMissing") and SERVICE.message in running.message
     assert result.requeue_after == pytest.approx(7)
     job, result = step(job, pods_of(job, 1), at(12), service=False)
-    assert [m["kind"] for m in result.create] == ["Service"]
+    # not Prepared yet: what the pods need goes together (the key's name is the job's own), so that Prepared, once
+    # recorded, says the key exists whatever was refused before
+    assert [m["kind"] for m in result.create] == ["Service", "Secret", "NetworkPolicy"]
     job, _ = step(job, pods_of(job, 1), at(13))
     assert job.status and job.status.phase == Phase.RUNNING
+
+
+@pytest.mark.parametrize(
+    ("prepared", "kinds"),
+    [
+        pytest.param(True, ["Service"], id="prepared-sends-the-service-alone"),
+        pytest.param(False, ["Service", "Secret", "NetworkPolicy"], id="not-prepared-sends-the-key-with-it"),
+    ],
+)
+def test_a_missing_service_goes_with_the_key_until_the_job_is_prepared(prepared: bool, kinds: list[str]) -> None:
+    job, _ = step(make_job(), [])
+    if prepared:
+        assert job.status
+        job = job.model_copy(update={"status": after_wave(job.status, {}, [], at(0), 1, prepared_sent=True).status})
+    job, result = step(job, pods_of(job, 1), at(1), service=False)
+    assert [m["kind"] for m in result.create] == kinds
 
 
 def test_a_running_job_that_loses_its_service_says_so() -> None:

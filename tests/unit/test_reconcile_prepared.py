@@ -47,3 +47,27 @@ def test_no_pod_is_sent_while_an_object_it_needs_is_refused(kind: str) -> None:
     refusing.on = False
     reconcile(cluster, NS, "job", now=T0.replace(minute=5), settings=SETTINGS)
     assert len(cluster.pods) == 2
+
+
+def test_a_service_refused_once_the_pods_run_then_accepted_leaves_the_job_prepared_with_its_key() -> None:
+    """The Service deleted under running pods and its re-creation refused: Prepared False; once accepted, True
+    again, and the key Secret (sent along while not Prepared, found existing) is still there."""
+    cluster = FakeCluster(clock=lambda: T0)
+    cluster.submit(job_manifest(namespace=NS))
+    reconcile(cluster, NS, "job", now=T0, settings=SETTINGS)
+    for key in list(cluster.pods):
+        cluster.run(*key)
+    del cluster.services[NS, "job"]
+    refusing = Refusing(cluster, "Service")
+    cluster.create = refusing  # type: ignore[method-assign]
+    reconcile(cluster, NS, "job", now=T0.replace(second=5), settings=SETTINGS)
+    assert prepared_of(cluster) == ("False", "ServiceCreateRefused")
+    refusing.on = False
+    reconcile(cluster, NS, "job", now=T0.replace(minute=5), settings=SETTINGS)
+    assert prepared_of(cluster) == ("True", "ObjectsCreated") and (NS, "job") in cluster.services
+    assert [kind for (_, kind, _) in cluster.others] == ["Secret", "NetworkPolicy"] and refusing.pods_sent == 0
+
+
+def prepared_of(cluster: FakeCluster) -> tuple[str, str]:
+    found = next(c for c in cluster.job_status(NS, "job")["conditions"] if c["type"] == "Prepared")
+    return found["status"], found["reason"]

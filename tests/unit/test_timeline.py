@@ -144,7 +144,9 @@ def _summed(found: timeline.Timeline, status: TrainingJobStatus) -> dict[str, fl
             assert earlier is not None
             for part in ("queued", "startup", "recovery", "suspended"):
                 sums[part] += getattr(earlier, f"{part}_seconds")
-            sums["training"] += earlier.productive_seconds + earlier.checkpoint_stall_seconds + earlier.redone_seconds
+            sums["training"] += sum(
+                getattr(earlier, f"{part}_seconds") for part in ("productive", "checkpoint_stall", "redone", "shrunk")
+            )
         elif span.row == timeline.JOB_ROW:
             sums[{"suspended": "suspended", "backoff": "recovery"}.get(span.kind, "queued")] += seconds
             continue

@@ -9,7 +9,8 @@ and cuts the job's time axis, from its creation to its completion (or `now`), in
     redone            training after a resume that redid steps an earlier attempt had made: the steps lost times
                       the attempt's own time per step
     shrunk            the missing workers' share of the rest of an attempt's training when it ran with fewer workers
-                      than the job asked for (an elastic job shrunk: at 2 of 4 workers, half of it)
+                      than the job asked for (an elastic job shrunk: at 2 of 4 workers, half of it); an estimate
+                      that takes progress to scale with the workers (the built-in trainer keeps its global batch)
     recovery          everything between an attempt's last step and the next one's first: noticing the failure,
                       the backoff, new pods or a restart in place, rendezvous, loading the checkpoint
     suspended         from a suspension until the resume

@@ -242,7 +242,7 @@ class Goodput(ApiModel):
     """Training after a resume that redid steps an earlier attempt had made: the steps lost times the step time."""
     shrunk_seconds: Count = 0
     """Training with fewer workers than the job asked for (an elastic job shrunk): the missing workers' share of
-    it (half the training at 2 of 4 workers)."""
+    it (half the training at 2 of 4 workers), taking progress to scale with the workers."""
     suspended_seconds: Count = 0
     """From each suspension until the job was resumed (a suspension before the first pods counts as queued)."""
     time: datetime

@@ -4,9 +4,8 @@ while the apiserver refuses one; what they met is recorded here (pure) in the Pr
 refused object and the apiserver's words (retried with a growing delay, counted by the startup deadline, announced
 once per cause), True once every one was created or found; from then on they are not sent again (created())."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 from trainingjob.model import Condition, ConditionStatus, ConditionType, TrainingJobStatus
 from trainingjob.plan.conditions import set_condition
@@ -29,13 +28,6 @@ def created(status: TrainingJobStatus) -> bool:
     would hold every restart and replacement of a job whose objects exist. (The Service is the informer's to see.)"""
     found = prepared_condition(status)
     return found is not None and found.status == ConditionStatus.TRUE
-
-
-def key_sent(manifests: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a creation sends what makes Prepared True: the key Secret (its NetworkPolicy goes with it). The
-    Service is also sent on its own (by a pass whose pods wait, say for a namesake's to go); that alone says
-    nothing of the key, which the pods created later would mount."""
-    return any(m.get("kind") == "Secret" for m in manifests)
 
 
 def refused_now(status: TrainingJobStatus) -> Condition | None:

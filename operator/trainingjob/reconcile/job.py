@@ -23,7 +23,6 @@ from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
 from trainingjob.plan import Plan, Settings, logs, plan, queue
 from trainingjob.plan.evaluations import next_read
 from trainingjob.plan.invalid import plan_invalid, salvaged_status
-from trainingjob.plan.prepared import key_sent
 from trainingjob.plan.release import orphans
 from trainingjob.plan.waves import FIRST_WAVE, Refusal, after_wave, waves
 from trainingjob.reconcile import room as elastic_room
@@ -253,7 +252,7 @@ def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manif
     if others:
         done = cluster.create(written.namespace, others)
         if done.refusals or not pods:
-            return _record(cluster, written, done, now, prepared_sent=key_sent(others)) or written
+            return _record(cluster, written, done, now, prepared_sent=True) or written
     created: dict[str, str] = {}
     refusals: list[Refusal] = []
     for wave in waves(pods, FIRST_WAVE):
@@ -262,7 +261,7 @@ def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manif
         refusals += done.refusals
         if done.refusals:
             break
-    return _record(cluster, written, Created(created, refusals), now, prepared_sent=key_sent(others)) or written
+    return _record(cluster, written, Created(created, refusals), now, prepared_sent=bool(others)) or written
 
 
 def _record(
