@@ -148,9 +148,11 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     pacing = pacing_variable(ctx.job.spec.checkpoint, status, settings.checkpoint_prior_mtbf_seconds, bounds)
     manifests = _pods(ctx, creates, attempt, image, pacing)
     service = any(d.create_service for d in decisions) and not status.phase.is_terminal
-    if (manifests or service) and not prepared.created(status):  # whatever is sent, the key goes with it until
+    # Until Prepared, the key and policy go with whatever is sent (a Service alone too): Prepared, once recorded,
+    # then always means the key exists.
+    if (manifests or service) and not prepared.created(status):
         manifests[:0] = access_manifests(ctx.job, ctx.uid, settings.operator_namespace, settings.network_policy)
-    if service:  # Prepared says it went (a Service sent alone, by a pass whose pods wait, would not say so)
+    if service:
         manifests.insert(0, service_manifest(ctx.job, ctx.uid))
     requeues = [d.requeue_after for d in decisions if d.requeue_after is not None]
     forced = tuple(dict.fromkeys(n for d in decisions for n in d.force_delete))
