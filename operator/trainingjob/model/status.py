@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import ApiModel, Bool, Float, Int, Str, list_map, unique_by
+from trainingjob.model.base import LIST_ATOMIC, ApiModel, Bool, Float, Int, Str, list_map, unique_by
 from trainingjob.model.history import History
 from trainingjob.model.values import (
     MAX_METRICS,
@@ -418,11 +418,11 @@ class TrainingJobStatus(ApiModel):
     history: History | None = None
     """What happened so far: attempts, pod failures, checkpoints, and the loss and evaluation curves."""
     tracked_pods: Annotated[list[TrackedPod], Field(max_length=4352), AfterValidator(unique_by("uid"))] = Field(
-        default_factory=list, json_schema_extra=list_map("uid")
+        default_factory=list, json_schema_extra=LIST_ATOMIC
     )
     """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""
     replacements: Annotated[list[SlotBackoff], Field(max_length=4352), AfterValidator(unique_by("pod"))] = Field(
-        default_factory=list, json_schema_extra=list_map("pod")
+        default_factory=list, json_schema_extra=LIST_ATOMIC
     )
     """Bookkeeping: the slots whose pods are re-created alone in the current attempt (parameter-server workers,
     pods a node refused), each with its own backoff."""
