@@ -13,6 +13,18 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
+def interrupt_on_sigterm() -> None:
+    """From now on SIGTERM ends this process as Ctrl-C does (KeyboardInterrupt), so the context managers and test
+    fixtures on the way out stop the servers they started. A run killed with `kill`, `kill -- -PGID` (its xdist
+    workers too) or `timeout` would otherwise leave every server running: each is in a process group of its own.
+    Call it from the main thread."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 class ProcessFailedError(RuntimeError):
     """A server process exited or did not become ready in time."""
 

@@ -12,9 +12,15 @@ from testbed.crds import install_crd
 from testbed.helm import Helm
 from testbed.namespaces import fresh_namespace
 from testbed.operator import OperatorProcess, operator_running
+from testbed.processes import interrupt_on_sigterm
 from xdist.scheduler import LoadScopeScheduling
 
 from trainingjob.generate import crd
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run (or an xdist worker) sent SIGTERM tears its fixtures down, stopping the servers they started."""
+    interrupt_on_sigterm()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
