@@ -120,7 +120,7 @@ def list_map(*keys: str) -> dict[str, Any]:
 
 LIST_SET: dict[str, Any] = {"x-kubernetes-list-type": "set"}
 # A list written whole by its one writer (the operator's status bookkeeping): the apiserver's managed fields then
-# hold one entry for the list, not one per item keyed by its identity (87 bytes a tracked pod, nearly the item's
+# hold one entry for the list, not one per item keyed by its identity (87-144 bytes a tracked pod, about the item's
 # own size).
 LIST_ATOMIC: dict[str, Any] = {"x-kubernetes-list-type": "atomic"}
 Int = StrictInt
