@@ -8,7 +8,7 @@ apiserver's writes from the failure until the status says Running again (every c
 request counter: the operator's, the bench's kubelet writes, the controllers'; lease renewals aside) and the time that
 took, less the backoff (0.1 s here). The apiserver's audit log says who made each write and how it was answered.
 
-kwok gives pods loopback IPs (127.1.0.0/16, so that fake agents can listen on them), which the apiserver refuses in
+kwok gives pods loopback IPs (127.N.0.0/16, so that fake agents can listen on them), which the apiserver refuses in
 Endpoints and EndpointSlices (422): the endpoints controllers' writes for the job's Service all fail, and each pod
 change retries them (and adds a Warning Event). They are counted, as the apiserver answered them, and listed apart.
 On a cluster whose pod IPs it accepts, a readiness flip leaves Endpoints as they are (publishNotReadyAddresses keeps

@@ -36,7 +36,7 @@ POD_CIDR = "10.128.0.0/12"
 
 class RoutablePlane(ControlPlane):
     """The cluster tier with kwok's pod addresses outside the loopback range, as a real cluster's are: the tests'
-    127.1.0.0/16 lets them serve a pod's progress port, but the apiserver refuses loopback addresses in Endpoints
+    127.N.0.0/16 lets them serve a pod's progress port, but the apiserver refuses loopback addresses in Endpoints
     and EndpointSlices, so a job's Service would cost the controllers a string of refused, retried writes."""
 
     def _serve(self, name: str, args: list[str]) -> Server:

@@ -19,6 +19,7 @@ from kubernetes import client, config
 
 from testbed import kwok
 from testbed.pki import Authority, CertPair, service_account_keys
+from testbed.pod_range import PodRange
 from testbed.processes import Server, free_port, poll_until
 
 ENVTEST_BINARIES = ("etcd", "kube-apiserver")
@@ -110,6 +111,7 @@ class ControlPlane:
         self.cluster = cluster
         self.node_ip = node_ip
         self.servers: list[Server] = []
+        self.pod_range: PodRange | None = None  # kwok's pod addresses, claimed when kwok starts
         self.pki = Authority(root / "pki")
         self.service_account_keys = service_account_keys(root / "pki")
         self.port = free_port()
@@ -141,6 +143,9 @@ class ControlPlane:
         for server in reversed(self.servers):
             server.stop()
         self.servers.clear()
+        if self.pod_range is not None:
+            self.pod_range.release()
+            self.pod_range = None
 
     def _serve(self, name: str, args: list[str]) -> Server:
         server = Server(name, [str(self.binaries.path(name)), *args], self.root)
@@ -262,6 +267,7 @@ class ControlPlane:
             server.check_alive()
 
     def _start_kwok(self, kubeconfig: str) -> None:
+        self.pod_range = PodRange()
         stages = self.root / "kwok-stages.yaml"
         stages.write_text(kwok.STAGES)
         self._serve(
@@ -272,8 +278,9 @@ class ControlPlane:
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={kwok.NODE_ANNOTATION}=fake",
                 "--node-lease-duration-seconds=40",
-                # Loopback pod IPs: whatever dials a pod (the operator's progress reads) stays on this machine.
-                "--cidr=127.1.0.0/16",
+                # Loopback pod IPs: whatever dials a pod (the operator's progress reads) stays on this machine; a
+                # range of this cluster's own, so that tests of two clusters never serve on the same address.
+                f"--cidr={self.pod_range.cidr}",
             ],
         )
         with self.api_client() as api:
