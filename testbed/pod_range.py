@@ -14,13 +14,14 @@ CLAIM_NAME = "\0trainingjob-pod-range-{}"
 
 
 class PodRange:
-    """The first free 127.N.0.0/16, held until release()."""
+    """The first free 127.N.0.0/16, held until release(). `claim_name`: the claims' names (tests use their own, so
+    that clusters starting meanwhile never take what they check)."""
 
-    def __init__(self) -> None:
+    def __init__(self, claim_name: str = CLAIM_NAME) -> None:
         for octet in range(FIRST, LAST + 1):
             claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                claim.bind(CLAIM_NAME.format(octet))
+                claim.bind(claim_name.format(octet))
             except OSError:
                 claim.close()
                 continue
