@@ -7,7 +7,7 @@ from typing import Any
 from trainingjob.children.naming import CONTAINER_NAME, TRACKING_GATE, Replica
 from trainingjob.children.observe import Observed, observe
 from trainingjob.children.specs import pod_manifest, replicas
-from trainingjob.model import API_VERSION, KIND, TrainingJob
+from trainingjob.model import API_VERSION, KIND, TrackedPod, TrainingJob, TrainingJobStatus
 from trainingjob.model.sweep import SWEEP_KIND, TrainingSweep
 from trainingjob.plan import Plan, Settings, plan
 from trainingjob.sweep.plan import SweepPlan
@@ -55,6 +55,12 @@ def job_manifest(
     if labels:
         metadata["labels"] = dict(labels)
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
+
+
+def tracked_records(status: Manifest | None) -> list[TrackedPod]:
+    """A stored status's records of the attempt's pods, those written as name ranges among them (UID empty)."""
+    keys = ("trackedPods", "trackedPodRanges")
+    return TrainingJobStatus.model_validate({k: v for k, v in (status or {}).items() if k in keys and v}).tracked_pods
 
 
 def claim_manifest(name: str = "checkpoints") -> Manifest:
@@ -163,9 +169,15 @@ def step(
     settings: Settings = SETTINGS,
     **extra: Any,
 ) -> tuple[TrainingJob, Plan]:
-    """Plan once; return the job as it is with the planned status written, and the plan."""
+    """Plan once; return the job as it is with the planned status written and read back (as the operator reads it:
+    records of pods that run or succeeded without their UIDs, model/tracked.py), and the plan."""
     result = plan(job, seen(pods, service=service, **extra), now, settings)
-    return job.model_copy(update={"status": result.status}), result
+    return job.model_copy(update={"status": read_back(result.status)}), result
+
+
+def read_back(status: TrainingJobStatus) -> TrainingJobStatus:
+    """`status` as written to the apiserver and read again."""
+    return TrainingJobStatus.model_validate(status.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 def running(**options: Any) -> TrainingJob:

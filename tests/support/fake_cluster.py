@@ -80,6 +80,7 @@ class FakeCluster:
     on_written: Callable[[Manifest], None] = lambda _: None
     watches: list[Callable[[], None]] = field(default_factory=list)  # each watch's record(), run on every write
     born: dict[str, str] = field(default_factory=dict)  # every pod ever made: UID -> its attempt label
+    named: dict[tuple[str, str], str] = field(default_factory=dict)  # (namespace, name) -> the UID made last
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -335,6 +336,7 @@ class FakeCluster:
         )
         pod["status"] = {"phase": "Pending"}
         self.born[uid] = str((pod["metadata"].get("labels") or {}).get(ATTEMPT_LABEL, ""))
+        self.named[(namespace, pod["metadata"]["name"])] = uid
         self.nodes.admit(pod)
         self.pods[(namespace, pod["metadata"]["name"])] = pod
         return uid

@@ -11,6 +11,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from tests.support.builders import tracked_records
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import LOST, foreign_gated, hold, lift_gate, sidecar_ends
 from tests.support.fake_watch import FakeWatch
@@ -200,11 +201,12 @@ class RealClusterRules(RuleBasedStateMachine):
     def _unrecorded(self, name: str) -> list[tuple[str, str]]:
         """The pods of job `name` its status does not track, not being deleted and not held at a gate."""
         job = self.cluster.jobs.get((NS, name))
-        tracked = {t["uid"] for t in ((job or {}).get("status") or {}).get("trackedPods") or []}
+        records = tracked_records((job or {}).get("status"))
+        tracked = {t.uid for t in records if t.uid} | {t.name for t in records if not t.uid}
         return [
             key
             for key, pod in sorted(self.cluster.pods.items())
-            if key[1].startswith(f"{name}-") and pod["metadata"]["uid"] not in tracked
+            if key[1].startswith(f"{name}-") and not {pod["metadata"]["uid"], key[1]} & tracked
             and not pod["metadata"].get("deletionTimestamp") and not self.cluster.is_gated(*key)
         ]  # fmt: skip
 

@@ -50,6 +50,18 @@ def _status(job: Manifest) -> TrainingJobStatus:
     return TrainingJobStatus.model_validate(job.get("status") or {})
 
 
+def _resolved(job: Manifest, cluster: FakeCluster) -> TrainingJobStatus:
+    """The job's status, each record read back without a UID given the UID of the pod made last under its name:
+    the operator makes a pod under a recorded name only once that record is gone (model/tracked.py), so between
+    one of its writes and its next, that is the record's pod. The checks below compare pods by UID."""
+    status, namespace = _status(job), job["metadata"]["namespace"]
+    made = {name: uid for (ns, name), uid in cluster.named.items() if ns == namespace}
+    records = [
+        t if t.uid else t.model_copy(update={"uid": made.get(t.name, "never made")}) for t in status.tracked_pods
+    ]
+    return status.model_copy(update={"tracked_pods": records})
+
+
 def _total(status: TrainingJobStatus) -> int:
     r = status.restarts
     return r.retryable + r.oom + r.disruption + r.stalled
@@ -73,13 +85,13 @@ def check_after_reconcile(
     ledger.stats["crashes"] += crashed
     if before is None:
         return
-    uid, b = before["metadata"]["uid"], _status(before)
+    uid, b = before["metadata"]["uid"], _resolved(before, cluster)
     if after is None:
         ttl = (before["spec"].get("runPolicy") or {}).get("ttlSecondsAfterFinished")
         assert b.phase.is_terminal or ttl == 0, f"job {uid} was deleted in phase {b.phase}"
         ledger.stats["deleted after TTL"] += 1
         return
-    a = _status(after)
+    a = _resolved(after, cluster)
     refused = {s.uid for p in pods if (s := pod_state(p, CONTAINER_NAME)) and s.refused_by_node and not s.started_at}
     _check_transition(ledger, uid, b, a, before, refused=refused)
     _check_legitimate(ledger, uid, (b, a), before, now)
@@ -194,7 +206,10 @@ def _check_transition(
     if a.in_place_restarts > b.in_place_restarts and steps == 1:
         _check_in_place(ledger, uid, b, a)
     elif grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
-        ledger.count(uid, {a.last_failure.pod_uid} if a.last_failure.pod_uid else set())
+        # A pod that vanished while recorded by name alone leaves no UID in the failure: its record's, resolved.
+        named = {t.uid for t in b.tracked_pods if t.name == a.last_failure.pod and t.outcome is None}
+        culprit = {a.last_failure.pod_uid} if a.last_failure.pod_uid else named if len(named) == 1 else set()
+        ledger.count(uid, culprit)
         ledger.stats["gang restarts"] += 1
     if b.pods_attempt is not None and a.pods_attempt is None and a.attempt == b.attempt:
         assert grown == 0, "a restart in place that fell back to new pods was counted again"
@@ -359,7 +374,7 @@ def _check_nothing_vanishes_untracked(cluster: FakeCluster) -> None:
     """A pod of a job's current attempt may go (it holds neither the tracking finalizer nor an earlier operator's
     tracking gate) only once the job's status names it, or once the job is finished or suspended: so no pod can
     run, fail and vanish without the operator having a record of it."""
-    statuses = {job["metadata"]["uid"]: _status(job) for job in cluster.jobs.values()}
+    statuses = {job["metadata"]["uid"]: _resolved(job, cluster) for job in cluster.jobs.values()}
     for pod in cluster.pods.values():
         status = statuses.get(controller_uid(pod))
         state = pod_state(pod, CONTAINER_NAME)

@@ -34,7 +34,7 @@ def test_new_pods_may_be_scheduled_at_once_and_hold_the_tracking_finalizer() -> 
     assert len(pods) == 2 and all(m["metadata"]["finalizers"] == ["trainingjob.io/tracked"] for m in pods)
     assert all("schedulingGates" not in m["spec"] for m in pods)
     job, result = step(job, pods_of(job, 1, phase="Pending"), at(1))  # the operator died before recording them
-    assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}
+    assert job.status and {t.name for t in job.status.tracked_pods} == {"job-worker-0-1", "job-worker-1-1"}
     assert not result.ungate and not result.release
 
 
@@ -42,7 +42,7 @@ def test_an_earlier_operators_gated_pods_are_released_from_the_gate_once_recorde
     job, _ = step(make_job(), [], service=False)
     gated = pods_of(job, 1, {n: {"phase": "Pending", "gated": True} for n in ("job-worker-0-1", "job-worker-1-1")})
     job, result = step(job, gated, at(1))
-    assert job.status and {t.uid for t in job.status.tracked_pods} == {"uid-worker-0-1", "uid-worker-1-1"}
+    assert job.status and {t.name for t in job.status.tracked_pods} == {"job-worker-0-1", "job-worker-1-1"}
     assert sorted(result.ungate) == ["job-worker-0-1", "job-worker-1-1"]
     job, result = step(job, pods_of(job, 1, phase="Pending"), at(2))
     assert not result.ungate

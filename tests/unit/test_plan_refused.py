@@ -13,7 +13,7 @@ from tests.support.builders import SETTINGS, at, condition, created_names, pod, 
 from trainingjob.children import timeline
 from trainingjob.children.naming import Replica
 from trainingjob.model import Phase, TrainingJob
-from trainingjob.plan import plan
+from trainingjob.plan import plan, refused
 
 pytestmark = pytest.mark.fast
 
@@ -151,7 +151,7 @@ def test_a_pod_that_runs_clears_the_refusals() -> None:
     c.reconcile(at(1 + BASE))
     c.run()
     c.reconcile(at(20))
-    assert c.status.replacements[0].refused is None and c.status.phase == Phase.RUNNING
+    assert c.status.replacements == [] and c.status.phase == Phase.RUNNING  # let go: nothing to back off from
     c.refuse(at(590))  # a new stretch: the deadline counts from here
     c.reconcile(at(590))
     c.reconcile(at(700))
@@ -195,6 +195,25 @@ def test_one_warning_names_the_first_few_pods_refused_in_a_pass() -> None:
     warnings = [e for e in c.events if e.startswith("PodRefusedByNode")]
     assert len(warnings) == 1 and "; and 5 more pods. Each is created again alone in 10 s" in warnings[0]
     assert all(f"Pod {n}" in warnings[0] or f"pod {n}" in warnings[0] for n in names[:3]), warnings[0]
+
+
+def test_at_most_most_slots_refused_pods_are_handled_at_once_and_the_rest_wait_uncounted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each handled slot has a record in the status: beyond MOST_SLOTS the refused pods wait, never counted as a
+    failure of the attempt, and are handled as slots clear (README, "Status at scale")."""
+    monkeypatch.setattr(refused, "MOST_SLOTS", 3)
+    c = Cluster(running(workers=6, backoffLimit=0, disruptionLimit=0))
+    names = [Replica("worker", i).pod_name("job", 1) for i in range(6)]
+    for i, name in enumerate(names[1:], start=1):
+        c.pods[name] = pod(c.job, Replica("worker", i), 1, "Failed", reason="OutOfcpu", node=f"n{i}")
+    c.reconcile(at(1))
+    assert [r.pod for r in c.status.replacements] == names[1:4] and set(c.pods) == {names[0], *names[4:]}
+    assert c.status.phase != Phase.FAILED and c.status.restarts.total == 0 and c.status.attempt == 1
+    c.pods[names[1]] = pod(c.job, Replica("worker", 1), 1)  # slot 1's pod, made again, runs
+    c.reconcile(at(2))
+    assert [r.pod for r in c.status.replacements] == names[2:5] and names[4] not in c.pods, "slot 1 let go"
+    assert c.status.restarts.total == 0 and c.status.attempt == 1
 
 
 @pytest.mark.parametrize("mode", ["DDP", "ParameterServer"])

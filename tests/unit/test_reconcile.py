@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.support.builders import SETTINGS, T0, job_manifest
+from tests.support.builders import SETTINGS, T0, job_manifest, tracked_records
 from tests.support.fake_cluster import Crash, FakeCluster
 
 from trainingjob.children.naming import TRACKING_FINALIZER, TRACKING_GATE
@@ -178,7 +178,7 @@ def test_refusals_surface_once_as_a_condition_and_an_event(cluster: FakeCluster,
 
 
 def tracked_names(cluster: FakeCluster) -> set[str]:
-    return {t["name"] for t in (status(cluster) or {}).get("trackedPods", [])}
+    return {t.name for t in tracked_records(status(cluster))}
 
 
 def gated(cluster: FakeCluster) -> list[str]:
@@ -196,7 +196,7 @@ def test_a_large_gang_is_written_once_per_pod_and_recorded_in_one_status_write(
         return create(namespace, manifests)
 
     def writing(namespace: str, name: str, resource_version: str, patch: Any) -> str:
-        steps.append(("status", len(patch.get("trackedPods") or [])))
+        steps.append(("status", len(tracked_records(patch))))
         return write_status(namespace, name, resource_version, patch)
 
     cluster.create, cluster.write_status = creating, writing  # type: ignore[method-assign]

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.support.builders import SETTINGS, job_manifest
+from tests.support.builders import SETTINGS, job_manifest, tracked_records
 from tests.support.reconcile_world import NS, ReconcileWorld
 
 from trainingjob.children.agent import Gang, GangState, RankFailure
@@ -40,7 +40,8 @@ class World(ReconcileWorld):
         self.cluster.gangs[pod] = replace(self.cluster.gangs[pod], state=GangState.RUNNING, running=1)
 
     def tracked(self, pod: str = WORKER1) -> dict[str, Any]:
-        return next(t for t in self.status["trackedPods"] if t["name"] == pod)
+        record = next(t for t in tracked_records(self.status) if t.name == pod)
+        return record.model_dump(mode="json", exclude_none=True)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from trainingjob.model.base import (
     int_or_string,
     unique_values,
 )
+from trainingjob.model.roles import MAX_PODS
 from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.volumes import (
     RESERVED_MOUNT_ROOT,
@@ -222,6 +223,6 @@ class SchedulingSpec(ApiModel):
     job (its pods checkpoint) until Kueue admits it again. A change moves a Workload that reserves no quota to the
     new LocalQueue (an admitted one stays until it is queued again); removing it deletes the Workload and the job
     runs unqueued. Needs Kueue with TrainingJob.v1alpha1.trainingjob.io in its integrations.externalFrameworks."""
-    min_available: Annotated[Int, Field(ge=1, le=4352)] | None = None
+    min_available: Annotated[Int, Field(ge=1, le=MAX_PODS)] | None = None
     """Gang size: pods that must be schedulable together before any starts. Every pod of the job when
     unset."""

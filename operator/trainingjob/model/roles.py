@@ -31,6 +31,11 @@ from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.security import RoleSecurity
 from trainingjob.model.volumes import Volume
 
+MAX_WORKERS = 10_240  # a DDP gang's status records them in a few bytes (model/tracked.py)
+MAX_PS_WORKERS = 4_096  # a parameter-server job's workers are each replaced alone: a status record each
+MAX_PARAMETER_SERVERS = 256
+MAX_PODS = MAX_WORKERS + MAX_PARAMETER_SERVERS  # of one attempt
+
 DEFAULT_SHM_SIZE = "1Gi"
 ContainerList = Annotated[list[Container] | None, Field(max_length=8), AfterValidator(unique_by("name"))]
 _CONTAINER_LISTS = ("initContainers", "sidecars")
@@ -176,9 +181,9 @@ class RoleSpec(ApiModel):
 class WorkerSpec(RoleSpec):
     """The workers: in DDP mode every worker is a rank and worker 0 is the rendezvous master."""
 
-    replicas: Annotated[Int, Field(ge=1, le=4096), Immutable("replicas")] = 1
+    replicas: Annotated[Int, Field(ge=1, le=MAX_WORKERS), Immutable("replicas")] = 1
     """Number of worker pods."""
-    min_replicas: Annotated[Int, Field(ge=1, le=4096)] | None = None
+    min_replicas: Annotated[Int, Field(ge=1, le=MAX_WORKERS)] | None = None
     """Elastic jobs: the fewest worker pods the job may train with when capacity is lost (a node gone and no room
     for its pods); at most replicas, and replicas when unset (not elastic). In DDP mode it is how few ranks a
     restart may start with (the operator resizes the job, status.scale); in ParameterServer mode workers 0 to
@@ -208,5 +213,5 @@ class WorkerSpec(RoleSpec):
 class ParameterServerSpec(RoleSpec):
     """The parameter servers of ParameterServer mode: they hold the model and apply the workers' gradients."""
 
-    replicas: Annotated[Int, Field(ge=1, le=256), Immutable("replicas")] = 1
+    replicas: Annotated[Int, Field(ge=1, le=MAX_PARAMETER_SERVERS), Immutable("replicas")] = 1
     """Number of parameter-server pods; the model's parameters are sharded over them."""

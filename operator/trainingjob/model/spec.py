@@ -11,7 +11,7 @@ from pydantic.alias_generators import to_snake
 from trainingjob.model.base import ApiModel, Bool, Float, Int, Str
 from trainingjob.model.budget import check_spec_size
 from trainingjob.model.policy import CheckpointSpec, RunPolicy, SchedulingSpec
-from trainingjob.model.roles import ParameterServerSpec, WorkerSpec
+from trainingjob.model.roles import MAX_PS_WORKERS, ParameterServerSpec, WorkerSpec
 from trainingjob.model.rules import FixedPresence, Immutable, Reason, Rule
 
 
@@ -196,6 +196,14 @@ class TrainingJobSpec(ApiModel):
             message="spec.parameterServers is not allowed when mode is DDP",
             reason=Reason.FORBIDDEN,
             holds=lambda s: s.mode != Mode.DDP or s.parameter_servers is None,
+        ),
+        Rule(
+            field="workers.replicas",
+            cel=f"self.mode != 'ParameterServer' || self.workers.replicas <= {MAX_PS_WORKERS}",
+            message=f"workers.replicas is at most {MAX_PS_WORKERS:,} in ParameterServer mode (each worker is "
+            "restarted and replaced on its own, with a record of its own in the status)",
+            reason=Reason.INVALID,
+            holds=lambda s: s.mode != Mode.PARAMETER_SERVER or s.workers.replicas <= MAX_PS_WORKERS,
         ),
         Rule(
             field="trainer.stalenessBound",

@@ -3,12 +3,14 @@ result."""
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from trainingjob.model import tracked
 from trainingjob.model.base import LIST_ATOMIC, ApiModel, Bool, Float, Int, Str, list_map, unique_by
 from trainingjob.model.history import History
+from trainingjob.model.tracked import MAX_RANGES, MAX_TRACKED, PodOutcome, TrackedPod, TrackedPodRange
 from trainingjob.model.values import (
     MAX_METRICS,
     METRIC_NAME,
@@ -28,7 +30,7 @@ MAX_CLEARED = 64  # checkpoint folders a sweep's trial is told to remove (and re
 CHECKPOINT_FOLDER = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[A-Za-z0-9][-A-Za-z0-9]{0,63}$"
 CheckpointFolder = Annotated[Str, Field(pattern=CHECKPOINT_FOLDER, max_length=128)]
 
-__all__ = ["MAX_METRICS", "METRIC_NAME", "CheckpointStatus", "FailureClass", "History"]
+__all__ = ["MAX_METRICS", "METRIC_NAME", "CheckpointStatus", "FailureClass", "History", "PodOutcome", "TrackedPod"]
 
 
 class Phase(StrEnum):
@@ -270,33 +272,6 @@ class TrainingResult(ApiModel):
     """Where its time went, and its goodput, as it succeeded."""
 
 
-class PodOutcome(StrEnum):
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-
-
-class TrackedPod(ApiModel):
-    """A pod of the current attempt the operator created or saw, so that one that vanishes is noticed and
-    every failure is counted exactly once."""
-
-    name: Annotated[Str, Field(max_length=253)]
-    """The pod's name."""
-    uid: Annotated[Str, Field(max_length=64)]
-    """The pod's UID."""
-    outcome: PodOutcome | None = None
-    """Succeeded, or Failed once its failure was counted; unset while it runs."""
-    finished_at: datetime | None = None
-    """On the attempt's first pod to succeed only: when it finished (its trainer's end; when the operator first saw
-    it succeeded, where the pod did not say). A DDP gang's completion grace counts from it."""
-    incarnation: Annotated[Int, Field(ge=2)] | None = None
-    """A parameter-server worker whose trainer restarted in place: the incarnation last ordered (2 after its first
-    restart in place; its trainer reads TJ_INCARNATION). A failure of an older incarnation is never counted again."""
-    restarting_since: datetime | None = None
-    """While that restart in place is under way: when it was recorded (the commit point). Cleared once the pod's
-    agent runs the incarnation; the pod is re-created if it does not within the operator's inPlaceTimeoutSeconds
-    after the worker's backoff."""
-
-
 class NodeRefusal(ApiModel):
     """A slot whose pods nodes' kubelets refused to admit (OutOfnvidia.com/gpu, UnexpectedAdmissionError), in a
     stretch without a pod of the slot running since: a pod that never started, so the startup deadline counts
@@ -417,15 +392,30 @@ class TrainingJobStatus(ApiModel):
     """When the job reached Succeeded or Failed."""
     history: History | None = None
     """What happened so far: attempts, pod failures, checkpoints, and the loss and evaluation curves."""
-    tracked_pods: Annotated[list[TrackedPod], Field(max_length=4352), AfterValidator(unique_by("uid"))] = Field(
+    tracked_pods: Annotated[list[TrackedPod], Field(max_length=MAX_TRACKED), AfterValidator(tracked.check_unique)] = (
+        Field(default_factory=list, json_schema_extra=LIST_ATOMIC)
+    )
+    """Bookkeeping: the pods of the current attempt (see TrackedPod); those with no more to say than that they run
+    or succeeded are in trackedPodRanges."""
+    tracked_pod_ranges: Annotated[list[TrackedPodRange], Field(max_length=MAX_RANGES)] = Field(
         default_factory=list, json_schema_extra=LIST_ATOMIC
     )
-    """Bookkeeping: the pods of the current attempt, by UID (see TrackedPod)."""
-    replacements: Annotated[list[SlotBackoff], Field(max_length=4352), AfterValidator(unique_by("pod"))] = Field(
+    """Bookkeeping: more pods of the current attempt, recorded by name alone (model/tracked.py says why that is
+    exact): a 10,240-pod gang in a few dozen bytes. Read, they join trackedPods."""
+    replacements: Annotated[list[SlotBackoff], Field(max_length=MAX_TRACKED), AfterValidator(unique_by("pod"))] = Field(
         default_factory=list, json_schema_extra=LIST_ATOMIC
     )
     """Bookkeeping: the slots whose pods are re-created alone in the current attempt (parameter-server workers,
     pods a node refused), each with its own backoff."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unpack_tracked(cls, data: Any) -> Any:
+        return tracked.unpacked(data)
+
+    @model_serializer(mode="wrap")
+    def _pack_tracked(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return tracked.packed(handler(self))
 
     @property
     def current_pods_attempt(self) -> int:

@@ -10,7 +10,7 @@ from trainingjob.children.contract import ROLE_PS
 from trainingjob.children.naming import Replica
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import FailureClass, Mode, Phase, TrainingJobStatus
-from trainingjob.plan import classify, finished, in_place, replacement, tracking, worker_in_place
+from trainingjob.plan import classify, finished, in_place, refused, replacement, tracking, worker_in_place
 from trainingjob.plan.backoff import backoff_seconds
 from trainingjob.plan.transitions import moved, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
@@ -24,7 +24,7 @@ def failures(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
     """The attempt's uncounted failures, oldest first: failed, deleted by others, or vanished."""
     found, counted = [], tracking.counted_uids(status)
     for pod in ctx.pods_of(status.current_pods_attempt):
-        if pod.phase == PodPhase.SUCCEEDED or pod.uid in counted:
+        if pod.phase == PodPhase.SUCCEEDED or pod.uid in counted or refused.waits(pod):
             continue
         if pod.has_failed:
             found.append(pod)

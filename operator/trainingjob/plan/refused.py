@@ -5,7 +5,11 @@ Its slot's pod is deleted and created again alone, after a backoff of its own th
 (backoffBaseSeconds, at most backoffMaxSeconds; status.replacements), while the rest of the gang waits for it as
 for a slow start (a DDP rank waits for its peers up to startupDeadlineSeconds). The slot keeps its first refusal
 across the re-creations, so the startup deadline counts from it (plan/slots.py): pods no node will admit fail the
-job once the deadline is out, naming the node and its reason. A pod of the slot that runs clears it."""
+job once the deadline is out, naming the node and its reason. A pod of the slot that runs clears it.
+
+At most MOST_SLOTS slots are handled so at once, each with a record in the status (about 350 bytes): a refused pod
+beyond them stays as it is, under the startup deadline from its creation, until a slot clears. A 10,240-rank gang
+whose every pod is refused keeps its status near 200 KB, not 3.6 MB (README, "Status at scale")."""
 
 from trainingjob.children.observe import PodState
 from trainingjob.model import NodeRefusal, SlotBackoff, TrainingJobStatus
@@ -14,23 +18,29 @@ from trainingjob.plan.transitions import after
 from trainingjob.plan.types import Context, Decision, Event
 
 REASON = "PodRefusedByNode"
+MOST_SLOTS = 512
+
+
+def waits(pod: PodState) -> bool:
+    """A pod a node refused, never started: this policy's, never a failure of the attempt (handled, or waiting for
+    room among the MOST_SLOTS)."""
+    return pod.refused_by_node and pod.started_at is None and bool(pod.uid)
 
 
 def refused(ctx: Context, status: TrainingJobStatus) -> list[PodState]:
     """The current attempt's pods a node refused that are not handled yet."""
     counted = tracking.counted_uids(status)
-    pods = ctx.pods_of(status.current_pods_attempt)
-    return [p for p in pods if p.refused_by_node and p.started_at is None and p.uid and p.uid not in counted]
+    return [p for p in ctx.pods_of(status.current_pods_attempt) if waits(p) and p.uid not in counted]
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     """Clear the refusals of slots whose pod runs; note each new refusal on its slot, delete the refused pod and let
     creation make it again once the slot's backoff is over."""
     cleared = _cleared(ctx, status)
-    found = refused(ctx, cleared)
+    slots = {r.pod: r for r in cleared.replacements}
+    found = _within_room(refused(ctx, cleared), slots)
     if not found:
         return None if cleared == status else Decision(cleared)
-    slots = {r.pod: r for r in cleared.replacements}
     firsts = []
     for pod in found:
         slots[pod.name], first = _noted(ctx, slots.get(pod.name), pod)
@@ -45,6 +55,13 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
         events=(_announced(ctx, firsts, wait),) if firsts else (),
         requeue_after=max(wait, 0.1),
     )
+
+
+def _within_room(found: list[PodState], slots: dict[str, SlotBackoff]) -> list[PodState]:
+    """The refused pods of slots handled already, and of new slots as many as there is room for."""
+    room = max(MOST_SLOTS - sum(r.refused is not None for r in slots.values()), 0)
+    new = [p for p in found if p.name not in slots]
+    return [p for p in found if p.name in slots] + new[:room]
 
 
 def _noted(ctx: Context, slot: SlotBackoff | None, pod: PodState) -> tuple[SlotBackoff, bool]:
@@ -76,9 +93,11 @@ def _announced(ctx: Context, pods: list[PodState], wait: float, shown: int = 3) 
 
 
 def _cleared(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
-    """The refusals of slots whose pod runs (or ran) are over."""
+    """The refusals of slots whose pod runs (or ran) are over; a slot kept for its refusals alone (no failure of
+    the job's own to back off from) is let go, making room for another."""
     ran = {p.name for p in ctx.pods_of(status.current_pods_attempt) if p.is_up or p.started_at is not None}
     if not any(r.refused is not None and r.pod in ran for r in status.replacements):
         return status
-    slots = [r.model_copy(update={"refused": None}) if r.pod in ran else r for r in status.replacements]
-    return status.model_copy(update={"replacements": slots})
+    over = [r.model_copy(update={"refused": None}) if r.pod in ran else r for r in status.replacements]
+    kept = [r for r in over if r.refused is not None or r.failures or r.pod not in ran]
+    return status.model_copy(update={"replacements": kept})

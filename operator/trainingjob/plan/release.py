@@ -12,27 +12,30 @@ from typing import Any
 
 from trainingjob.children.observe import PodState, controller_uid, holds_tracking_finalizer
 from trainingjob.model import Phase, PodOutcome, TrainingJobStatus
+from trainingjob.plan.tracking import Records
 
 
-def needed(status: TrainingJobStatus, pod: PodState) -> bool:
+def needed(status: TrainingJobStatus, records: Records, pod: PodState) -> bool:
     """Whether the status still waits to learn how `pod` ends: a pod of the attempt the job runs in, while the job
-    is neither finished nor suspended, not recorded with an outcome (recorded as running, or not yet recorded)."""
+    is neither finished nor suspended, not recorded with an outcome (recorded as running, or not yet recorded).
+    `records`: the status's tracked pods."""
     if status.phase.is_terminal or status.phase == Phase.SUSPENDED or pod.attempt != status.current_pods_attempt:
         return False
-    outcomes = {t.uid: t.outcome for t in status.tracked_pods}
-    return outcomes.get(pod.uid) not in (PodOutcome.SUCCEEDED, PodOutcome.FAILED)
+    record = records.of(pod)
+    return record is None or record.outcome not in (PodOutcome.SUCCEEDED, PodOutcome.FAILED)
 
 
 def released(pods: Sequence[PodState], status: TrainingJobStatus, going: Sequence[str]) -> tuple[str, ...]:
     """Of the job's `pods`, those whose tracking finalizer goes once `status` is written: those deleted now
     (`going`), every pod of a finished job, and the pods that have ended or are being deleted that the status no
     longer needs."""
-    deleted = set(going)
+    deleted, records = set(going), Records(status.tracked_pods)
     finished = status.phase.is_terminal
     return tuple(
         p.name
         for p in pods
-        if p.held and (p.name in deleted or finished or ((p.is_finished or p.deleting) and not needed(status, p)))
+        if p.held
+        and (p.name in deleted or finished or ((p.is_finished or p.deleting) and not needed(status, records, p)))
     )
 
 

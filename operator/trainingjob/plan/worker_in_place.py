@@ -17,7 +17,7 @@ from trainingjob.children.agent import Gang, GangState
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.observe import PodPhase, PodState
 from trainingjob.model import Mode, Phase, PodOutcome, TrackedPod, TrainingJobStatus
-from trainingjob.plan import classify, finished, replacement
+from trainingjob.plan import classify, finished, replacement, tracking
 from trainingjob.plan.classify import TRAINER_FAILED
 from trainingjob.plan.transitions import after, seconds_until
 from trainingjob.plan.types import Context, Decision, Event
@@ -46,12 +46,12 @@ def possible(ctx: Context) -> bool:
 
 
 def workers(ctx: Context, status: TrainingJobStatus) -> list[Worker]:
-    tracked = {t.uid: t for t in status.tracked_pods if t.outcome is None}
+    records = tracking.Records(t for t in status.tracked_pods if t.outcome is None)
     return [
-        Worker(p, tracked[p.uid], ctx.observed.worker_gangs.get(p.name))
+        Worker(p, tracked, ctx.observed.worker_gangs.get(p.name))
         for p in ctx.pods_of(status.current_pods_attempt)
         if p.replica.role == ROLE_WORKER and p.in_place and p.phase == PodPhase.RUNNING and not p.deleting
-        if p.uid in tracked
+        if (tracked := records.of(p)) is not None
     ]
 
 
@@ -105,9 +105,10 @@ def _count(ctx: Context, status: TrainingJobStatus, failed: list[Worker]) -> Dec
         )
         events.append(Event("Warning", verdict.reason, message))
     culprit, failure = classes[-1]
+    pods = tracking.Pods(w.pod for w in failed)
     tracked = [
-        t.model_copy(update={"incarnation": incarnations[t.uid], "restarting_since": ctx.now})
-        if t.uid in incarnations
+        t.model_copy(update={"incarnation": incarnations[pod.uid], "restarting_since": ctx.now, "uid": pod.uid})
+        if (pod := pods.of(t)) is not None and pod.uid in incarnations
         else t
         for t in status.tracked_pods
     ]
@@ -177,9 +178,11 @@ def _timed_out(ctx: Context, worker: Worker, incarnation: int) -> Event:
 def abandoned_count(status: TrainingJobStatus, pods: list[PodState]) -> TrainingJobStatus:
     """Pods given up on: their failure was counted when their restart in place was recorded, so their going (or
     failing) is not counted again; the slot is re-created as for a replaced worker."""
-    uids = {p.uid for p in pods}
+    found = tracking.Pods(pods)
     tracked = [
-        t.model_copy(update={"outcome": PodOutcome.FAILED, "restarting_since": None}) if t.uid in uids else t
+        t.model_copy(update={"outcome": PodOutcome.FAILED, "restarting_since": None, "uid": pod.uid})
+        if (pod := found.of(t)) is not None
+        else t
         for t in status.tracked_pods
     ]
     return status.model_copy(update={"tracked_pods": tracked})

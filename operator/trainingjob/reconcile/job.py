@@ -107,8 +107,9 @@ def _departed_rank0(cluster: Cluster, job: TrainingJob) -> Report | None:
     status = job.status or TrainingJobStatus()
     name = Replica(ROLE_WORKER, 0).pod_name(str(job.metadata.name), status.current_pods_attempt)
     said = cluster.departed(str(job.metadata.namespace), name)
-    tracked = {t.uid for t in status.tracked_pods if t.name == name}
-    return said[1] if said is not None and said[0] in tracked else None
+    records = [t for t in status.tracked_pods if t.name == name]
+    # A record without a UID is the pod of that name (model/tracked.py): no other pod of the name was made meanwhile.
+    return said[1] if said is not None and any(t.uid in (said[0], "") for t in records) else None
 
 
 def reconcile(

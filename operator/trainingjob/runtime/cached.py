@@ -5,8 +5,8 @@ writes.
 
 One lag remains that write-through cannot close: pods another writer created (an earlier leader) that the pod
 watch has not delivered yet. A tracked pod missing from the store would count as vanished, a failure, so when the
-job's status tracks a live pod the store has neither seen nor seen deleted, that one reconcile lists the job's
-pods from the apiserver instead.
+job's status tracks a live pod the store has neither seen nor seen deleted (for a record without a UID: one whose
+name it does not hold), that one reconcile lists the job's pods from the apiserver instead.
 
 Writes are fenced: each is refused (NotLeading) once `may_write` says this operator no longer leads, so a
 reconcile that outlived its leadership (one still running when the Lease was lost, or one of a leader paused past
@@ -23,7 +23,7 @@ from trainingjob.children.naming import service_name
 from trainingjob.children.progress_report import Report, parse_report
 from trainingjob.children.workload import QueueState, WorkloadAction
 from trainingjob.kube.ports import Cluster, Created, Manifest, Queues, SweepCluster
-from trainingjob.model import TrainingJob
+from trainingjob.model import TrainingJob, tracked
 from trainingjob.plan import Event
 from trainingjob.runtime.announced import Announced
 from trainingjob.runtime.memory import Stores
@@ -44,15 +44,6 @@ def _fenced(may_write: Callable[[], bool], direct: T) -> T:
     if not may_write():
         raise NotLeading("not leading: the write was not sent")
     return direct
-
-
-def _live_tracked_uids(job: Manifest | None) -> list[str]:
-    """The UIDs the job's status tracks as running: those whose absence the planner counts as a vanished pod."""
-    status = (job or {}).get("status")
-    tracked = status.get("trackedPods") if isinstance(status, dict) else None
-    if not isinstance(tracked, list):
-        return []
-    return [str(t["uid"]) for t in tracked if isinstance(t, dict) and t.get("uid") and not t.get("outcome")]
 
 
 class CachedCluster:
@@ -80,8 +71,9 @@ class CachedCluster:
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         pods = self.stores.pods.of_job(namespace, job)
         present = {str(p["metadata"].get("uid")) for p in pods}
-        expected = _live_tracked_uids(self.stores.jobs.get(namespace, job))
-        if all(uid in present or self.stores.pods.seen_deleted(uid) for uid in expected):
+        uids, names = tracked.running((self.stores.jobs.get(namespace, job) or {}).get("status"))
+        seen = all(uid in present or self.stores.pods.seen_deleted(uid) for uid in uids)
+        if seen and names <= {str(p["metadata"].get("name")) for p in pods}:
             return pods
         self.on_fallback()
         return self.direct.list_pods(namespace, job)
