@@ -34,6 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
+from bench.bench_operator import job_manifest  # noqa: E402
 from bench.kubeflow_plane import RoutablePlane, add_nodes  # noqa: E402
 from kubernetes import client  # noqa: E402
 from testbed.controlplane import Binaries, ControlPlane  # noqa: E402
@@ -80,15 +81,6 @@ class FairnessPlane(RoutablePlane):
         return super()._serve(name, args)
 
 
-def manifest(name: str, ranks: int) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {"workers": {"replicas": ranks}, "trainer": {"steps": 100}},
-    }
-
-
 def says_running(custom: client.CustomObjectsApi, namespace: str, name: str) -> bool:
     """Whether the job's status says Running, as the apiserver's watch cache has it (resourceVersion 0: it answers at
     once under load, where a quorum read waits behind the big job's writes)."""
@@ -107,7 +99,7 @@ def big_pods(core: client.CoreV1Api, least: int) -> int | None:
 def small_job(api: client.ApiClient, name: str, ranks: int, deadline: float) -> None:
     """Create the small job and wait until its status says Running."""
     custom = client.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object(GROUP, VERSION, SMALL_NS, PLURAL, manifest(name, ranks))
+    custom.create_namespaced_custom_object(GROUP, VERSION, SMALL_NS, PLURAL, job_manifest(name, ranks))
     poll_until(
         lambda: says_running(custom, SMALL_NS, name), timeout=deadline, interval=0.1, what=f"{SMALL_NS}/{name} Running"
     )
@@ -120,7 +112,7 @@ def beside_big(
     until Running in a thread of its own: the small jobs' names and how many of the big job's pods existed when each
     was created; and the big job's time to Running."""
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    custom.create_namespaced_custom_object(GROUP, VERSION, BIG_NS, PLURAL, manifest(BIG, ranks))
+    custom.create_namespaced_custom_object(GROUP, VERSION, BIG_NS, PLURAL, job_manifest(BIG, ranks))
     big_created, created = time.monotonic(), []
     with ThreadPoolExecutor(max_workers=len(points)) as pool:
         waits = []
