@@ -48,3 +48,13 @@ def test_an_invalid_job_keeps_its_progress_but_no_estimated_completion() -> None
 def test_a_status_the_model_refuses_keeps_what_is_still_valid() -> None:
     status = salvaged_status({"attempt": 3, "phase": "Running", "lastFailure": {"reason": 7}, "bogus": 1})
     assert status.attempt == 3 and status.phase == Phase.RUNNING and status.last_failure is None
+
+
+def test_pod_records_valid_alone_but_not_together_are_dropped_from_the_salvaged_status() -> None:
+    stored = {
+        "phase": "Running",
+        "trackedPods": [{"name": "job-worker-1-1", "uid": ""}],
+        "trackedPodRanges": [{"prefix": "job-worker-", "suffix": "-1", "indices": "1-2"}],
+    }
+    status = salvaged_status(stored)
+    assert status.phase == "Running" and status.tracked_pods == []

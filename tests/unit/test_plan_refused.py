@@ -12,7 +12,7 @@ from tests.support.builders import SETTINGS, at, condition, created_names, pod, 
 
 from trainingjob.children import timeline
 from trainingjob.children.naming import Replica
-from trainingjob.model import Phase, TrainingJob
+from trainingjob.model import Phase, SlotBackoff, TrainingJob
 from trainingjob.plan import plan, refused
 
 pytestmark = pytest.mark.fast
@@ -214,6 +214,23 @@ def test_at_most_most_slots_refused_pods_are_handled_at_once_and_the_rest_wait_u
     c.reconcile(at(2))
     assert [r.pod for r in c.status.replacements] == names[2:5] and names[4] not in c.pods, "slot 1 let go"
     assert c.status.restarts.total == 0 and c.status.attempt == 1
+
+
+def test_letting_go_of_a_refusal_slot_keeps_a_worker_replaced_after_a_disruption() -> None:
+    """A ParameterServer worker replaced alone after a disruption has a slot with no failure of the job's own; it is
+    not let go of when another slot's refusals end."""
+    c = cluster("ParameterServer")
+    disrupted = Replica("worker", 0).pod_name("job", 1)
+    c.refuse(at(1))
+    c.reconcile(at(1))
+    own = SlotBackoff(pod=disrupted, not_before=at(50))
+    c.job = c.job.model_copy(
+        update={"status": c.status.model_copy(update={"replacements": [own, *c.status.replacements]})}
+    )
+    c.reconcile(at(1 + BASE))
+    c.run()
+    c.reconcile(at(20))
+    assert c.status.replacements == [own]
 
 
 @pytest.mark.parametrize("mode", ["DDP", "ParameterServer"])

@@ -344,6 +344,22 @@ def test_an_invalid_stored_job_fails_once_then_is_cleaned_up_and_deleted(cluster
     assert [e.reason for _, e in cluster.events].count("InvalidSpec") == 1
 
 
+def test_a_status_a_newer_operator_wrote_is_salvaged_and_the_job_runs_on(cluster: FakeCluster, clock: Clock) -> None:
+    """A rollback: the status has a field this version does not know, and a pod record it refuses. The spec is
+    valid, so the job keeps running: what is valid of the status is kept, the pods are recorded again."""
+    start(cluster, clock)
+    stored = cluster.jobs[NS, "job"]["status"]
+    stored["fromTheFuture"] = {"x": 1}
+    stored["trackedPods"] = [{"name": "job-worker-0-1", "uid": "u", "seenBy": "a newer operator"}]
+    restarts = stored["restarts"]
+    clock.advance(1)
+    run(cluster, clock)
+    after = status(cluster)
+    assert after["phase"] == "Running" and after["restarts"] == restarts and "fromTheFuture" not in after
+    assert {t.name for t in tracked_records(after)} == {"job-worker-0-1", "job-worker-1-1"}
+    assert not [e for _, e in cluster.events if e.reason == "InvalidSpec"]
+
+
 @pytest.mark.parametrize(
     ("names", "expected"),
     [(("a", "b"), {"a": "uid-a", "b": "uid-b"}), (("a", "gone"), {"a": "uid-a"}), (("no-uid",), {})],

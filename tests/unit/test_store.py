@@ -232,6 +232,40 @@ def test_pods_are_listed_from_the_apiserver_only_when_a_tracked_pod_is_unaccount
     assert seen == ([] if deleted else ["uid-a"])
 
 
+NAMED = {"trackedPodRanges": [{"prefix": "job-worker-", "suffix": "-1", "indices": "0"}]}
+
+
+@pytest.mark.parametrize(
+    ("in_store", "lists"),
+    [
+        pytest.param({}, 0, id="running-pod-of-the-name"),
+        pytest.param(None, 1, id="no-pod-of-the-name-lists"),
+        pytest.param({"phase": "Failed", "exit_code": 1}, 1, id="failed-pod-of-the-name-lists"),
+        pytest.param({"deleting": T0}, 1, id="deleted-pod-of-the-name-lists"),
+    ],
+)
+def test_a_pod_recorded_by_name_is_read_from_the_store_only_while_a_healthy_pod_holds_the_name(
+    in_store: dict[str, Any] | None, lists: int
+) -> None:
+    """A failed or going pod under a name recorded without a UID may be the name's earlier pod, counted already, in
+    a store that has yet to see it go and its successor made (an earlier leader made it): the pods are listed,
+    lest the planner count that failure again (model/tracked.py)."""
+    cluster, stores, fallbacks = FakeCluster(clock=lambda: T0), Stores(), []
+    cluster.pods[(NS, "job-worker-0-1")] = _pod("uid-new")
+    job = _tracked("unused")
+    job["status"] = NAMED
+    stores.jobs.saw(job)
+    if in_store is not None:
+        manifest = pod(
+            make_job(), Replica("worker", 0), 1, str(in_store.pop("phase", "Running")), uid="uid-old", **in_store
+        )
+        manifest["metadata"].update(namespace=NS, resourceVersion="4")
+        stores.pods.saw(manifest)
+    cached = CachedCluster(cluster, stores, on_fallback=lambda: fallbacks.append(1))
+    seen = [p["metadata"]["uid"] for p in cached.list_pods(NS, "job")]
+    assert len(fallbacks) == lists and seen == (["uid-new"] if lists else ["uid-old"])
+
+
 def test_what_the_operator_wrote_is_remembered_by_kind_and_never_swallows_a_trials_watch_event() -> None:
     stores = Stores()
     trial = {"kind": "TrainingJob", "metadata": {"name": "s-0", "namespace": "ns", "uid": "u0", "resourceVersion": "2",

@@ -6,12 +6,14 @@ the only one of its kind in the record are written as name ranges (`worker-0` to
 few dozen bytes) without their UID. A name alone is exact for them: the operator creates a pod under a recorded name
 only after that name's record is gone (its failure counted), so while the record lasts the name means one pod.
 Records with more to say (a counted failure, which is matched by UID; a first finish time; a restart in place)
-stay whole. The status's validator unpacks the ranges into records with an empty UID and its serializer packs them
-again, so the planner sees one list."""
+stay whole, as does index 0's (rank 0's pod: the last words of a departed pod under its name are taken only from
+that pod, by UID). The status's validator unpacks the ranges into records with an empty UID and its serializer
+packs them again, so the planner sees one list."""
 
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -111,8 +113,10 @@ def unpacked(data: Any) -> Any:
     ranges = data.get(ranges_key)
     if not isinstance(ranges, list) or not ranges:
         return data
+    if len(ranges) > MAX_RANGES:
+        raise ValueError(f"{ranges_key}: at most {MAX_RANGES} ranges, not {len(ranges)}")
     records = list(data.get(key) or [])
-    for at, item in enumerate(ranges[:MAX_RANGES]):
+    for at, item in enumerate(ranges):
         try:
             r = TrackedPodRange.model_validate(item)
             found = indices(r.indices, MAX_TRACKED - len(records))
@@ -120,7 +124,7 @@ def unpacked(data: Any) -> Any:
             raise ValueError(f"{ranges_key}[{at}]: {error}") from None
         records += [{"name": f"{r.prefix}{i}{r.suffix}", "uid": "", "outcome": r.outcome} for i in found]
     records.sort(key=_name_and_uid)  # the planner's order (plan/tracking.py): read back, a record compares equal
-    return {**data, key: records, ranges_key: ranges[MAX_RANGES:]}
+    return {**data, key: records, ranges_key: []}
 
 
 def _name_and_uid(record: Any) -> tuple[str, str]:
@@ -144,7 +148,7 @@ def packed(data: dict[str, Any]) -> dict[str, Any]:
     groups: dict[tuple[str, str, str | None], list[int]] = {}
     for record in records:
         match = _NAME.match(record["name"])
-        if match is None or record["name"] in repeated or not _bare(record):
+        if match is None or match[2] == "0" or record["name"] in repeated or not _bare(record):
             kept.append(record)
             continue
         outcome = record.get("outcome")
@@ -153,7 +157,8 @@ def packed(data: dict[str, Any]) -> dict[str, Any]:
     ranges = [_range(prefix, suffix, outcome, found) for (prefix, suffix, outcome), found in ordered[:MAX_RANGES]]
     for (prefix, suffix, outcome), found in ordered[MAX_RANGES:]:  # never in practice: a few roles and outcomes
         kept += [{"name": f"{prefix}{i}{suffix}", "uid": "", "outcome": outcome} for i in found]
-    return {**data, key: kept, ranges_key: ranges}
+    packed = {**data, key: kept, ranges_key: ranges}
+    return packed if ranges else {k: v for k, v in packed.items() if k != ranges_key}
 
 
 def _bare(record: Mapping[str, Any]) -> bool:
@@ -173,21 +178,34 @@ def _range(prefix: str, suffix: str, outcome: str | None, found: list[int]) -> d
     return out
 
 
-def running(status: Any) -> tuple[set[str], set[str]]:
-    """Of a status as stored, the pods its records say run: their UIDs, and the names of those recorded without
-    one. Read without validating the whole status (the informer cache asks on every list); malformed parts say
-    nothing."""
+@dataclass(frozen=True)
+class Stored:
+    """What a stored status's records say, read without validating the whole status (the informer cache asks on
+    every list): the UIDs of the pods recorded as running, and the names recorded without a UID, those running
+    among them. Malformed parts say nothing."""
+
+    running_uids: frozenset[str]
+    running_names: frozenset[str]
+    names: frozenset[str]
+
+
+def stored(status: Any) -> Stored:
     records = status.get("trackedPods") if isinstance(status, Mapping) else None
     ranges = status.get("trackedPodRanges") if isinstance(status, Mapping) else None
-    uids, names = set(), set()
+    uids, running_names, names = set(), set(), set()
     for t in records if isinstance(records, list) else []:
-        if isinstance(t, Mapping) and not t.get("outcome") and isinstance(t.get("name"), str):
-            (uids.add(str(t["uid"])) if t.get("uid") else names.add(t["name"]))
+        if isinstance(t, Mapping) and isinstance(t.get("name"), str):
+            if t.get("uid"):
+                uids.update([str(t["uid"])] if not t.get("outcome") else [])
+                continue
+            names.add(t["name"])
+            running_names.update([t["name"]] if not t.get("outcome") else [])
     for item in ranges if isinstance(ranges, list) else []:
         try:
             r = TrackedPodRange.model_validate(item)
-            found = indices(r.indices)
+            found = [f"{r.prefix}{i}{r.suffix}" for i in indices(r.indices)]
         except ValueError:
             continue
-        names.update(f"{r.prefix}{i}{r.suffix}" for i in found if r.outcome is None)
-    return uids, names
+        names.update(found)
+        running_names.update(found if r.outcome is None else [])
+    return Stored(frozenset(uids), frozenset(running_names), frozenset(names))

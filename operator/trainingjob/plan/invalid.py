@@ -15,6 +15,7 @@ from trainingjob.plan.release import released
 from trainingjob.plan.types import Event, Plan
 
 REASON = "InvalidSpec"
+TRACKED_KEYS = ("trackedPods", "trackedPodRanges")
 
 
 def salvaged_status(raw: Any) -> TrainingJobStatus:
@@ -32,7 +33,10 @@ def salvaged_status(raw: Any) -> TrainingJobStatus:
         except ValidationError:
             continue
         valid[key] = value
-    return TrainingJobStatus.model_validate(valid)
+    try:
+        return TrainingJobStatus.model_validate(valid)
+    except ValidationError:  # the pod records, each valid alone, disagree (a name twice): the job fails anyway
+        return TrainingJobStatus.model_validate({k: v for k, v in valid.items() if k not in TRACKED_KEYS})
 
 
 def _run_policy(manifest: Mapping[str, Any]) -> RunPolicy:

@@ -8,7 +8,8 @@ across the re-creations, so the startup deadline counts from it (plan/slots.py):
 job once the deadline is out, naming the node and its reason. A pod of the slot that runs clears it.
 
 At most MOST_SLOTS slots are handled so at once, each with a record in the status (about 350 bytes): a refused pod
-beyond them stays as it is, under the startup deadline from its creation, until a slot clears. A 10,240-rank gang
+beyond them stays as it is, never a failure of the attempt, until a slot clears; its slot's refusal stretch (and
+the startup deadline) begins when it is handled. A 10,240-rank gang
 whose every pod is refused keeps its status near 200 KB, not 3.6 MB (README, "Status at scale")."""
 
 from trainingjob.children.observe import PodState
@@ -96,8 +97,13 @@ def _cleared(ctx: Context, status: TrainingJobStatus) -> TrainingJobStatus:
     """The refusals of slots whose pod runs (or ran) are over; a slot kept for its refusals alone (no failure of
     the job's own to back off from) is let go, making room for another."""
     ran = {p.name for p in ctx.pods_of(status.current_pods_attempt) if p.is_up or p.started_at is not None}
-    if not any(r.refused is not None and r.pod in ran for r in status.replacements):
+    over = {r.pod for r in status.replacements if r.refused is not None and r.pod in ran}
+    if not over:
         return status
-    over = [r.model_copy(update={"refused": None}) if r.pod in ran else r for r in status.replacements]
-    kept = [r for r in over if r.refused is not None or r.failures or r.pod not in ran]
-    return status.model_copy(update={"replacements": kept})
+    last = status.last_failure.pod if status.last_failure is not None else None
+    slots = [
+        r.model_copy(update={"refused": None}) if r.pod in over else r
+        for r in status.replacements
+        if r.pod not in over or r.failures or r.pod == last  # a slot kept only for its refusals goes
+    ]
+    return status.model_copy(update={"replacements": slots})

@@ -107,9 +107,21 @@ def _departed_rank0(cluster: Cluster, job: TrainingJob) -> Report | None:
     status = job.status or TrainingJobStatus()
     name = Replica(ROLE_WORKER, 0).pod_name(str(job.metadata.name), status.current_pods_attempt)
     said = cluster.departed(str(job.metadata.namespace), name)
-    records = [t for t in status.tracked_pods if t.name == name]
-    # A record without a UID is the pod of that name (model/tracked.py): no other pod of the name was made meanwhile.
-    return said[1] if said is not None and any(t.uid in (said[0], "") for t in records) else None
+    tracked = {t.uid for t in status.tracked_pods if t.name == name}  # index 0's record keeps its UID
+    return said[1] if said is not None and said[0] in tracked else None
+
+
+def _parsed(manifest: Manifest) -> TrainingJob:
+    """The job. A status the model refuses under a valid spec (written by a newer version of the operator, before
+    a rollback) is taken field by field, what is still valid kept, rather than failing the job: the spec is the
+    user's, the status the operator's bookkeeping (its pods, with their finalizers, are found again)."""
+    try:
+        return TrainingJob.from_manifest(manifest)
+    except ValidationError:
+        if not isinstance(manifest.get("status"), Mapping):
+            raise
+    job = TrainingJob.from_manifest({**manifest, "status": None})  # raises, naming the spec's error
+    return job.model_copy(update={"status": salvaged_status(manifest["status"])})
 
 
 def reconcile(
@@ -136,7 +148,7 @@ def reconcile(
     job: TrainingJob | None = None
     rank0: Manifest | None = None
     try:
-        job = TrainingJob.from_manifest(manifest)
+        job = _parsed(manifest)
     except ValidationError as error:
         observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
         result = plan_invalid(manifest, error, observed, now)

@@ -46,6 +46,15 @@ def _fenced(may_write: Callable[[], bool], direct: T) -> T:
     return direct
 
 
+def _may_have_ended(pod: Manifest) -> bool:
+    """A pod that failed, is disrupted or is going: under a name recorded without a UID, it may be the pod of that
+    name before (its failure counted, a new pod made since: the store has yet to see either), so the planner must
+    not take it for the recorded one (model/tracked.py). A healthy pod under the name is the recorded one."""
+    status = pod.get("status") or {}
+    disrupted = any(c.get("type") == "DisruptionTarget" for c in status.get("conditions") or [])
+    return bool(pod["metadata"].get("deletionTimestamp")) or status.get("phase") == "Failed" or disrupted
+
+
 class CachedCluster:
     """Reads from `stores`, writes (and the rare fallback list) through `direct` while `may_write`."""
 
@@ -71,9 +80,11 @@ class CachedCluster:
     def list_pods(self, namespace: str, job: str) -> list[Manifest]:
         pods = self.stores.pods.of_job(namespace, job)
         present = {str(p["metadata"].get("uid")) for p in pods}
-        uids, names = tracked.running((self.stores.jobs.get(namespace, job) or {}).get("status"))
-        seen = all(uid in present or self.stores.pods.seen_deleted(uid) for uid in uids)
-        if seen and names <= {str(p["metadata"].get("name")) for p in pods}:
+        record = tracked.stored((self.stores.jobs.get(namespace, job) or {}).get("status"))
+        seen = all(uid in present or self.stores.pods.seen_deleted(uid) for uid in record.running_uids)
+        by_name = {str(p["metadata"].get("name")): p for p in pods}
+        named = [by_name[n] for n in record.names if n in by_name]
+        if seen and record.running_names <= by_name.keys() and not any(map(_may_have_ended, named)):
             return pods
         self.on_fallback()
         return self.direct.list_pods(namespace, job)
