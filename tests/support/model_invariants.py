@@ -207,8 +207,9 @@ def _check_transition(
         _check_in_place(ledger, uid, b, a)
     elif grown and steps == 1 and a.last_failure and a.last_failure.failure_class != FailureClass.STALLED:
         # A pod that vanished while recorded by name alone leaves no UID in the failure: its record's, resolved.
-        named = {t.uid for t in b.tracked_pods if t.name == a.last_failure.pod and t.outcome is None}
-        culprit = {a.last_failure.pod_uid} if a.last_failure.pod_uid else named if len(named) == 1 else set()
+        culprit = {a.last_failure.pod_uid} if a.last_failure.pod_uid else set()
+        if a.last_failure.reason == "Vanished" and not culprit:
+            culprit = {t.uid for t in b.tracked_pods if t.name == a.last_failure.pod and t.outcome is None}
         ledger.count(uid, culprit)
         ledger.stats["gang restarts"] += 1
     if b.pods_attempt is not None and a.pods_attempt is None and a.attempt == b.attempt:
@@ -266,9 +267,11 @@ def _check_workers_in_place(ledger: Ledger, uid: str, b: TrainingJobStatus, a: T
 def _check_legitimate(
     ledger: Ledger, uid: str, statuses: tuple[TrainingJobStatus, TrainingJobStatus], job: Manifest, now: datetime
 ) -> None:
-    """A new attempt without a restart only on resuming one that had pods; a stall only after a heartbeat."""
+    """A new attempt without a restart only on resuming one that had pods, or on resizing an elastic job (which may
+    come before the attempt it leaves made any pod: room returned while it waited out its backoff); a stall only
+    after a heartbeat."""
     b, a = statuses
-    if a.attempt == b.attempt + 1 and _total(a) == _total(b) and b.attempt > 0:
+    if a.attempt == b.attempt + 1 and _total(a) == _total(b) and b.attempt > 0 and not resized(b, a):
         assert b.attempt in ledger.attempts_with_pods.get(uid, set()), f"attempt {b.attempt} never had pods"
     if a.restarts.stalled > b.restarts.stalled:
         limit = (job["spec"].get("runPolicy") or {})["progressDeadlineSeconds"]

@@ -16,7 +16,7 @@ from tests.support.fake_faults import node_of
 from tests.support.model_invariants import Ledger
 
 from trainingjob.children.observe import controller_uid
-from trainingjob.model import TrainingJobStatus
+from trainingjob.model import FailureClass, TrainingJobStatus
 
 Manifest = dict[str, Any]
 NS = "ns"
@@ -42,9 +42,11 @@ def placed(cluster: FakeCluster, owner: str | None = None) -> list[tuple[str, st
 
 
 def check_refusals_uncounted(before: Manifest, after: Manifest, refused: set[str]) -> None:
-    """A pass that counted one more disruption blamed no pod a node refused: a refusal is no disruption."""
+    """A pass that counted one more disruption blamed no pod a node refused: a refusal is no disruption. (The pass
+    may also have failed the job, e.g. at a refused pod's startup deadline: its last failure is then that one.)"""
     b, a = _status(before), _status(after)
-    blamed = a.last_failure.pod_uid if a.last_failure else None
+    disrupted = a.last_failure is not None and a.last_failure.failure_class == FailureClass.DISRUPTION
+    blamed = a.last_failure.pod_uid if a.last_failure is not None and disrupted else None
     assert a.restarts.disruption <= b.restarts.disruption or blamed not in refused, (
         f"pod {a.last_failure.pod if a.last_failure else ''}, refused by its node, counted as a disruption "
         f"(now {a.restarts.disruption})"
