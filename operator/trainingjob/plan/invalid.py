@@ -35,7 +35,9 @@ def salvaged_status(raw: Any) -> TrainingJobStatus:
         valid[key] = value
     try:
         return TrainingJobStatus.model_validate(valid)
-    except ValidationError:  # the pod records, each valid alone, disagree (a name twice): the job fails anyway
+    except ValidationError:
+        # The pod records, each valid alone, disagree (a name twice): dropped. The pods, held by their finalizers,
+        # are recorded again; a failure counted before and still there would be counted again (reconcile/job.py).
         return TrainingJobStatus.model_validate({k: v for k, v in valid.items() if k not in TRACKED_KEYS})
 
 
