@@ -118,13 +118,18 @@ def unpacked(data: Any) -> Any:
     records = list(data.get(key) or [])
     for at, item in enumerate(ranges):
         try:
-            r = TrackedPodRange.model_validate(item)
-            found = indices(r.indices, MAX_TRACKED - len(records))
+            found, outcome = _names(item, MAX_TRACKED - len(records))
         except ValueError as error:  # pydantic's ValidationError is one
             raise ValueError(f"{ranges_key}[{at}]: {error}") from None
-        records += [{"name": f"{r.prefix}{i}{r.suffix}", "uid": "", "outcome": r.outcome} for i in found]
+        records += [{"name": name, "uid": "", "outcome": outcome} for name in found]
     records.sort(key=_name_and_uid)  # the planner's order (plan/tracking.py): read back, a record compares equal
     return {**data, key: records, ranges_key: []}
+
+
+def _names(item: Any, most: int = MAX_TRACKED) -> tuple[list[str], PodOutcome | None]:
+    """A range as written: the names it records (at most `most`) and their outcome; ValueError if malformed."""
+    r = TrackedPodRange.model_validate(item)
+    return [f"{r.prefix}{i}{r.suffix}" for i in indices(r.indices, most)], r.outcome
 
 
 def _name_and_uid(record: Any) -> tuple[str, str]:
@@ -202,10 +207,9 @@ def stored(status: Any) -> Stored:
             running_names.update([t["name"]] if not t.get("outcome") else [])
     for item in ranges if isinstance(ranges, list) else []:
         try:
-            r = TrackedPodRange.model_validate(item)
-            found = [f"{r.prefix}{i}{r.suffix}" for i in indices(r.indices)]
+            found, outcome = _names(item)
         except ValueError:
             continue
         names.update(found)
-        running_names.update(found if r.outcome is None else [])
+        running_names.update(found if outcome is None else [])
     return Stored(frozenset(uids), frozenset(running_names), frozenset(names))
