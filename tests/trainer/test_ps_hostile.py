@@ -6,6 +6,7 @@ a shard. It must get nothing but the server's nonce back, and the job must end e
 """
 
 import contextlib
+import errno
 import secrets
 import socket
 import struct
@@ -89,14 +90,25 @@ def _pump(source: socket.socket, target: socket.socket, record: bytearray | None
 def answer(address: tuple[str, int], data: bytes, *, end: bool = True) -> bytes:
     """All the server sends back to a client that sends `data` (then, if `end`, closes its side), until it closes."""
     with socket.create_connection(address, timeout=ANSWER_TIMEOUT) as sock:
-        sock.sendall(data)
+        # The server may hang up before it has read all of `data` (it refuses the first bad frame): the rest of the
+        # send, or the close of our side, then meets a reset or a socket no longer connected. That is its answer.
+        with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+            sock.sendall(data)
         if end:
-            sock.shutdown(socket.SHUT_WR)
+            _close_our_side(sock)
         received = bytearray()
         with contextlib.suppress(ConnectionResetError):  # hung up with our bytes unread: a reset, not a close
             while chunk := sock.recv(1 << 16):
                 received += chunk
         return bytes(received)
+
+
+def _close_our_side(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError as error:  # the server's reset tore the connection down first: that is its answer
+        if error.errno not in (errno.ENOTCONN, errno.ECONNRESET, errno.EPIPE):
+            raise
 
 
 def old_frame(message: Message) -> bytes:
