@@ -10,6 +10,7 @@ import signal
 import kopf
 
 import trainingjob.runtime.operator  # noqa: F401  (registers the startup and cleanup hooks with kopf)
+from trainingjob.runtime import gc_tuning
 
 # Fields reconcile puts on its decision lines; the JSON format carries them as keys of their own.
 DECISION_FIELDS = ("job", "attempt", "decision")
@@ -41,6 +42,7 @@ def configure_logging(level: str, style: str) -> None:
 
 def main() -> None:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1`: every thread's stack, to stderr
+    gc_tuning.tune()
     configure_logging(os.environ.get("TJ_OPERATOR_LOG_LEVEL", "INFO"), os.environ.get("TJ_OPERATOR_LOG_FORMAT", "text"))
     namespace = os.environ.get("TJ_OPERATOR_NAMESPACE", "")
     asyncio.run(
