@@ -29,11 +29,60 @@ class ProcessFailedError(RuntimeError):
     """A server process exited or did not become ready in time."""
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+# free_port's ports: below the kernel's ephemeral range (32768-60999 by default), which bind(("", 0)) and every
+# outgoing connection take their local ports from, and below the trainer's fixed ports (29400-29501).
+PORTS = range(20000, 29000)
+PORT_CLAIM = "\0trainingjob-port-{}"
+_claims: dict[int, socket.socket] = {}  # the ports this process handed out, each claimed while it lives
+_next_port = [0]
+
+
+def _ephemeral_range() -> range:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return range(int(low), int(high) + 1)
+    except (OSError, ValueError):
+        return range(32768, 61000)
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("0.0.0.0", port))  # taken on any address (a pod's 127.N.x.x too) counts as taken
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port that nothing listens on right now, and that nothing else is handed until a server binds it.
+
+    The port is handed out here but bound later, often by another process (an etcd, an apiserver, a trainer): an
+    ephemeral port (bind to port 0, then close) could meanwhile be taken by anything on the machine asking for one,
+    or by any outgoing connection, and the server then failed with EADDRINUSE (or a readiness probe found another
+    server there). So ports come from PORTS, outside the ephemeral range, each claimed by an abstract Unix socket
+    (testbed/pod_range.py's way) for as long as this process lives: another test process using free_port skips it,
+    and this process hands each out once (again only once PORTS is used up, and then only one not bound now)."""
+    ephemeral = _ephemeral_range()
+    candidates = [port for port in PORTS if port not in ephemeral] or list(PORTS)  # the claims still hold
+    start = (_next_port[0] or os.getpid()) % len(candidates)
+    for port in candidates[start:] + candidates[:start]:
+        if port in _claims:
+            continue
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(PORT_CLAIM.format(port))
+        except OSError:  # another process handed it out
+            claim.close()
+            continue
+        _claims[port] = claim
+        if _bindable(port):
+            _next_port[0] = candidates.index(port) + 1
+            return port
+    for port in _claims:  # every one handed out already: one nobody binds now, which this process still claims
+        if _bindable(port):
+            return port
+    raise RuntimeError(f"no free port left in {PORTS.start}-{PORTS.stop - 1}")
 
 
 def poll_until(check: Callable[[], T | None], *, timeout: float, interval: float = 0.1, what: str = "condition") -> T:

@@ -7,7 +7,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from testbed.processes import poll_until
+from testbed.processes import free_port, poll_until
 
 from trainer.bounded_http import BoundedHandler
 from trainer.contract import LISTEN_ADDRESS
@@ -31,9 +31,7 @@ def test_metrics_text_format() -> None:
 
 
 def test_endpoint_and_file(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     now = [100.0]
     reporter = ProgressReporter(2, port, tmp_path / "progress.json", clock=lambda: now[0]).start()
     try:
@@ -83,12 +81,6 @@ def test_a_final_report_fits_what_kubernetes_keeps() -> None:
     assert json.loads(body) == {"attempt": 1, "step": 9}  # the checkpoint dropped whole, never cut
 
 
-def free_local_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def get_status(port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/progress", timeout=30) as response:
@@ -99,7 +91,7 @@ def get_status(port: int) -> int:
 
 def test_idle_clients_hold_at_most_max_connections_and_the_next_is_told_busy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(BoundedHandler, "timeout", 120.0)  # the idle clients stay for the whole test
-    port = free_local_port()
+    port = free_port()
     reporter = ProgressReporter(1, port, None).start()
     try:
         idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(MAX_CONNECTIONS)]
@@ -113,7 +105,7 @@ def test_idle_clients_hold_at_most_max_connections_and_the_next_is_told_busy(mon
 
 def test_an_idle_client_is_dropped_after_the_request_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(BoundedHandler, "timeout", 0.2)
-    port = free_local_port()
+    port = free_port()
     reporter = ProgressReporter(1, port, None).start()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as idle:
@@ -131,7 +123,7 @@ def test_the_endpoint_listens_where_told(monkeypatch: pytest.MonkeyPatch, listen
         monkeypatch.delenv(LISTEN_ADDRESS, raising=False)
     else:
         monkeypatch.setenv(LISTEN_ADDRESS, listen)
-    reporter = ProgressReporter(1, free_local_port(), None).start()
+    reporter = ProgressReporter(1, free_port(), None).start()
     try:
         assert reporter._server is not None and reporter._server.server_address[0] == bound
     finally:

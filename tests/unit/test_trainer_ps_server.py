@@ -3,13 +3,13 @@
 import asyncio
 import logging
 import secrets
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from testbed.processes import free_port
 
 from trainer.config import parse_trainer_config
 from trainer.env import CheckpointPolicy, TrainerEnv
@@ -27,17 +27,9 @@ def server(tmp_path: Path) -> ParameterServer:
     """Shard 0 of 1 for a 2-worker job; no port is opened."""
     key = tmp_path / "job.key"
     key.write_bytes(secrets.token_bytes(32))
-    env = TrainerEnv(
-        role="ps", num_workers=WORKERS, num_ps=1, ps_addrs=(("127.0.0.1", _free_port()),), job_key_file=key
-    )
+    env = TrainerEnv(role="ps", num_workers=WORKERS, num_ps=1, ps_addrs=(("127.0.0.1", free_port()),), job_key_file=key)
     config = parse_trainer_config('{"steps": 10, "learningRate": 0.1, "stalenessBound": 2}')
     return ParameterServer(env, config, StopFlag())
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ask(server: ParameterServer, peer: Peer, message: Message) -> Message:
@@ -137,7 +129,7 @@ def test_worker_0_stopping_gets_a_checkpoint_at_its_next_step_written_once(tmp_p
     key = tmp_path / "job.key"
     key.write_bytes(secrets.token_bytes(32))
     env = TrainerEnv(
-        role="ps", num_workers=WORKERS, num_ps=1, ps_addrs=(("127.0.0.1", _free_port()),), job_key_file=key,
+        role="ps", num_workers=WORKERS, num_ps=1, ps_addrs=(("127.0.0.1", free_port()),), job_key_file=key,
         checkpoint=CheckpointPolicy(directory=tmp_path / "checkpoints"),
     )  # fmt: skip
     config = parse_trainer_config('{"steps": 10, "learningRate": 0.1, "stalenessBound": 2}')
