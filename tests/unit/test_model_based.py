@@ -56,6 +56,7 @@ from tests.support.model_runs import knob, run_model
 
 import trainingjob.reconcile.job as reconcile_module
 from trainingjob.children.agent import IN_PLACE_LABEL, Gang, GangState, RankFailure
+from trainingjob.children.pod_memory import PodMemory
 from trainingjob.children.progress_report import parse_report
 from trainingjob.kube.ports import Conflict
 from trainingjob.model import TrainingJobStatus
@@ -162,6 +163,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
         self.cluster.emitter = f"operator-{self.processes}"
         announced = Announced(clock=lambda: self.now)
         self.cached = CachedCluster(self.cluster, self.watch.stores, on_fallback=self._fell_back, announced=announced)
+        self.memory = PodMemory()  # its memory of the pods it read (children/pod_memory.py)
 
     def _fell_back(self) -> None:
         self.ledger.stats["fallback lists"] += 1
@@ -282,7 +284,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
         """The reconcile itself, killed after `crash_after` operations: whether it was cut off, or conflicted."""
         self.cluster.operations_left = crash_after
         try:
-            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS, room=self.cluster)
+            reconcile(cached, NS, name, now=self.now, settings=PLAN_SETTINGS, room=self.cluster, memory=self.memory)
         except Crash:
             if cached is self.cached:
                 self.start_operator()

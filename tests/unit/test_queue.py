@@ -263,3 +263,50 @@ def test_a_burst_of_events_is_batched_into_one_reconcile(batch: float, most: int
     assert 1 <= runs <= most
     if not batch:
         assert runs > 5, "the burst was merged though nothing batches it: this test measures nothing"
+
+
+@pytest.mark.parametrize("rest", [0.0, 0.3], ids=["none", "rests"])
+def test_a_job_rests_after_each_reconcile_as_long_as_its_rest_says(rest: float) -> None:
+    """A gang's reconcile asks for a rest (the controller's: as long as it took to decide): woken again at once by
+    more pod events, its next reconcile still starts no sooner than the rest after the last one ended."""
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        times: list[float] = []
+
+        async def reconcile(key: Key) -> float | None:
+            times.append(loop.time())
+            return 60.0
+
+        queue = ReconcileQueue(reconcile, workers=1, resync_seconds=60, rest=lambda _: rest)
+        queue.wake(("ns", "gang"))
+        await until(lambda: len(times) == 1, "the first reconcile")
+        queue.wake(("ns", "gang"))  # its pods' next events, at once
+        await until(lambda: len(times) == 2, "the second reconcile")
+        await queue.stop()
+        return times[1] - times[0]
+
+    assert asyncio.run(scenario()) >= rest
+
+
+def test_a_job_that_rests_holds_up_no_other() -> None:
+    """While a gang rests (here far longer than the test), a small job woken meanwhile is reconciled at once."""
+    gang, small = ("ns", "gang"), ("ns", "small")
+
+    async def scenario() -> list[Key]:
+        order: list[Key] = []
+
+        async def reconcile(key: Key) -> float | None:
+            order.append(key)
+            return 60.0
+
+        queue = ReconcileQueue(reconcile, workers=1, resync_seconds=60, rest=lambda key: 600.0 if key == gang else 0.0)
+        queue.wake(gang)
+        await until(lambda: order == [gang], "the gang's first reconcile")
+        queue.wake(gang)
+        queue.wake(small)
+        await until(lambda: small in order, "the small job's reconcile")
+        await queue.stop()
+        return order
+
+    assert asyncio.run(scenario()) == [("ns", "gang"), ("ns", "small")]

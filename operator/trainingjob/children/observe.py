@@ -4,7 +4,7 @@ webhook or a hostile pod writes can make a status the apiserver refuses."""
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -103,6 +103,7 @@ class PodState:
     held: bool = False  # holds the operator's tracking finalizer: it cannot go until the operator releases it
     in_place: bool = False  # its launcher is an agent that restarts its trainer in place (children/agent.py)
     held_up: bool = False  # its trainer has ended, another container (an injected sidecar) runs on
+    controller: str = ""  # the UID of its controller (its owner reference with controller: true)
     log_tail: str = ""
 
     @property
@@ -329,6 +330,7 @@ def pod_state(pod: Mapping[str, Any], container: str, log_tail: str = "") -> Pod
         held_by=tuple(g for g in _gates(pod.get("spec")) if g != TRACKING_GATE),
         held=holds_tracking_finalizer(pod),
         in_place=(metadata.get("labels") or {}).get(IN_PLACE_LABEL) == "true",
+        controller=controller_uid(pod),
         log_tail=bounded(log_tail[-LOG_TAIL_LENGTH:] if isinstance(log_tail, str) else "", LOG_TAIL_LENGTH),
     )
 
@@ -360,14 +362,16 @@ def observe(
     *,
     job_uid: str,
     service: Mapping[str, Any] | None,
+    read: Callable[[Mapping[str, Any], str], PodState | None] = pod_state,
 ) -> Observed:
-    """The job's own pods and Service: those whose controller is the job with this UID."""
+    """The job's own pods and Service: those whose controller is the job with this UID. `read` reads one pod
+    (pod_state, or a memory of it: children/pod_memory.py)."""
     ours, foreign = [], []
     for pod in pods:
-        state = pod_state(pod, container)
+        state = read(pod, container)
         if state is None:
             continue
-        if controller_uid(pod) == job_uid:
+        if state.controller == job_uid:
             ours.append(state)
         else:
             foreign.append(state.name)

@@ -35,11 +35,21 @@ class Slot:
 
 
 def slots(ctx: Context, status: TrainingJobStatus) -> list[Slot]:
-    pods = {p.name: p for p in ctx.pods_of(status.current_pods_attempt)}
-    succeeded = tracking.succeeded_names(status)
+    """The slots of the status's current attempt; laid out once a pass for each attempt and set of finished pods
+    (what they depend on in the status), since several policies ask."""
+    attempt, succeeded = status.current_pods_attempt, frozenset(tracking.succeeded_names(status))
+    key = (slots, attempt, succeeded)
+    laid_out: tuple[Slot, ...] | None = ctx.memo.get(key)
+    if laid_out is None:
+        laid_out = ctx.memo[key] = tuple(_laid_out(ctx, attempt, succeeded))
+    return list(laid_out)
+
+
+def _laid_out(ctx: Context, attempt: int, succeeded: frozenset[str]) -> list[Slot]:
+    pods = {p.name: p for p in ctx.pods_of(attempt)}
     result = []
     for replica in ctx.slots:
-        name = replica.pod_name(ctx.name, status.current_pods_attempt)
+        name = replica.pod_name(ctx.name, attempt)
         pod = pods.get(name)
         done = name in succeeded or (pod is not None and pod.phase == PodPhase.SUCCEEDED)
         result.append(Slot(replica, name, pod, done))

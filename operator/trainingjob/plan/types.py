@@ -69,6 +69,9 @@ class Context:
     observed: Observed
     now: datetime
     settings: Settings
+    # What a policy computed from this context and a status that later policies may ask again (plan/slots.py):
+    # every policy of a pass sees the same context, so a large gang's slots are laid out once, not once a policy.
+    memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @property
     def name(self) -> str:

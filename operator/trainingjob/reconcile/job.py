@@ -7,6 +7,7 @@ go of as they are deleted. Every delete names the object it was decided on: a po
 the job by its UID and the version this pass last wrote, so a namesake created meanwhile is never touched."""
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -16,7 +17,8 @@ from pydantic import ValidationError
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
-from trainingjob.children.observe import Observed, PodPhase, observe, with_log_tails
+from trainingjob.children.observe import Observed, PodPhase, observe, pod_state, with_log_tails
+from trainingjob.children.pod_memory import PodMemory, Read
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues, Room
 from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
@@ -42,6 +44,7 @@ class Outcome:
     after: TrainingJobStatus | None = None
     requeue_after: float | None = None
     job: TrainingJob | None = None
+    deciding_seconds: float = 0.0  # from the first read to the plan made: what the pass cost before its writes
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -73,12 +76,13 @@ def _observe(
     lines: int,
     *,
     queues: Queues | None = None,
+    read: Read = pod_state,
 ) -> Observed:
     """Read the job's children once: the pods and Service, a queued job's Kueue Workload, then the logs of the
     failures to record, rank 0's progress and (when its pod is not ready, or a restart in place is under way) its
     agent's account of the gang; in parameter-server mode, each worker's agent's so (reconcile/ps_workers.py)."""
     namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
-    observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service)
+    observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, read=read)
     if queues is not None and queue.consulted(job):
         observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
@@ -134,36 +138,43 @@ def reconcile(
     log_tail_lines: int = TAIL_LINES,
     queues: Queues | None = None,
     room: Room | None = None,
+    memory: PodMemory | None = None,
 ) -> Outcome:
     """Bring one job's children and status in line with its spec; safe to run again at any point. With `queues`,
     a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py); with `room`, a shrunk elastic
-    job grows back when its workers fit (reconcile/room.py)."""
+    job grows back when its workers fit (reconcile/room.py); with `memory`, pods read before and unchanged since
+    are not read again (children/pod_memory.py)."""
+    started = time.monotonic()
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
+        if memory is not None:
+            memory.forget((namespace, name))
         left = orphans(cluster.list_pods(namespace, name), None)
         if left:
             cluster.release_pods(namespace, left)  # the job's (or a namesake's) pods, as they are deleted
         return Outcome()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
+    read = memory.reader((namespace, name)) if memory is not None else pod_state
     job: TrainingJob | None = None
     rank0: Manifest | None = None
     try:
         job = _parsed(manifest)
     except ValidationError as error:
-        observed = observe(pods, CONTAINER_NAME, job_uid=str(manifest["metadata"].get("uid", "")), service=service)
+        uid = str(manifest["metadata"].get("uid", ""))
+        observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, read=read)
         result = plan_invalid(manifest, error, observed, now)
     else:
-        observed = _observe(cluster, job, pods, service, log_tail_lines, queues=queues)
+        observed = _observe(cluster, job, pods, service, log_tail_lines, queues=queues, read=read)
         observed = replace(observed, spare=elastic_room.spare(room, job, now, settings.resize_interval_seconds))
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
-    before = salvaged_status(manifest.get("status"))
+    before, deciding = salvaged_status(manifest.get("status")), time.monotonic() - started
     try:
         after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods)
     except Gone:
-        return Outcome(before)
+        return Outcome(before, deciding_seconds=deciding)
     if queues is not None and job is not None and result.workload is not None:
         queues.apply(job, result.workload, now)  # after the status that led to it is written
-    return Outcome(before, after, _sooner(result.requeue_after, _trial_read(job, after, now)), job)
+    return Outcome(before, after, _sooner(result.requeue_after, _trial_read(job, after, now)), job, deciding)
 
 
 def _trial_read(job: TrainingJob | None, after: TrainingJobStatus | None, now: datetime) -> float | None:

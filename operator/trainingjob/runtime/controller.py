@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from kubernetes import client
 
+from trainingjob.children.pod_memory import PodMemory
 from trainingjob.kube.agents import operator_key
 from trainingjob.kube.answers import is_transient, retry_after
 from trainingjob.kube.client import Connection, own_namespace
@@ -40,6 +41,13 @@ CONFLICT_RETRY_SECONDS = 0.2
 NOT_LEADING_RETRY_SECONDS = 1.0
 DRAIN_SECONDS = 10.0  # the longest a stop waits for reconciles in flight (a pod's termination grace is 30 s)
 SWEEP_WORKERS = 2  # sweeps reconcile rarely (when a trial's job changes) and each is small
+# After a reconcile, a job rests as long as that reconcile took to decide (at most MAX_REST_SECONDS) before the next.
+# A small job's reconcile decides in milliseconds, less than the queue's batch, so nothing changes for it. A gang of
+# 10,240 decides in about a second and, while its pods come up, is woken by their events without pause: its
+# reconciles would run back to back, a core's worth. Resting spends at most half of the time on them, handles the
+# events of twice as long in each, and answers a change within two reconciles' time.
+REST_RATIO = 1.0
+MAX_REST_SECONDS = 5.0
 
 
 def plan_settings(options: OperatorSettings) -> Settings:
@@ -93,6 +101,8 @@ class Controller:
         self.room = NodeRoom(connection.api)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
+        self.pod_memory = PodMemory()
+        self.rests: dict[Key, float] = {}  # each job's rest after its last reconcile (job_queue asks once)
         self.gate = asyncio.Event()
         self.in_flight = InFlight()
         self.stepping_down = False  # once set, the gate stays closed whatever the election says
@@ -106,6 +116,7 @@ class Controller:
             retry_after=retry_after,
             gate=self.gate,
             batch_seconds=options.batch_seconds,
+            rest=lambda key: self.rests.pop(key, 0.0),
         )
         self.sweep_queue = ReconcileQueue(
             self._in_thread("sweep", self.reconcile_sweep),
@@ -157,12 +168,14 @@ class Controller:
                 outcome = reconcile(
                     self.jobs, *key, now=datetime.now(UTC), settings=self.plan_settings,
                     log_tail_lines=self.options.log_tail_lines, queues=self.queues, room=self.room,
+                    memory=self.pod_memory,
                 )  # fmt: skip
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
             except NotLeading:  # leadership ended during the pass: its remaining writes were not sent
                 log.info("%s/%s: not leading any more; the reconcile stopped before its next write", *key)
                 return NOT_LEADING_RETRY_SECONDS
+        self.rests[key] = min(REST_RATIO * outcome.deciding_seconds, MAX_REST_SECONDS)
         self.metrics.record(key, outcome.before, outcome.after, outcome.job)
         if outcome.after is None:
             return None

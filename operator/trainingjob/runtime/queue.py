@@ -6,7 +6,9 @@ Kubernetes client is synchronous), at most `workers` at a time, and only while t
 operator holds the leader Lease). A reconcile that fails is retried with a backoff per job: quickly (at most
 a second apart) while the apiserver is unreachable, so the operator acts again as soon as it answers; slower
 for other errors, which are logged with their traceback once, not on every retry; never sooner than the
-apiserver asked (a 429's Retry-After, when the write pace's own wait for it ran out).
+apiserver asked (a 429's Retry-After, when the write pace's own wait for it ran out). After each reconcile a job
+rests as long as `rest` says before the next (the controller makes a large gang's reconciles rest as long as they
+take: runtime/controller.py).
 """
 
 import asyncio
@@ -39,9 +41,12 @@ class ReconcileQueue:
         retry_after: Callable[[Exception], float | None] = lambda _: None,
         gate: asyncio.Event | None = None,
         batch_seconds: float = 0.0,
+        rest: Callable[[Key], float] = lambda _: 0.0,
     ) -> None:
         self._reconcile = reconcile
         self._batch = batch_seconds
+        self._rest = rest
+        self._not_before: dict[Key, float] = {}
         self._slots = asyncio.Semaphore(workers)
         self._resync = resync_seconds
         self._wakeups: dict[Key, asyncio.Event] = {}
@@ -84,18 +89,22 @@ class ReconcileQueue:
         self._on_depth(len(self._waiting))
 
     async def _loop(self, key: Key) -> None:
-        event = self._wakeups[key]
+        event, loop = self._wakeups[key], asyncio.get_running_loop()
         try:
             while True:
                 await event.wait()
-                if self._batch:
-                    await asyncio.sleep(self._batch)  # let the rest of a burst of events arrive: one reconcile
+                # Let the rest of a burst of events arrive (one reconcile for them all), and let the job rest after
+                # its last reconcile for as long as `rest` asked.
+                pause = max(self._batch, self._not_before.get(key, 0.0) - loop.time())
+                if pause > 0:
+                    await asyncio.sleep(pause)
                 await self.gate.wait()
                 async with self._slots:
                     if not self.gate.is_set():  # closed while this waited for a slot: still woken, for later
                         continue
                     self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile
                     delay = await self._run_once(key)
+                    self._not_before[key] = loop.time() + self._rest(key)
                 if delay is None:
                     if event.is_set():  # woken while it ran: the job may be back (re-created under its name)
                         continue
@@ -109,6 +118,7 @@ class ReconcileQueue:
             self._tasks.pop(key, None)
             self._wakeups.pop(key, None)
             self._failures.pop(key, None)
+            self._not_before.pop(key, None)
 
     async def _run_once(self, key: Key) -> float | None:
         try:
