@@ -42,4 +42,4 @@ class PodMemory:
 
     def __len__(self) -> int:
         """The pods remembered, of every job."""
-        return sum(len(pods) for pods in self._jobs.values())
+        return sum(len(pods) for pods in list(self._jobs.values()))  # a copy: other jobs' reconciles add to it
