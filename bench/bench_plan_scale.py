@@ -9,10 +9,10 @@ Run: python bench/bench_plan_scale.py [--ranks 1024,10240] [--rounds 5]. Prints 
 and side, the cost per pod, and ratios: each side against the defaults at each size, and per pod at the largest size
 against the smallest (1.00 is linear).
 
-Measured (2 cores, load 1-3 from other work): one pass at 10,240 ranks 0.80x and 0.81x with the operator's thresholds
-in two runs (about 700 -> 560 ms); at 1,024 ranks 0.82x and 0.97x. Per pod, 10,240 against 1,024 ranks: 0.94x to
-1.32x across runs at the defaults; this machine's noise is larger than the difference, so no claim of linearity
-beyond that."""
+Measured (2 cores, quiet): at 10,240 ranks 622 ms at the defaults, 448 ms at the operator's thresholds (0.72x), 185 ms
+with the memory too (0.30x); at 1,024 ranks 42, 40 (0.95x) and 13 ms (0.31x). Earlier runs of the thresholds alone,
+under load: 0.80x and 0.81x at 10,240, 0.82x and 0.97x at 1,024. Per pod, 10,240 against 1,024 ranks came out at
+0.94x to 1.48x across runs: this machine's noise is larger than the difference, so no claim of linearity here."""
 
 import argparse
 import gc
