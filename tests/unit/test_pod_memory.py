@@ -80,3 +80,19 @@ def test_each_job_remembers_its_last_observation_alone_and_a_gone_job_nothing() 
     assert len(memory) == 3
     memory.forget(GANG)
     assert len(memory) == 1
+
+
+def test_a_pod_without_a_version_is_never_remembered(reads: list[str]) -> None:
+    """A manifest not as the apiserver wrote it (no resourceVersion) may change under the same (empty) version."""
+    memory, pods = PodMemory(), pods_of(JOB, 1)
+    observed(memory, GANG, pods)
+    pods[1]["status"]["phase"] = "Failed"
+    assert observed(memory, GANG, pods)[1].phase.value == "Failed"
+    assert len(reads) == 8 and len(memory) == 0
+
+
+def test_a_lost_lease_forgets_everything() -> None:
+    memory = PodMemory()
+    observed(memory, GANG, [versioned(p, "10") for p in pods_of(JOB, 1)])
+    memory.clear()
+    assert len(memory) == 0

@@ -40,6 +40,10 @@ class PodMemory:
     def forget(self, job: Key) -> None:
         self._jobs.pop(job, None)
 
+    def clear(self) -> None:
+        """Forget every job (a lost Lease: a standby may not lead again for long, and jobs go meanwhile)."""
+        self._jobs.clear()
+
     def __len__(self) -> int:
         """The pods remembered, of every job."""
         return sum(len(pods) for pods in list(self._jobs.values()))  # a copy: other jobs' reconciles add to it

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME, Replica
 from trainingjob.children.observe import Observed, PodPhase, observe, pod_state, with_log_tails
-from trainingjob.children.pod_memory import PodMemory, Read
+from trainingjob.children.pod_memory import PodMemory
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.ports import Cluster, Conflict, Created, Gone, Manifest, Queues, Room
 from trainingjob.model import Mode, TrainingJob, TrainingJobStatus
@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 TAIL_LINES: int = OperatorSettings.model_fields["log_tail_lines"].default
 
 
+stopwatch = time.monotonic  # the clock Outcome.deciding_seconds is measured on
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What a reconcile did, for the caller's scheduling and metrics; `after` is None when the job is gone, `job`
@@ -44,7 +47,7 @@ class Outcome:
     after: TrainingJobStatus | None = None
     requeue_after: float | None = None
     job: TrainingJob | None = None
-    deciding_seconds: float = 0.0  # from the first read to the plan made: what the pass cost before its writes
+    deciding_seconds: float = 0.0  # what the pass took to read its memory, observe and plan (no network, no writes)
 
 
 def merge_patch(old: Any, new: Any) -> Any:
@@ -71,18 +74,16 @@ def rank0_pod(job: TrainingJob, observed: Observed, pods: list[Manifest]) -> Man
 def _observe(
     cluster: Cluster,
     job: TrainingJob,
+    observed: Observed,
     pods: list[Manifest],
-    service: Manifest | None,
     lines: int,
     *,
     queues: Queues | None = None,
-    read: Read = pod_state,
 ) -> Observed:
-    """Read the job's children once: the pods and Service, a queued job's Kueue Workload, then the logs of the
+    """Read what the job's pods and Service do not say, once: a queued job's Kueue Workload, the logs of the
     failures to record, rank 0's progress and (when its pod is not ready, or a restart in place is under way) its
     agent's account of the gang; in parameter-server mode, each worker's agent's so (reconcile/ps_workers.py)."""
     namespace, uid = str(job.metadata.namespace), str(getattr(job.metadata, "uid", ""))
-    observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, read=read)
     if queues is not None and queue.consulted(job):
         observed = replace(observed, queue=queues.read(namespace, str(job.metadata.name), uid))
     wanted = logs.wanted(job.status, observed) if lines else []
@@ -144,7 +145,6 @@ def reconcile(
     a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py); with `room`, a shrunk elastic
     job grows back when its workers fit (reconcile/room.py); with `memory`, pods read before and unchanged since
     are not read again (children/pod_memory.py)."""
-    started = time.monotonic()
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         if memory is not None:
@@ -153,21 +153,29 @@ def reconcile(
         if left:
             cluster.release_pods(namespace, left)  # the job's (or a namesake's) pods, as they are deleted
         return Outcome()
+    # What the pass costs to decide, for the rest after it (runtime/controller.py): its reads from memory, the
+    # observation and the plan, on the clock (so a busy machine's waits count), but not its reads over the network.
+    started = stopwatch()
     pods, service = cluster.list_pods(namespace, name), cluster.read_service(namespace, name)
     read = memory.reader((namespace, name)) if memory is not None else pod_state
+    uid = str(manifest["metadata"].get("uid", ""))
     job: TrainingJob | None = None
     rank0: Manifest | None = None
     try:
         job = _parsed(manifest)
     except ValidationError as error:
-        uid = str(manifest["metadata"].get("uid", ""))
         observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, read=read)
         result = plan_invalid(manifest, error, observed, now)
+        deciding = stopwatch() - started
     else:
-        observed = _observe(cluster, job, pods, service, log_tail_lines, queues=queues, read=read)
+        observed = observe(pods, CONTAINER_NAME, job_uid=uid, service=service, read=read)
+        deciding = stopwatch() - started
+        observed = _observe(cluster, job, observed, pods, log_tail_lines, queues=queues)
         observed = replace(observed, spare=elastic_room.spare(room, job, now, settings.resize_interval_seconds))
+        planning = stopwatch()
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
-    before, deciding = salvaged_status(manifest.get("status")), time.monotonic() - started
+        deciding += stopwatch() - planning
+    before = salvaged_status(manifest.get("status"))
     try:
         after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods)
     except Gone:

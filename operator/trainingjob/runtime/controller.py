@@ -41,11 +41,14 @@ CONFLICT_RETRY_SECONDS = 0.2
 NOT_LEADING_RETRY_SECONDS = 1.0
 DRAIN_SECONDS = 10.0  # the longest a stop waits for reconciles in flight (a pod's termination grace is 30 s)
 SWEEP_WORKERS = 2  # sweeps reconcile rarely (when a trial's job changes) and each is small
-# After a reconcile, a job rests as long as that reconcile took to decide (at most MAX_REST_SECONDS) before the next.
-# A small job's reconcile decides in milliseconds, less than the queue's batch, so nothing changes for it. A gang of
-# 10,240 decides in about a second and, while its pods come up, is woken by their events without pause: its
-# reconciles would run back to back, a core's worth. Resting spends at most half of the time on them, handles the
-# events of twice as long in each, and answers a change within two reconciles' time.
+# After a reconcile, a job rests as long as that reconcile took to decide (at most MAX_REST_SECONDS) before the next:
+# to read its memory, observe and plan, on the clock (a busy machine's waits count), without its reads over the
+# network (reconcile/job.py Outcome.deciding_seconds). A small job decides in milliseconds, less than the queue's
+# batch, so nothing changes for it. A gang of 10,240 decides in about a second and, while its pods come up, is woken
+# by their events without pause: its reconciles would run back to back, a core's worth. Resting spends at most half
+# of the time on them, handles the events of twice as long in each, and answers a change within two reconciles'
+# time. The rest delays all of a gang's next reconcile, the one its plan asked for too (a deadline, a backoff's
+# end), by at most that; a resting job holds no worker, so no other job waits for it.
 REST_RATIO = 1.0
 MAX_REST_SECONDS = 5.0
 
@@ -228,6 +231,7 @@ class Controller:
 
         def lost() -> None:  # the Lease is not ours to give up: the reconciles in flight are fenced and waited for
             metrics.forget_all()
+            self.pod_memory.clear()
             self.draining = asyncio.create_task(drain(self.in_flight, "lost the Lease", DRAIN_SECONDS))
 
         await lead(
