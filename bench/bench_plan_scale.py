@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from trainingjob.children.naming import CONTAINER_NAME  # noqa: E402
-from trainingjob.children.observe import observe, pod_state  # noqa: E402
-from trainingjob.children.pod_memory import PodMemory, Read  # noqa: E402
+from trainingjob.children.observe import Read, observe, pod_state  # noqa: E402
+from trainingjob.children.pod_memory import PodMemory  # noqa: E402
 from trainingjob.children.specs import pod_manifest, replicas  # noqa: E402
 from trainingjob.model import TrainingJob, TrainingJobStatus  # noqa: E402
 from trainingjob.plan import Plan, plan  # noqa: E402

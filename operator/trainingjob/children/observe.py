@@ -356,13 +356,16 @@ class Observed:
         return [p for p in self.pods if p.attempt != attempt]
 
 
+Read = Callable[[Mapping[str, Any], str], PodState | None]  # one pod read: pod_state, or a memory of it
+
+
 def observe(
     pods: Iterable[Mapping[str, Any]],
     container: str,
     *,
     job_uid: str,
     service: Mapping[str, Any] | None,
-    read: Callable[[Mapping[str, Any], str], PodState | None] = pod_state,
+    read: Read = pod_state,
 ) -> Observed:
     """The job's own pods and Service: those whose controller is the job with this UID. `read` reads one pod
     (pod_state, or a memory of it: children/pod_memory.py)."""

@@ -7,13 +7,12 @@ Each job keeps only what its last observation read (the pods it no longer has ar
 that is gone is forgotten whole. One job is never reconciled twice at once (runtime/queue.py), so each job's
 memory has one reader at a time."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from trainingjob.children.observe import PodState, pod_state
+from trainingjob.children.observe import PodState, Read, pod_state
 
 Key = tuple[str, str]  # namespace, job name
-Read = Callable[[Mapping[str, Any], str], PodState | None]
 
 
 class PodMemory:
