@@ -12,7 +12,7 @@ from tests.support.builders import job_manifest
 
 from trainingjob.local.capacity import Capacity
 from trainingjob.local.cluster import run_local
-from trainingjob.model import Phase
+from trainingjob.model import Phase, tracked
 from trainingjob.settings import DEFAULT_TRAINER_IMAGE
 
 pytestmark = pytest.mark.fast
@@ -108,6 +108,43 @@ def test_a_ctrl_c_while_a_pod_starts_still_stops_that_pods_process(
             process.kill()
             process.wait()
     assert len(started) == 1 and not left, f"the pod's process {left} outlived the run"
+
+
+def test_a_ctrl_c_while_the_status_is_written_stops_the_run_after_that_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands while the status is serialized (inside pydantic, which wraps an exception raised in its callbacks
+    in an error of its own): the run stops with a KeyboardInterrupt, which tjctl reports as interrupted, after the
+    pass ends, and no pod's process outlives it."""
+    real_packed, real_popen = tracked.packed, subprocess.Popen
+    packed: list[dict[str, Any]] = []
+    started: list[subprocess.Popen[bytes]] = []
+
+    def packed_then_interrupt(status: dict[str, Any]) -> dict[str, Any]:
+        packed.append(status)
+        if len(packed) == 1:
+            signal.raise_signal(signal.SIGINT)
+        return real_packed(status)
+
+    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(tracked, "packed", packed_then_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell's SIGINT is ignored
+    try:
+        manifest = job_manifest("local", workers=python("import time; time.sleep(600)"), trainer=None)
+        with pytest.raises(KeyboardInterrupt):
+            run_local(manifest, tmp_path, on_event=lambda e: None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        left = [process.pid for process in started if process.poll() is None]
+        for process in started:
+            process.kill()
+            process.wait()
+    assert packed and started, "no pod started, or no status was serialized: the test no longer reaches its point"
+    assert not left, f"the pods' processes {left} outlived the run"
 
 
 # Trains (exits 0) only in a gang of two; in a larger one it waits for ranks that never come, as a rendezvous would.

@@ -379,6 +379,12 @@ def _chaos_due(cluster: LocalCluster, status: TrainingJobStatus, chaos: Chaos, p
     return bool(status.progress and status.progress.step >= chaos.at_step)
 
 
+def _chaos_kill(cluster: LocalCluster, pod: str, status: TrainingJobStatus, chaos: Chaos, on_event: Any) -> None:
+    cluster.kill(pod)
+    at = chaos.at_step if cluster.pause_at else status.progress.step if status.progress else "?"
+    on_event(Event("Warning", "ChaosKill", f"Killed {pod} (SIGKILL) at step {at}."))
+
+
 LOCAL_SETTINGS = Settings(
     backoff_base_seconds=1.0, backoff_max_seconds=10.0, resize_wait_seconds=5.0, resize_interval_seconds=10.0
 )
@@ -409,19 +415,20 @@ def run_local(
     killed = False
     try:
         while True:
-            room = cluster if cluster.waiting is not None else None
-            outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings, room=room)
-            if outcome.after is None:
-                return status, cluster
-            status = outcome.after
-            on_status(status)
-            if chaos and not killed and _chaos_due(cluster, status, chaos, f"{name}-{chaos.replica}-1"):
-                cluster.kill(f"{name}-{chaos.replica}-1")
-                at = chaos.at_step if cluster.pause_at else status.progress.step if status.progress else "?"
-                on_event(Event("Warning", "ChaosKill", f"Killed {name}-{chaos.replica}-1 (SIGKILL) at step {at}."))
-                killed = True
-            if status.phase.is_terminal and all(pod.process.poll() is not None for pod in cluster.pods.values()):
-                return status, cluster
+            # A Ctrl-C lands between passes, as a KeyboardInterrupt: inside one, a serializer (pydantic's) would wrap
+            # it in an error of its own, and the pass would stop half written.
+            with interrupt_deferred():
+                room = cluster if cluster.waiting is not None else None
+                outcome = reconcile(cluster, "local", name, now=datetime.now(UTC), settings=settings, room=room)
+                if outcome.after is None:
+                    return status, cluster
+                status = outcome.after
+                on_status(status)
+                if chaos and not killed and _chaos_due(cluster, status, chaos, f"{name}-{chaos.replica}-1"):
+                    _chaos_kill(cluster, f"{name}-{chaos.replica}-1", status, chaos, on_event)
+                    killed = True
+                if status.phase.is_terminal and all(pod.process.poll() is not None for pod in cluster.pods.values()):
+                    return status, cluster
             time.sleep(min(outcome.requeue_after or poll_seconds, poll_seconds))
     finally:
         cluster.stop_all()
