@@ -41,6 +41,31 @@ def test_a_refusal_is_recorded_and_announced_once() -> None:
     assert again.event is None and again.status.tracked_pods == first.status.tracked_pods
 
 
+ALL = "All 2 pods of attempt 1 were created."
+CREATED = {"job-worker-0-1": "uid-0", "job-worker-1-1": "uid-1"}
+
+
+@pytest.mark.parametrize(
+    ("all_created", "refusals", "says"),
+    [
+        pytest.param(ALL, [], ("True", "PodsCreated", ALL), id="every-pod-created"),
+        pytest.param(None, [], ("False", "CreatingPods"), id="some-of-the-missing-pods"),
+        pytest.param(ALL, [Refusal("job-worker-1-1", 403, QUOTA)], ("False", "PodCreateRefused"), id="refused"),
+        pytest.param(
+            ALL, [Refusal("job", 403, QUOTA, kind="Service")], ("False", "CreatingPods"), id="service-refused"
+        ),
+    ],
+)
+def test_the_record_says_created_when_the_waves_made_every_missing_pod(
+    all_created: str | None, refusals: list[Refusal], says: tuple[str, ...]
+) -> None:
+    """As the next pass would say it, once it saw the pods; not when the plan created only some (the others wait
+    for their backoff) or anything was refused."""
+    decided = after_wave(first_status(), CREATED, refusals, at(3), 1, all_created=all_created)
+    created = next(c for c in decided.status.conditions if c.type == "Created")
+    assert (created.status, created.reason, created.message)[: len(says)] == says
+
+
 def test_a_wave_that_did_nothing_changes_nothing() -> None:
     status = first_status()
     assert after_wave(status, {}, [], at(0), 1).status == status

@@ -158,6 +158,7 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
     forced = tuple(dict.fromkeys(n for d in decisions for n in d.force_delete))
     deleted = tuple(n for n in dict.fromkeys(n for d in decisions for n in d.delete) if n not in forced)
     going = set(forced) | set(deleted)
+    every = bool(creates) and all(d.creates_all for d in decisions if d.create)
     return Plan(
         status=status,
         create=tuple(manifests),
@@ -174,4 +175,5 @@ def _fold(ctx: Context, status: TrainingJobStatus, decisions: list[Decision], na
         ask_checkpoint=next((d.ask_checkpoint for d in decisions if d.ask_checkpoint is not None), None),
         decisions=tuple(names),
         workload=queue.action(ctx, status),
+        all_created=creation.all_created(ctx, status) if every else None,
     )

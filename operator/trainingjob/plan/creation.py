@@ -18,6 +18,7 @@ from trainingjob.plan.types import Context, Decision, Event
 
 INVALID = "PodInvalid"
 CREATING = "CreatingPods"
+CREATED = "PodsCreated"
 
 
 def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -63,7 +64,7 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     waited = None if later is None else max(seconds_until(ctx, later, ctx.settings.backoff_max_seconds), 0.1)
     if not ready and waited is not None:
         return _wait(decision, waited)
-    made = _create(ctx, decision, ready)  # slots free of what does not go are filled meanwhile
+    made = _create(ctx, decision, ready, every=len(ready) == len(missing))  # the others are filled meanwhile
     return made if waited is None else replace(made, requeue_after=min(made.requeue_after or waited, waited))
 
 
@@ -93,8 +94,8 @@ def _wait(decision: Decision, seconds: float) -> Decision:
 
 
 def _all_created(ctx: Context, decision: Decision) -> Decision:
-    message = f"All {len(ctx.slots)} pods of attempt {decision.status.attempt} were created."
-    status = with_condition(ctx, decision.status, ConditionType.CREATED, True, reason="PodsCreated", message=message)
+    message = all_created(ctx, decision.status)
+    status = with_condition(ctx, decision.status, ConditionType.CREATED, True, reason=CREATED, message=message)
     return replace(decision, status=status)
 
 
@@ -114,7 +115,13 @@ def _not_before(ctx: Context, status: TrainingJobStatus) -> datetime | None:
     return max(found) if found else None
 
 
-def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
+def all_created(ctx: Context, status: TrainingJobStatus) -> str:
+    """The Created condition's message once every pod of the attempt exists."""
+    return f"All {len(ctx.slots)} pods of attempt {status.attempt} were created."
+
+
+def _create(ctx: Context, decision: Decision, missing: list[Slot], *, every: bool) -> Decision:
+    """Create `missing` (`every` missing pod of the attempt, or those whose backoff is over)."""
     status = decision.status
     blocked = [s for s in missing if s.name in ctx.observed.foreign]
     ready = tuple(s.replica for s in missing if s not in blocked)
@@ -131,4 +138,4 @@ def _create(ctx: Context, decision: Decision, missing: list[Slot]) -> Decision:
     if ready and status.default_image is None and uses_default_image(ctx.job):
         status = status.model_copy(update={"default_image": ctx.settings.default_trainer_image})
     requeue = terminating.POLL_SECONDS if blocked else decision.requeue_after
-    return replace(decision, status=status, create=ready, requeue_after=requeue)
+    return replace(decision, status=status, create=ready, requeue_after=requeue, creates_all=every and not blocked)

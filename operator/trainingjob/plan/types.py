@@ -113,6 +113,7 @@ class Decision:
     order_attempt: int | None = None  # tell rank 0's agent to run this attempt in the gang's pods (in place)
     order_workers: tuple[tuple[str, int], ...] = ()  # (pod, incarnation): a PS worker's agent restarts in place
     ask_checkpoint: int | None = None  # ask rank 0's agent for a checkpoint of this attempt newer than this step
+    creates_all: bool = False  # `create` is every pod the attempt misses: once created, the attempt has them all
     final: bool = False
 
 
@@ -136,3 +137,6 @@ class Plan:
     ask_checkpoint: int | None = None  # after the status is written: rank 0 saves a checkpoint newer than this step
     decisions: tuple[str, ...] = field(default=())  # the policies that decided something, in order, for logs
     workload: WorkloadAction | None = None  # the one write on a queued job's Kueue Workload (plan/queue.py)
+    # The Created condition's message once every pod in `create` is created: they are all the attempt misses, and
+    # the record of the waves (plan/waves.py) says so at once, not the next pass.
+    all_created: str | None = None

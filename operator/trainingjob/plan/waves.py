@@ -12,7 +12,7 @@ from typing import TypeVar
 from trainingjob.model import ConditionType, TrainingJobStatus
 from trainingjob.plan import history, prepared, tracking
 from trainingjob.plan.conditions import set_condition
-from trainingjob.plan.creation import INVALID
+from trainingjob.plan.creation import CREATED, INVALID
 from trainingjob.plan.slots import REFUSED
 from trainingjob.plan.types import Event, Refusal
 
@@ -50,13 +50,21 @@ def after_wave(
     generation: int | None,
     *,
     prepared_sent: bool = False,
+    all_created: str | None = None,
 ) -> AfterWave:
     """What the waves did, recorded: the pods they created (name -> UID) tracked (the history notes the attempt's pods
     as created now), its pods' refusals in the Created condition and, when it sent the objects the pods need
-    (`prepared_sent`), their outcome in the Prepared condition (plan/prepared.py)."""
+    (`prepared_sent`), their outcome in the Prepared condition (plan/prepared.py). When the waves were to create
+    every pod the attempt missed and nothing was refused, Created turns true with `all_created`, as the next pass
+    would say it."""
     pods = [r for r in refusals if r.kind == "Pod"]
     others = [r for r in refusals if r.kind != "Pod"]
     after = history.record(status, refused(tracking.created(status, created), pods, now, generation), now)
+    if all_created is not None and not refusals:
+        conditions = set_condition(
+            after.conditions, ConditionType.CREATED, True, CREATED, all_created, now=now, generation=generation
+        )
+        after = after.model_copy(update={"conditions": conditions})
     if prepared_sent or others:
         after, event = prepared.recorded(after, others, now, generation)
         if event is not None:

@@ -29,6 +29,7 @@ from trainingjob.plan.release import orphans
 from trainingjob.plan.waves import FIRST_WAVE, Refusal, after_wave, waves
 from trainingjob.reconcile import room as elastic_room
 from trainingjob.reconcile.ps_workers import order_workers, worker_gangs
+from trainingjob.reconcile.status_pace import StatusPace
 from trainingjob.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -140,15 +141,19 @@ def reconcile(
     queues: Queues | None = None,
     room: Room | None = None,
     memory: PodMemory | None = None,
+    pace: StatusPace | None = None,
 ) -> Outcome:
     """Bring one job's children and status in line with its spec; safe to run again at any point. With `queues`,
     a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py); with `room`, a shrunk elastic
     job grows back when its workers fit (reconcile/room.py); with `memory`, pods read before and unchanged since
-    are not read again (children/pod_memory.py)."""
+    are not read again (children/pod_memory.py); with `pace`, a change of the counts alone is written at most once
+    a second (reconcile/status_pace.py)."""
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         if memory is not None:
             memory.forget((namespace, name))
+        if pace is not None:
+            pace.forget((namespace, name))
         left = orphans(cluster.list_pods(namespace, name), None)
         if left:
             cluster.release_pods(namespace, left)  # the job's (or a namesake's) pods, as they are deleted
@@ -175,14 +180,20 @@ def reconcile(
         planning = stopwatch()
         result, rank0 = plan(job, observed, now, settings), rank0_pod(job, observed, pods)
         deciding += stopwatch() - planning
-    before = salvaged_status(manifest.get("status"))
+    before, written = salvaged_status(manifest.get("status")), manifest.get("status") or {}
+    decided = _dump(result.status)
+    held = pace.hold((namespace, name), written, decided, result) if pace is not None else None
     try:
-        after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods)
+        dumped = written if held is not None else decided  # a change of the counts alone, held back: none written
+        after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods, dumped=dumped)
     except Gone:
         return Outcome(before, deciding_seconds=deciding)
+    if pace is not None and held is None and decided != written:
+        pace.wrote((namespace, name))
     if queues is not None and job is not None and result.workload is not None:
         queues.apply(job, result.workload, now)  # after the status that led to it is written
-    return Outcome(before, after, _sooner(result.requeue_after, _trial_read(job, after, now)), job, deciding)
+    requeue = _sooner(_sooner(result.requeue_after, held), _trial_read(job, after, now))
+    return Outcome(before, after, requeue, job, deciding)
 
 
 def _trial_read(job: TrainingJob | None, after: TrainingJobStatus | None, now: datetime) -> float | None:
@@ -236,18 +247,21 @@ def _act(
     *,
     uids: Mapping[str, str],
     pods: Sequence[Manifest] = (),
+    dumped: Manifest | None = None,
 ) -> TrainingJobStatus:
-    """Write the status first (the commit point), announce, tell rank 0's agent, delete (the pods as observed:
+    """Write the status first (the commit point: `dumped`, the plan's status as the API takes it; the one read when
+    a change of the counts alone is held back), announce, tell rank 0's agent, delete (the pods as observed:
     `uids`), let go of the pods the status no longer needs (and a namesake's being deleted), release an earlier
     operator's gated pods, create, and delete the job last (the one read, as this pass last wrote it)."""
     metadata = manifest["metadata"]
     namespace, name, version = metadata["namespace"], metadata["name"], metadata["resourceVersion"]
-    patch = merge_patch(manifest.get("status") or {}, _dump(result.status))
+    dumped = _dump(result.status) if dumped is None else dumped
+    patch = merge_patch(manifest.get("status") or {}, dumped)
     if patch:
         version = cluster.write_status(namespace, name, version, patch)
     _log(namespace, name, result)
     if result.events:  # about the job as written: its restarts now tell a new failure from a cause said again
-        cluster.emit({**manifest, "status": _dump(result.status)}, result.events)
+        cluster.emit({**manifest, "status": dumped}, result.events)
     if result.order_attempt is not None and rank0 is not None:
         told = cluster.order(rank0, str(metadata.get("uid", "")), result.order_attempt, result.pacing)
         log.info("%s/%s: told rank 0's agent to run attempt %d: %s", namespace, name, result.order_attempt, told)
@@ -266,13 +280,15 @@ def _act(
         cluster.ungate(namespace, decided_on(uids, result.ungate))
     written = _Written(manifest, result.status, version)
     if result.create:
-        written = _create_in_waves(cluster, written, result.create, now)
+        written = _create_in_waves(cluster, written, result.create, now, result.all_created)
     if result.delete_job:
         cluster.delete_job(namespace, name, str(metadata.get("uid", "")), written.version)
     return written.status
 
 
-def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime) -> _Written:
+def _create_in_waves(
+    cluster: Cluster, written: _Written, create: Sequence[Manifest], now: datetime, all_created: str | None
+) -> _Written:
     """Create the objects the pods need (the Service, key and policy) first, and the pods only once all of them
     exist (created now or found), in waves that double in size (a refusal ends them: the rest would be refused
     too), then record what they did in one status write. The pods need no record before they may run: their
@@ -293,16 +309,25 @@ def _create_in_waves(cluster: Cluster, written: _Written, create: Sequence[Manif
         refusals += done.refusals
         if done.refusals:
             break
-    return _record(cluster, written, Created(created, refusals), now, prepared_sent=bool(others)) or written
+    done = Created(created, refusals)
+    return _record(cluster, written, done, now, prepared_sent=bool(others), all_created=all_created) or written
 
 
 def _record(
-    cluster: Cluster, written: _Written, done: Created, now: datetime, *, prepared_sent: bool = False
+    cluster: Cluster,
+    written: _Written,
+    done: Created,
+    now: datetime,
+    *,
+    prepared_sent: bool = False,
+    all_created: str | None = None,
 ) -> _Written | None:
     """Write what the creations did (plan.waves.after_wave decides it) on the version just written. None if the
     job changed meanwhile."""
     generation = written.manifest["metadata"].get("generation")
-    decided = after_wave(written.status, done.pods, done.refusals, now, generation, prepared_sent=prepared_sent)
+    decided = after_wave(
+        written.status, done.pods, done.refusals, now, generation, prepared_sent=prepared_sent, all_created=all_created
+    )
     if decided.status == written.status:
         return written
     try:

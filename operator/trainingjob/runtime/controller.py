@@ -28,6 +28,7 @@ from trainingjob.kube.watch import Informer
 from trainingjob.kube.writes import Pacer
 from trainingjob.plan import Settings
 from trainingjob.reconcile.job import reconcile
+from trainingjob.reconcile.status_pace import StatusPace
 from trainingjob.runtime.cached import CachedCluster, CachedSweepCluster, FencedQueues, NotLeading
 from trainingjob.runtime.in_flight import InFlight, drain, step_down
 from trainingjob.runtime.leader import LeaderElector, existing_lease_namespace, lead
@@ -105,6 +106,7 @@ class Controller:
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)
         self.plan_settings = plan_settings(options)
         self.pod_memory = PodMemory()
+        self.status_pace = StatusPace()
         self.rests: dict[Key, float] = {}  # each job's rest after its last reconcile (job_queue asks once)
         self.gate = asyncio.Event()
         self.in_flight = InFlight()
@@ -171,7 +173,7 @@ class Controller:
                 outcome = reconcile(
                     self.jobs, *key, now=datetime.now(UTC), settings=self.plan_settings,
                     log_tail_lines=self.options.log_tail_lines, queues=self.queues, room=self.room,
-                    memory=self.pod_memory,
+                    memory=self.pod_memory, pace=self.status_pace,
                 )  # fmt: skip
             except Conflict:  # the job changed while we planned: plan again from the new version
                 return CONFLICT_RETRY_SECONDS
@@ -232,6 +234,7 @@ class Controller:
         def lost() -> None:  # the Lease is not ours to give up: the reconciles in flight are fenced and waited for
             metrics.forget_all()
             self.pod_memory.clear()
+            self.status_pace.clear()
             self.draining = asyncio.create_task(drain(self.in_flight, "lost the Lease", DRAIN_SECONDS))
 
         await lead(
