@@ -23,9 +23,15 @@ def pytest_configure(config: pytest.Config) -> None:
     interrupt_on_sigterm()
 
 
+# The longest test modules, run first: the workers take whole modules in the order collected, and one of these
+# begun last keeps a worker busy alone for its whole length (the model-based test: about 10 minutes in make test).
+LONGEST_FIRST = ("tests/unit/test_model_based.py", "tests/integration/test_chaos.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """GPU tests run only when asked for (`pytest -m gpu`, on a machine with CUDA); elsewhere they are not
-    collected at all, rather than skipped."""
+    collected at all, rather than skipped. The longest modules go first."""
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in LONGEST_FIRST)  # stable: modules stay whole
     if "gpu" in (config.getoption("markexpr") or ""):
         return
     kept = [item for item in items if item.get_closest_marker("gpu") is None]
