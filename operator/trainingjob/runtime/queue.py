@@ -2,10 +2,10 @@
 
 Each job gets an asyncio task that reconciles, then sleeps until the plan's requeue time, the resync period or
 the next wake-up, whichever comes first. The task ends when the job is gone. Reconciles run in threads (the
-Kubernetes client is synchronous), at most `workers` at a time, and only while the gate is open (while this
-operator holds the leader Lease). A reconcile that fails is retried with a backoff per job: quickly (at most
-a second apart) while the apiserver is unreachable, so the operator acts again as soon as it answers; slower
-for other errors, which are logged with their traceback once, not on every retry; never sooner than the
+Kubernetes client is synchronous), at most `workers` at a time (a job's first reconcile and the others take
+turns: runtime/lanes.py), and only while the gate is open (while this operator holds the leader Lease). A
+reconcile that fails is retried with a backoff per job: quickly (at most a second apart) while the apiserver is
+unreachable, so the operator acts again as soon as it answers; slower for other errors, which are logged with their traceback once, not on every retry; never sooner than the
 apiserver asked (a 429's Retry-After, when the write pace's own wait for it ran out). After each reconcile a job
 rests as long as `rest` says before the next (the controller makes a large gang's reconciles rest as long as they
 take: runtime/controller.py).
@@ -14,6 +14,8 @@ take: runtime/controller.py).
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+
+from trainingjob.runtime.lanes import Lanes
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -47,7 +49,7 @@ class ReconcileQueue:
         self._batch = batch_seconds
         self._rest = rest
         self._not_before: dict[Key, float] = {}
-        self._slots = asyncio.Semaphore(workers)
+        self._slots = Lanes(workers)
         self._resync = resync_seconds
         self._wakeups: dict[Key, asyncio.Event] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
@@ -90,6 +92,7 @@ class ReconcileQueue:
 
     async def _loop(self, key: Key) -> None:
         event, loop = self._wakeups[key], asyncio.get_running_loop()
+        reconciled = False  # a job's first reconcile waits in the lane of new jobs (runtime/lanes.py)
         try:
             while True:
                 await event.wait()
@@ -99,12 +102,15 @@ class ReconcileQueue:
                 if pause > 0:
                     await asyncio.sleep(pause)
                 await self.gate.wait()
-                async with self._slots:
+                await self._slots.acquire(new=not reconciled)
+                try:
                     if not self.gate.is_set():  # closed while this waited for a slot: still woken, for later
                         continue
                     self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile
-                    delay = await self._run_once(key)
+                    delay, reconciled = await self._run_once(key), True
                     self._not_before[key] = loop.time() + self._rest(key)
+                finally:
+                    self._slots.release()
                 if delay is None:
                     if event.is_set():  # woken while it ran: the job may be back (re-created under its name)
                         continue
