@@ -5,10 +5,10 @@ the next wake-up, whichever comes first. The task ends when the job is gone. Rec
 Kubernetes client is synchronous), at most `workers` at a time (a job's first reconcile and the others take
 turns: runtime/lanes.py), and only while the gate is open (while this operator holds the leader Lease). A
 reconcile that fails is retried with a backoff per job: quickly (at most a second apart) while the apiserver is
-unreachable, so the operator acts again as soon as it answers; slower for other errors, which are logged with their traceback once, not on every retry; never sooner than the
-apiserver asked (a 429's Retry-After, when the write pace's own wait for it ran out). After each reconcile a job
-rests as long as `rest` says before the next (the controller makes a large gang's reconciles rest as long as they
-take: runtime/controller.py).
+unreachable, so the operator acts again as soon as it answers; slower for other errors, which are logged with
+their traceback once, not on every retry; never sooner than the apiserver asked (a 429's Retry-After, when the
+write pace's own wait for it ran out). After each reconcile a job rests as long as `rest` says before the next
+(the controller makes a large gang's reconciles rest as long as they take: runtime/controller.py).
 """
 
 import asyncio
