@@ -110,6 +110,7 @@ def test_a_parameter_server_worker_that_does_not_go_holds_up_only_its_own_replac
     job, result = step(job, kept, at(2 + TIMEOUT))
     assert created_names(result) == ["job-worker-2-1"] and not result.force_delete
     assert condition(job, "Created").reason == "PodsStuckTerminating" and result.requeue_after == pytest.approx(TIMEOUT)
+    assert result.all_created is None, "worker-0's slot is still held: its creation record must not say all created"
     running = condition(job, "Running")
     assert job.status and job.status.phase == Phase.RUNNING and HOLD in running.message
 

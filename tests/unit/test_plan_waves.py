@@ -66,6 +66,13 @@ def test_the_record_says_created_when_the_waves_made_every_missing_pod(
     assert (created.status, created.reason, created.message)[: len(says)] == says
 
 
+def test_a_pod_found_by_its_name_alone_is_not_taken_for_created() -> None:
+    """A create answered 409 gives no UID: the pod may be a namesake still going, so the next pass decides."""
+    found = {"job-worker-0-1": "uid-0", "job-worker-1-1": ""}
+    decided = after_wave(first_status(), found, [], at(3), 1, all_created=ALL)
+    assert next(c for c in decided.status.conditions if c.type == "Created").status == "False"
+
+
 def test_a_wave_that_did_nothing_changes_nothing() -> None:
     status = first_status()
     assert after_wave(status, {}, [], at(0), 1).status == status

@@ -4,7 +4,7 @@ written at most once a pace per job; everything else, and a pass that does anyth
 from typing import Any
 
 import pytest
-from tests.support.builders import SETTINGS, T0, job_manifest
+from tests.support.builders import SETTINGS, T0, at, job_manifest
 from tests.support.fake_cluster import FakeCluster
 
 from trainingjob.model import ConditionType, TrainingJobStatus
@@ -52,6 +52,7 @@ def running_condition(**change: Any) -> list[dict[str, Any]]:
             id="another-conditions-message",
         ),
         pytest.param(status(progress={"step": 10}), False, id="progress"),
+        pytest.param(status(goodput={"wallSeconds": 2}), True, id="goodput-moving-with-the-clock"),
     ],
 )
 def test_only_the_counts_and_the_running_message_count_as_counts(new: dict[str, Any], only_counts: bool) -> None:
@@ -109,8 +110,9 @@ def test_a_gang_coming_up_writes_its_counts_once_a_pace_and_its_running_at_once(
     pace, cluster = StatusPace(1.0, clock), FakeCluster(clock=lambda: T0)
     cluster.submit(job_manifest(namespace=NS, workers=4))
 
-    def step() -> float | None:
-        return reconcile(cluster, NS, "job", now=T0, settings=SETTINGS, pace=pace).requeue_after
+    def step() -> float | None:  # the job's clock moves with the pace's, so goodput's whole seconds move too
+        now = at(clock.now - 100.0)
+        return reconcile(cluster, NS, "job", now=now, settings=SETTINGS, pace=pace).requeue_after
 
     step()  # creates the pods, and records them: all created
     assert cluster.status_writes == 2 and cluster.job_status(NS, "job")["conditions"][0]["status"] == "True"

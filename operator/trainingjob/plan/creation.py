@@ -64,7 +64,8 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     waited = None if later is None else max(seconds_until(ctx, later, ctx.settings.backoff_max_seconds), 0.1)
     if not ready and waited is not None:
         return _wait(decision, waited)
-    made = _create(ctx, decision, ready, every=len(ready) == len(missing))  # the others are filled meanwhile
+    every = waiting is None and len(ready) == len(missing)  # (a pod stuck terminating holds a slot yet)
+    made = _create(ctx, decision, ready, every=every)  # the others are filled meanwhile
     return made if waited is None else replace(made, requeue_after=min(made.requeue_after or waited, waited))
 
 

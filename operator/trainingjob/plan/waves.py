@@ -60,7 +60,7 @@ def after_wave(
     pods = [r for r in refusals if r.kind == "Pod"]
     others = [r for r in refusals if r.kind != "Pod"]
     after = history.record(status, refused(tracking.created(status, created), pods, now, generation), now)
-    if all_created is not None and not refusals:
+    if all_created is not None and not refusals and all(created.values()):  # (no UID: found, maybe a namesake's)
         conditions = set_condition(
             after.conditions, ConditionType.CREATED, True, CREATED, all_created, now=now, generation=generation
         )

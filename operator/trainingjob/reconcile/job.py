@@ -188,7 +188,7 @@ def reconcile(
         after = _act(cluster, manifest, result, now, rank0, uids=observed_uids(pods), pods=pods, dumped=dumped)
     except Gone:
         return Outcome(before, deciding_seconds=deciding)
-    if pace is not None and held is None and decided != written:
+    if pace is not None and held is None and (decided != written or after is not result.status):  # (or recorded)
         pace.wrote((namespace, name))
     if queues is not None and job is not None and result.workload is not None:
         queues.apply(job, result.workload, now)  # after the status that led to it is written

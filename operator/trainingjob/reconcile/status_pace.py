@@ -1,7 +1,8 @@
-"""A job's status writes, paced: a pass that would change only what is counted again from the pods on every pass
-(the replica counts, and the Running condition's message, "5 of 8 pods of attempt 1 are running; ...") writes it at
-most once a PACE_SECONDS per job, and at the end of that time writes what it counts then. Everything else (a phase,
-a condition's status or reason, the pods tracked, a failure, progress) is written at once, the counts with it.
+"""A job's status writes, paced: a pass that would change only what is counted again on every pass (the replica
+counts, the Running condition's message, "5 of 8 pods of attempt 1 are running; ...", and goodput, which moves with
+them) writes it at most once a PACE_SECONDS per job, and at the end of that time writes what it counts then.
+Everything else (a phase, a condition's status or reason, the pods tracked, a failure, progress) is written at
+once, the counts with it.
 
 Why: while a gang's pods come up, each of them turning Running wakes the job, and every pass used to write the new
 count, a status patch fanned out to every watcher of the job: about five writes for a job of 8 ranks, half of them
@@ -22,7 +23,9 @@ from trainingjob.plan import Plan
 
 Key = tuple[str, str]  # namespace, job name
 PACE_SECONDS = 1.0
-COUNTED = ("workers", "parameterServers")  # ReplicaStatus, recomputed from the pods on every pass (plan/phase.py)
+# Recomputed on every pass: the replica counts from the pods (plan/phase.py), and goodput from the status and the
+# clock (plan/goodput.py: its whole seconds change as time passes, with any change of the status).
+COUNTED = ("workers", "parameterServers", "goodput")
 
 
 def counts_only(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

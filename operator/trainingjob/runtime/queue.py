@@ -107,7 +107,8 @@ class ReconcileQueue:
                     if not self.gate.is_set():  # closed while this waited for a slot: still woken, for later
                         continue
                     self._set_waiting(key, False)  # wake-ups from here on ask for one more reconcile
-                    delay, reconciled = await self._run_once(key), True
+                    delay = await self._run_once(key)
+                    reconciled = reconciled or key not in self._failures  # a first pass that failed is still new
                     self._not_before[key] = loop.time() + self._rest(key)
                 finally:
                     self._slots.release()
