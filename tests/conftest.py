@@ -47,6 +47,14 @@ class TierScheduling(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
         return "node" if nodeid.startswith("tests/node/") else nodeid.split("::", 1)[0]
 
+    def _assign_work_unit(self, node: Any) -> None:
+        """xdist orders the modules by their number of tests (the node tier first); the longest ones, of one test
+        each, would come last: they go first."""
+        for scope in reversed(LONGEST_FIRST):
+            if scope in self.workqueue:
+                self.workqueue.move_to_end(scope, last=False)
+        super()._assign_work_unit(node)
+
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> TierScheduling:
     return TierScheduling(config, log)
