@@ -82,6 +82,23 @@ def test_a_progress_report_left_by_an_earlier_run_in_the_work_folder_is_not_read
     assert 999 not in steps and not stale.exists()
 
 
+def _interrupted_run(tmp_path: Path, started: list[subprocess.Popen[bytes]]) -> list[int]:
+    """Run two sleeping pods with Ctrl-C delivered as in a terminal (the test raises it); expect the run to stop
+    with a KeyboardInterrupt; the pids of `started` that outlived it (all are killed after)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell's SIGINT is ignored
+    try:
+        manifest = job_manifest("local", workers=python("import time; time.sleep(600)"), trainer=None)
+        with pytest.raises(KeyboardInterrupt):
+            run_local(manifest, tmp_path, on_event=lambda e: None)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        left = [process.pid for process in started if process.poll() is None]
+        for process in started:
+            process.kill()
+            process.wait()
+    return left
+
+
 def test_a_ctrl_c_while_a_pod_starts_still_stops_that_pods_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,17 +113,7 @@ def test_a_ctrl_c_while_a_pod_starts_still_stops_that_pods_process(
 
     real_popen = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", popen_then_interrupt)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell's SIGINT is ignored
-    try:
-        manifest = job_manifest("local", workers=python("import time; time.sleep(600)"), trainer=None)
-        with pytest.raises(KeyboardInterrupt):
-            run_local(manifest, tmp_path, on_event=lambda e: None)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        left = [process.pid for process in started if process.poll() is None]
-        for process in started:
-            process.kill()
-            process.wait()
+    left = _interrupted_run(tmp_path, started)
     assert len(started) == 2 and not left, f"the pods' processes {left} outlived the run"  # the pass ended: both
 
 
@@ -132,17 +139,7 @@ def test_a_ctrl_c_while_the_status_is_written_stops_the_run_after_that_pass(
 
     monkeypatch.setattr(subprocess, "Popen", popen)
     monkeypatch.setattr(tracked, "packed", packed_then_interrupt)
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # a background shell's SIGINT is ignored
-    try:
-        manifest = job_manifest("local", workers=python("import time; time.sleep(600)"), trainer=None)
-        with pytest.raises(KeyboardInterrupt):
-            run_local(manifest, tmp_path, on_event=lambda e: None)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        left = [process.pid for process in started if process.poll() is None]
-        for process in started:
-            process.kill()
-            process.wait()
+    left = _interrupted_run(tmp_path, started)
     assert packed and started, "no pod started, or no status was serialized: the test no longer reaches its point"
     assert not left, f"the pods' processes {left} outlived the run"
 
