@@ -18,6 +18,7 @@ import yaml
 from kubernetes import client, config
 
 from testbed import kwok
+from testbed.kwok_deletes import DeletionConfirmer
 from testbed.pki import Authority, CertPair, service_account_keys
 from testbed.pod_range import PodRange
 from testbed.processes import Server, free_port, poll_until
@@ -112,6 +113,7 @@ class ControlPlane:
         self.node_ip = node_ip
         self.servers: list[Server] = []
         self.pod_range: PodRange | None = None  # kwok's pod addresses, claimed when kwok starts
+        self.deletions: DeletionConfirmer | None = None  # the kubelet's confirmations for kwok's nodes
         self.pki = Authority(root / "pki")
         self.service_account_keys = service_account_keys(root / "pki")
         self.port = free_port()
@@ -140,6 +142,9 @@ class ControlPlane:
             raise
 
     def stop(self) -> None:
+        if self.deletions is not None:
+            self.deletions.stop()
+            self.deletions = None
         for server in reversed(self.servers):
             server.stop()
         self.servers.clear()
@@ -283,6 +288,8 @@ class ControlPlane:
                 f"--cidr={self.pod_range.cidr}",
             ],
         )
+        self.deletions = DeletionConfirmer(self.api_client())
+        self.deletions.start()
         with self.api_client() as api:
             core = client.CoreV1Api(api)
             for index, name in enumerate(GPU_NODES):

@@ -283,7 +283,10 @@ def test_random_operator_kills_across_many_lifecycles(h: Harness, operator: Oper
         restarts = {k: v for k, v in status["restarts"].items() if v}
         got = (status["phase"], status["attempt"], restarts)
         if got != (expected.phase, expected.attempt, expected.restarts) or lifecycle.step != len(expected.steps):
-            wrong.append(f"{lifecycle.name}: {got}, expected {(expected.phase, expected.attempt, expected.restarts)}")
+            wrong.append(  # the last failure says which counted failure was not expected
+                f"{lifecycle.name}: {got}, expected {(expected.phase, expected.attempt, expected.restarts)}; "
+                f"last failure: {status.get('lastFailure')}"
+            )
         elif expected.reason:
             assert condition(h.job(lifecycle.name), "Failed")["reason"] == expected.reason
     poll_until(lambda: not any(h.pods(lc.name) for lc in lifecycles), timeout=120, what="every pod cleaned up")

@@ -8,6 +8,7 @@ import pytest
 from kubernetes import client, watch
 from testbed import kwok, pods
 from testbed.controlplane import GPU_NODES, ControlPlane
+from testbed.kwok_deletes import Ask
 from testbed.processes import poll_until
 
 pytestmark = pytest.mark.cluster
@@ -154,3 +155,43 @@ def test_node_loss_removes_its_pods(cluster: ControlPlane, core: client.CoreV1Ap
     finally:
         pods.remove_node(core, "doomed-node")
     wait_for_pod_gone(core, cluster_ns, "on-doomed-node", timeout=120)
+
+
+HOLD = "test.trainingjob.io/hold"
+
+
+def test_a_deleted_pod_on_a_kwok_node_is_confirmed_and_its_finalizers_are_left_to_their_owner(
+    core: client.CoreV1Api, cluster_ns: str
+) -> None:
+    held = pod_manifest("held")
+    held.metadata.finalizers = [HOLD]
+    core.create_namespaced_pod(cluster_ns, held)
+    wait_for_pod(core, cluster_ns, "held", "Running")
+    core.delete_namespaced_pod("held", cluster_ns)  # the default grace: 30 s, for the kubelet to confirm
+
+    def confirmed_pod() -> client.V1Pod | None:
+        pod = core.read_namespaced_pod("held", cluster_ns)
+        return pod if pod.metadata.deletion_grace_period_seconds == 0 else None
+
+    confirmed = poll_until(confirmed_pod, timeout=30, what="the deletion of pod held confirmed with no grace left")
+    assert confirmed.metadata.finalizers == [HOLD]
+    core.patch_namespaced_pod("held", cluster_ns, {"metadata": {"finalizers": None}})
+    wait_for_pod_gone(core, cluster_ns, "held", timeout=30)
+
+
+def test_a_late_confirmation_never_deletes_the_pod_created_since_under_the_same_name(
+    cluster: ControlPlane, core: client.CoreV1Api, cluster_ns: str
+) -> None:
+    """kwok's own delete names the pod alone: one arriving after its pod was gone deleted the namesake (the chaos
+    test's replaced parameter-server worker, counted as a disruption). The confirmation names the UID."""
+    assert cluster.deletions is not None
+    core.create_namespaced_pod(cluster_ns, pod_manifest("reused"))
+    first = wait_for_pod(core, cluster_ns, "reused", "Running")
+    core.delete_namespaced_pod("reused", cluster_ns)
+    wait_for_pod_gone(core, cluster_ns, "reused", timeout=30)
+    core.create_namespaced_pod(cluster_ns, pod_manifest("reused"))
+    second = wait_for_pod(core, cluster_ns, "reused", "Running")
+    late = Ask(cluster_ns, "reused", first.metadata.uid, first.spec.node_name)  # the first pod's, after it went
+    assert cluster.deletions.confirm(late) is False
+    now = core.read_namespaced_pod("reused", cluster_ns)
+    assert (now.metadata.uid, now.metadata.deletion_timestamp) == (second.metadata.uid, None)
