@@ -6,7 +6,9 @@ Run: python bench/bench_writes.py --baseline DIR [--big-ranks N] [--jobs N --job
 `git worktree add --detach DIR HEAD~1`). Scenarios as bench_kubeflow.py's first two (by default 1 job x 1,024
 ranks, and 250 jobs x 8 ranks): jobs created -> every pod Running and every status Running. Counts the writes of
 the operator's own user from the apiserver's audit log (create, update, patch, delete) in that window: all of
-them, and those to pods alone; prints them per pod, side by side, and the ratio (this checkout / baseline).
+them, and those to pods alone; prints them per pod, side by side, and the ratio (this checkout / baseline); then
+the rest of what bench_kubeflow measures (time, operator CPU and peak RSS, control-plane CPU, status lags) the same
+way.
 """
 
 import argparse
@@ -20,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "operator")]
 
 from bench import kubeflow_plane as audited  # noqa: E402
-from bench.kubeflow_measure import Run, Scenario, measure, warm_up  # noqa: E402
+from bench.kubeflow_measure import Measurement, Run, Scenario, measure, warm_up  # noqa: E402
+from bench.kubeflow_report import METRICS, fmt, median, ratio, summary  # noqa: E402
 from bench.kubeflow_sides import Ours  # noqa: E402
 from kubernetes import client  # noqa: E402
 from testbed.controlplane import Binaries  # noqa: E402
@@ -41,8 +44,9 @@ def pod_writes(requests: Counter[str]) -> int:
     return audited.writes(Counter({k: n for k, n in requests.items() if k.split(" ")[1] == "pods"}))
 
 
-def side(contender: Checkout, scenarios: list[Scenario], binaries: Binaries, deadline: float) -> list[Counter[str]]:
-    """A fresh cluster tier: each scenario's requests of the operator's user, jobs created -> all Running."""
+def side(contender: Checkout, scenarios: list[Scenario], binaries: Binaries, deadline: float) -> list[Measurement]:
+    """A fresh cluster tier: each scenario measured (the requests of the operator's user among the rest), jobs
+    created -> all Running."""
     with tempfile.TemporaryDirectory(prefix="tj-bench-writes-") as folder:
         plane = audited.AuditedControlPlane(Path(folder), binaries, scheduler_qps=1000)
         plane.start()
@@ -58,7 +62,7 @@ def side(contender: Checkout, scenarios: list[Scenario], binaries: Binaries, dea
             run = Run(contender, plane, admin, audit, deadline)
             contender.start(plane, Path(folder))
             warm_up(run)
-            return [measure(run, scenario).requests for scenario in scenarios]
+            return [measure(run, scenario) for scenario in scenarios]
         finally:
             contender.stop()
             if run is not None:
@@ -81,15 +85,16 @@ def main() -> None:
         Scenario("many", f"{args.jobs:,} jobs x {args.job_ranks} ranks", args.jobs, args.job_ranks),
     ]
     contenders = {THIS: Checkout(args.threads, REPO), BASELINE: Checkout(args.threads, args.baseline.resolve())}
-    counted: dict[tuple[str, str], list[Counter[str]]] = {}
+    measured_all: dict[tuple[str, str], list[Measurement]] = {}
     binaries = Binaries.from_environment()
     for repetition in range(args.repetitions):
         order = [BASELINE, THIS] if repetition % 2 == 0 else [THIS, BASELINE]
         for name in order:
             measured = side(contenders[name], scenarios, binaries, args.deadline)
-            for scenario, requests in zip(scenarios, measured, strict=True):
-                counted.setdefault((scenario.key, name), []).append(requests)
-                print(f"  {name:14} {scenario.title}: {dict(sorted(requests.items()))}", flush=True)
+            for scenario, measurement in zip(scenarios, measured, strict=True):
+                measured_all.setdefault((scenario.key, name), []).append(measurement)
+                print(f"  {name:14} {scenario.title}: {summary(measurement)}", flush=True)
+    counted = {key: [m.requests for m in ms] for key, ms in measured_all.items()}
     print("\nwrites on the way up, per pod (median of the repetitions): all of the operator's | to pods alone")
     for scenario in scenarios:
         pods = scenario.jobs * scenario.ranks
@@ -105,6 +110,12 @@ def main() -> None:
             f"  {scenario.title}: baseline {b_all:.3f} | {b_pods:.3f}; this checkout {t_all:.3f} | {t_pods:.3f}; "
             f"ratio {t_all / b_all:.2f}x | {t_pods / b_pods:.2f}x"
         )
+    print("\nthe rest, median of the repetitions: baseline | this checkout | ratio")
+    for scenario in scenarios:
+        print(f"  {scenario.title}:")
+        for label, value, digits in METRICS:
+            b, t = (median([value(m) for m in measured_all[(scenario.key, n)]]) for n in (BASELINE, THIS))
+            print(f"    {label}: {fmt(b, digits)} | {fmt(t, digits)} | {ratio(t, b)}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from trainingjob.children.naming import TRACKING_FINALIZER, TRACKING_GATE, job_s
 from trainingjob.children.progress_report import Report
 from trainingjob.kube.agents import pod_address, read_gang, send_order
 from trainingjob.kube.answers import answer, namespace_terminating, status_of
+from trainingjob.kube.direct import STRATEGIC_MERGE_PATCH, pod_path
 from trainingjob.kube.pod_reads import PodReads
 from trainingjob.kube.ports import Created, Manifest
 from trainingjob.kube.progress import PROGRESS_SECONDS, ask_progress, last_words
@@ -58,6 +59,7 @@ class KubernetesCluster:
         self.core, self.networking = client.CoreV1Api(api), client.NetworkingV1Api(api)
         self.operator_key = operator_key or secrets.token_bytes(32)  # each job's key derives from it
         self.resources = resources or Resources(api, pacer=Pacer(window))
+        self.direct = self.resources.direct  # the hot writes: pods created, deleted, released
         self.read_progress, self.window = read_progress, window
         self.pool = ThreadPoolExecutor(max_workers=window, thread_name_prefix="tj-write")
         self.pod_reads = PodReads()
@@ -146,11 +148,7 @@ class KubernetesCluster:
             if kind != "Pod":
                 self._create_other(namespace, manifest)
                 return name, ""
-            response = self.resources.paced(
-                lambda: self.core.create_namespaced_pod(
-                    namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
-                )
-            )
+            response = self.resources.paced(lambda: self.direct.send("POST", pod_path(namespace), manifest))
         except client.ApiException as error:
             found = answer(error)
             if found is None or found.transient:
@@ -182,13 +180,10 @@ class KubernetesCluster:
 
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         """Delete each pod (name -> the UID it was observed with): a namesake created since is left alone."""
-        grace = 0 if force else None
+        grace: dict[str, Any] = {"gracePeriodSeconds": 0} if force else {}
 
         def delete(name: str) -> Any:
-            return self.core.delete_namespaced_pod(
-                name, namespace, body=delete_options(pods[name], grace_period_seconds=grace),
-                _preload_content=False, _request_timeout=TIMEOUT,
-            )  # fmt: skip
+            return self.direct.send("DELETE", pod_path(namespace, name), delete_options(pods[name], **grace))
 
         self._each_pod(list(pods), delete, lambda error, name: deleted(error, f"pod {namespace}/{name}"))
 
@@ -198,10 +193,7 @@ class KubernetesCluster:
 
         def release(name: str) -> Any:
             patch = {"metadata": {"uid": pods[name], "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}}
-            return self.core.patch_namespaced_pod(
-                name, namespace, patch, _content_type="application/strategic-merge-patch+json",
-                _preload_content=False, _request_timeout=TIMEOUT,
-            )  # fmt: skip
+            return self.direct.send("PATCH", pod_path(namespace, name), patch, content_type=STRATEGIC_MERGE_PATCH)
 
         self._each_pod(list(pods), release, lambda error, name: not_patched(error, f"pod {namespace}/{name}"))
 
@@ -214,9 +206,7 @@ class KubernetesCluster:
 
         def ungate(name: str) -> Any:
             patch = {"metadata": {"uid": pods[name]}, "spec": gate}
-            return self.core.patch_namespaced_pod(
-                name, namespace, patch, _preload_content=False, _request_timeout=TIMEOUT
-            )
+            return self.direct.send("PATCH", pod_path(namespace, name), patch, content_type=STRATEGIC_MERGE_PATCH)
 
         self._each_pod(list(pods), ungate, lambda error, name: not_patched(error, f"pod {namespace}/{name}"))
 

@@ -6,6 +6,7 @@ Every delete names the object it was decided on (its UID, and its resourceVersio
 that version): a namesake created since, or a changed object, answers 409 and is left alone; the next pass
 decides again from what it then sees."""
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from trainingjob.kube.answers import answer, status_of
+from trainingjob.kube.direct import MERGE_PATCH, Direct, custom_path
 from trainingjob.kube.ports import Conflict, Gone, Manifest
 from trainingjob.kube.writes import Pacer, Throttled
 from trainingjob.model import GROUP, VERSION
@@ -32,10 +34,11 @@ def _ignore_written(_: Manifest) -> None:
     pass
 
 
-def delete_options(uid: str, resource_version: str | None = None, **options: Any) -> client.V1DeleteOptions:
-    """A delete of the object with this UID (and this version, when given) only."""
-    guard = client.V1Preconditions(uid=uid, resource_version=resource_version)
-    return client.V1DeleteOptions(preconditions=guard, **options)
+def delete_options(uid: str, *, resource_version: str | None = None, **options: Any) -> Manifest:
+    """A delete (DeleteOptions, `options` by their JSON names) of the object with this UID (and this version, when
+    given) only."""
+    guard = {"uid": uid} if resource_version is None else {"uid": uid, "resourceVersion": resource_version}
+    return {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": guard, **options}
 
 
 def deleted(error: client.ApiException, what: str) -> None:
@@ -65,7 +68,7 @@ class Resources:
     `on_written`; writes go through `pacer`."""
 
     def __init__(self, api: Any, *, pacer: Pacer, on_written: Callable[[Manifest], None] = _ignore_written) -> None:
-        self.custom = client.CustomObjectsApi(api)
+        self.custom, self.direct = client.CustomObjectsApi(api), Direct(api)
         self.pacer, self.on_written = pacer, on_written
 
     def paced(self, write: Callable[[], T]) -> T:
@@ -108,12 +111,9 @@ class Resources:
         """A merge patch of the status subresource, guarded by the version it was planned from; the new version.
         Paced like every other write: a 429 is waited out, not a failed reconcile."""
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
+        path = custom_path(plural, namespace, name, "status")
         try:
-            written = self.paced(
-                lambda: self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, plural, name, body, _request_timeout=TIMEOUT
-                )
-            )
+            response = self.paced(lambda: self.direct.send("PATCH", path, body, content_type=MERGE_PATCH))
         except client.ApiException as error:
             status = status_of(error)
             if status == 404:
@@ -121,6 +121,7 @@ class Resources:
             if status == 409:
                 raise Conflict(f"{namespace}/{name}") from error
             raise
+        written: Manifest = json.loads(response.data)
         self.on_written(written)
         return str(written["metadata"]["resourceVersion"])
 
@@ -154,7 +155,7 @@ class Resources:
     def delete(self, plural: str, namespace: str, name: str, uid: str, resource_version: str | None = None) -> None:
         """Delete the one with this UID (and version, when given), paced, and let the garbage collector take its
         children in the background; a missing one is done, a namesake or a changed one is left alone."""
-        body = delete_options(uid, resource_version, propagation_policy="Background")
+        body = delete_options(uid, resource_version=resource_version, propagationPolicy="Background")
         try:
             self.paced(
                 lambda: self.custom.delete_namespaced_custom_object(
