@@ -5,6 +5,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import pytest
@@ -77,6 +78,36 @@ def test_a_reconcile_that_does_not_end_holds_the_lease_only_until_the_deadline(
     assert released == [True]
     assert "1 reconcile(s) still running after 0 s: sweep ns/s" in caplog.text
     assert in_flight.wait(DEADLINE) == []
+
+
+def test_reconciles_run_at_once_on_threads_of_their_own_and_leave_the_loops_executor_to_the_lease() -> None:
+    """The loop's default executor is smaller than the workers on a small machine, and the Lease's renewals run on
+    it: reconciles there would run fewer at once than asked, and a renewal would wait for one to end."""
+
+    async def scenario() -> tuple[list[str], str, list[int]]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        in_flight, release = InFlight(threads=3), threading.Event()
+
+        def reconcile() -> int:
+            release.wait(DEADLINE)
+            return 1
+
+        running = [asyncio.create_task(in_flight.run(f"job ns/{i}", reconcile)) for i in range(3)]
+        end = loop.time() + DEADLINE
+        while len(in_flight.names()) < 3:
+            assert loop.time() < end, f"only {in_flight.names()} ran at once"
+            await asyncio.sleep(0.01)
+        renewed = await asyncio.wait_for(asyncio.to_thread(lambda: "renewed"), DEADLINE)
+        names = in_flight.names()
+        release.set()
+        results = await asyncio.gather(*running)
+        in_flight.close()
+        return names, renewed, results
+
+    names, renewed, results = asyncio.run(scenario())
+    assert names == ["job ns/0", "job ns/1", "job ns/2"]
+    assert renewed == "renewed" and results == [1, 1, 1]
 
 
 @pytest.mark.parametrize("leading", [True, False], ids=["leading", "no-longer-leading"])

@@ -109,7 +109,7 @@ class Controller:
         self.status_pace = StatusPace()
         self.rests: dict[Key, float] = {}  # each job's rest after its last reconcile (job_queue asks once)
         self.gate = asyncio.Event()
-        self.in_flight = InFlight()
+        self.in_flight = InFlight(threads=options.workers + SWEEP_WORKERS)  # one for each queue's worker
         self.stepping_down = False  # once set, the gate stays closed whatever the election says
         self.draining: asyncio.Task[list[str]] | None = None  # waiting for reconciles in flight after a lost Lease
         self.job_queue = ReconcileQueue(
@@ -149,15 +149,11 @@ class Controller:
         )
 
     def _in_thread(self, kind: str, work: Callable[[Key], float | None]) -> Callable[[Key], Awaitable[float | None]]:
-        """A reconcile for the queue: the Kubernetes client is synchronous, so it runs in a thread of its own,
-        counted in flight while it runs (a cancelled task's thread runs on)."""
-
-        def counted(key: Key) -> float | None:
-            with self.in_flight.running(f"{kind} {key[0]}/{key[1]}"):
-                return work(key)
+        """A reconcile for the queue: the Kubernetes client is synchronous, so it runs in a thread of the
+        reconciles' own, counted in flight while it runs (a cancelled task's thread runs on)."""
 
         async def run(key: Key) -> float | None:
-            return await asyncio.to_thread(counted, key)
+            return await self.in_flight.run(f"{kind} {key[0]}/{key[1]}", lambda: work(key))
 
         return run
 
@@ -269,4 +265,5 @@ class Controller:
                 await asyncio.to_thread(self.elector.release)
 
         await step_down(close, self.in_flight, stop_the_rest, DRAIN_SECONDS)
+        self.in_flight.close()
         self.connection.close()

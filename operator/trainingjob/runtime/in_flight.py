@@ -12,17 +12,38 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class InFlight:
-    """The work running now, by name ("job ns/name"); safe from any thread."""
+    """The work running now, by name ("job ns/name"); safe from any thread. `run` runs it on threads of its own,
+    `threads` of them: never on the asyncio loop's default executor, which has fewer threads than the operator's
+    workers on a small machine (cpu_count + 4), and which the Lease's renewals, a drain's wait and the metrics
+    endpoint use: reconciles that hold every thread there would delay those, and a late renewal loses the Lease."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self._running: Counter[str] = Counter()
         self._changed = threading.Condition()
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tj-reconcile")
+
+    async def run(self, name: str, work: Callable[[], T]) -> T:
+        """`work` on one of this object's threads, counted as running under `name` while it runs (a cancelled
+        caller's thread runs on, and is waited for as such)."""
+
+        def counted() -> T:
+            with self.running(name):
+                return work()
+
+        return await asyncio.get_running_loop().run_in_executor(self._threads, counted)
+
+    def close(self) -> None:
+        """No more work; a thread still running ends on its own."""
+        self._threads.shutdown(wait=False)
 
     @contextmanager
     def running(self, name: str) -> Iterator[None]:
