@@ -1,7 +1,9 @@
 """How fast the operator writes: the parallel writes of all reconciles share one limit on how many are in flight,
 which grows by one for every `limit` writes the apiserver took and halves when it answers 429 (too many
-requests, as priority and fairness does under load), between 1 and `most`. A throttled write waits as the
-apiserver asked (Retry-After) and is tried again, until its deadline; only then does the reconcile fail.
+requests, as priority and fairness does under load), between 1 and `most`. Slots go first come, first served: the
+write pool's threads alone can fill the limit during a burst of pod creations, and a reconcile's status write must
+not wait for the burst to end. A throttled write waits as the apiserver asked (Retry-After) and is tried again,
+until its deadline; only then does the reconcile fail.
 
 `windowed` runs one call's writes through a shared thread pool a few at a time, so a 1,024-pod job's creations
 queue behind a small job's no longer than a window's worth.
@@ -9,6 +11,7 @@ queue behind a small job's no longer than a window's worth.
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
@@ -37,6 +40,7 @@ class Pacer:
         self.limit = float(most)
         self.throttled = 0  # 429 answers so far
         self._in_flight = 0
+        self._waiting: deque[object] = deque()  # the writes waiting for a slot, first come first
         self._generation = 0  # bumped at each decrease: answers to writes sent before it do not halve again
         self._changed = threading.Condition()
         self._clock = clock
@@ -45,12 +49,28 @@ class Pacer:
     def in_flight(self) -> int:
         return self._in_flight
 
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
     @contextmanager
     def _slot(self) -> Iterator[int]:
+        """A slot, in the order asked for: a thread that has just let one go and asks again (the write pool's, with
+        more queued) waits behind the writes already waiting, so a reconcile's status write is never passed over
+        for as long as a burst of pod creations lasts."""
+        turn = object()
         with self._changed:
-            self._changed.wait_for(lambda: self._in_flight < int(self.limit))
+            self._waiting.append(turn)
+            try:
+                self._changed.wait_for(lambda: self._waiting[0] is turn and self._in_flight < int(self.limit))
+            except BaseException:
+                self._waiting.remove(turn)
+                self._changed.notify_all()
+                raise
+            self._waiting.popleft()
             self._in_flight += 1
             generation = self._generation
+            self._changed.notify_all()  # the next in line may go too, while there is room
         try:
             yield generation
         finally:

@@ -102,7 +102,8 @@ class ReconcileQueue:
                 if pause > 0:
                     await asyncio.sleep(pause)
                 await self.gate.wait()
-                await self._slots.acquire(new=not reconciled)
+                new = not reconciled
+                await self._slots.acquire(new)
                 try:
                     if not self.gate.is_set():  # closed while this waited for a slot: still woken, for later
                         continue
@@ -111,7 +112,7 @@ class ReconcileQueue:
                     reconciled = reconciled or key not in self._failures  # a first pass that failed is still new
                     self._not_before[key] = loop.time() + self._rest(key)
                 finally:
-                    self._slots.release()
+                    self._slots.release(new)
                 if delay is None:
                     if event.is_set():  # woken while it ran: the job may be back (re-created under its name)
                         continue
