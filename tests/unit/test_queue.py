@@ -312,3 +312,35 @@ def test_a_job_that_rests_holds_up_no_other() -> None:
         return order
 
     assert asyncio.run(scenario()) == [("ns", "gang"), ("ns", "small")]
+
+
+@pytest.mark.parametrize(
+    ("started_before", "most_at_once"),
+    [(False, 2), (True, 4)],
+    ids=["new-jobs-hold-half-the-workers", "jobs-that-ran-before-a-restart-take-every-worker"],
+)
+def test_only_jobs_never_started_wait_in_the_lane_of_new_jobs(started_before: bool, most_at_once: int) -> None:
+    """After a restart or a takeover every job is reconciled for the first time in this operator, but only those
+    whose status names no attempt make their children in that pass (the slow one the lane holds to half)."""
+    jobs = [("ns", f"job-{i}") for i in range(6)]
+
+    async def scenario() -> int:
+        running, most, gate = [0], [0], asyncio.Event()
+
+        async def reconcile(key: Key) -> float | None:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            await gate.wait()
+            running[0] -= 1
+            return 60.0
+
+        queue = ReconcileQueue(reconcile, workers=4, resync_seconds=60, is_new=lambda key: not started_before)
+        queue.wake_all(jobs)
+        await until(lambda: running[0] == most_at_once, f"{most_at_once} reconciles at once")
+        await settle()  # no more start: the rest wait for a worker
+        at_once = running[0]
+        gate.set()
+        await queue.stop()
+        return at_once
+
+    assert asyncio.run(scenario()) == most_at_once

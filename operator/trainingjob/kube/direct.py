@@ -58,8 +58,9 @@ class Direct:
         *,
         content_type: str = JSON,
     ) -> Any:
-        """`method` on `path` with `body` as JSON; the response, its body read. A status outside
-        2xx raises ApiException as the generated client does; a TLS failure too (status 0)."""
+        """`method` on `path` with `body` as JSON (JSON's types already: a model dumped with mode="json"); the
+        response, its body read. A status outside 2xx raises ApiException as the generated client does; a TLS
+        failure too (status 0)."""
         url = self.api.configuration.host + path
         data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         try:

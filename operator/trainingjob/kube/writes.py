@@ -70,7 +70,8 @@ class Pacer:
             self._waiting.popleft()
             self._in_flight += 1
             generation = self._generation
-            self._changed.notify_all()  # the next in line may go too, while there is room
+            if self._waiting and self._in_flight < int(self.limit):
+                self._changed.notify_all()  # the next in line may go too: there is room
         try:
             yield generation
         finally:

@@ -122,6 +122,7 @@ class Controller:
             gate=self.gate,
             batch_seconds=options.batch_seconds,
             rest=lambda key: self.rests.pop(key, 0.0),
+            is_new=self._never_started,
         )
         self.sweep_queue = ReconcileQueue(
             self._in_thread("sweep", self.reconcile_sweep),
@@ -156,6 +157,12 @@ class Controller:
             return await self.in_flight.run(f"{kind} {key[0]}/{key[1]}", lambda: work(key))
 
         return run
+
+    def _never_started(self, key: Key) -> bool:
+        """A job whose status names no attempt: its first pass makes its children, a slow one (runtime/lanes.py).
+        After a restart or a takeover, the jobs that ran before are not new."""
+        manifest = self.stores.jobs.get(*key)
+        return manifest is None or not (manifest.get("status") or {}).get("attempt")
 
     def _leading(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -264,6 +271,8 @@ class Controller:
             if self.elector is not None:
                 await asyncio.to_thread(self.elector.release)
 
-        await step_down(close, self.in_flight, stop_the_rest, DRAIN_SECONDS)
-        self.in_flight.close()
-        self.connection.close()
+        try:
+            await step_down(close, self.in_flight, stop_the_rest, DRAIN_SECONDS)
+        finally:
+            self.in_flight.close()
+            self.connection.close()

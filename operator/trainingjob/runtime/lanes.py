@@ -1,5 +1,6 @@
-"""The reconcile queue's workers, shared by two lanes that take turns: jobs reconciled before, and jobs never
-reconciled yet by this operator.
+"""The reconcile queue's workers, shared by two lanes that take turns: jobs reconciled before, and new jobs (never
+reconciled yet by this operator, and whose status names no attempt: after a restart or a takeover, the jobs that
+ran before are not new).
 
 A new job's first pass creates its children, a dozen writes or more; a job reconciled before mostly has a status to
 write (its gang came up, a pod failed). In one line, a burst of new jobs kept every other job waiting behind it: with

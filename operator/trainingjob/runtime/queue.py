@@ -44,8 +44,10 @@ class ReconcileQueue:
         gate: asyncio.Event | None = None,
         batch_seconds: float = 0.0,
         rest: Callable[[Key], float] = lambda _: 0.0,
+        is_new: Callable[[Key], bool] = lambda _: True,
     ) -> None:
         self._reconcile = reconcile
+        self._is_new = is_new
         self._batch = batch_seconds
         self._rest = rest
         self._not_before: dict[Key, float] = {}
@@ -92,7 +94,9 @@ class ReconcileQueue:
 
     async def _loop(self, key: Key) -> None:
         event, loop = self._wakeups[key], asyncio.get_running_loop()
-        reconciled = False  # a job's first reconcile waits in the lane of new jobs (runtime/lanes.py)
+        # A job's first reconcile in this operator waits in the lane of new jobs (runtime/lanes.py), unless `is_new`
+        # says its children were made before (an operator that just started or took over the Lease).
+        reconciled = not self._is_new(key)
         try:
             while True:
                 await event.wait()
