@@ -23,7 +23,8 @@ from trainingjob.model import GROUP, VERSION
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-TIMEOUT = urllib3.Timeout(connect=5, read=30)  # as kube/resources.TIMEOUT: a hung connection never holds a pass
+REQUEST_TIMEOUT = (5, 30)  # connect, read: a hung apiserver connection must not hold a reconcile for ever
+TIMEOUT = urllib3.Timeout(connect=REQUEST_TIMEOUT[0], read=REQUEST_TIMEOUT[1])
 
 
 def pod_path(namespace: str, name: str = "") -> str:

@@ -14,14 +14,14 @@ from typing import Any, TypeVar
 from kubernetes import client
 
 from trainingjob.kube.answers import answer, status_of
-from trainingjob.kube.direct import MERGE_PATCH, Direct, custom_path
+from trainingjob.kube.direct import MERGE_PATCH, REQUEST_TIMEOUT, Direct, custom_path
 from trainingjob.kube.ports import Conflict, Gone, Manifest
 from trainingjob.kube.writes import Pacer, Throttled
 from trainingjob.model import GROUP, VERSION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-TIMEOUT = (5, 30)  # connect, read: a hung apiserver connection must not hold a reconcile for ever
+TIMEOUT = REQUEST_TIMEOUT  # the generated client's calls wait as long as the direct ones
 
 
 def ignored(status: int, error: Exception) -> None:
