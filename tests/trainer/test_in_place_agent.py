@@ -5,6 +5,7 @@ failure exits at once; no child outlives its agent; a process of an older attemp
 import json
 import os
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,30 @@ def gang_when(gang: AgentGang, **fields: object) -> dict[str, Any] | None:
     return view if all(view.get(name) == value for name, value in fields.items()) else None
 
 
-def with_spare(gang: AgentGang) -> dict[str, Any] | None:
-    """Node 0's /status once its agent serves and has a warm spare, else None (for wait_for)."""
+def status_with(gang: AgentGang, *fields: str, node: int = 0) -> dict[str, Any] | None:
+    """Node `node`'s /status once its agent serves and names these processes, else None (for wait_for)."""
     try:
-        status = agent(gang, 0, "/status")
+        status = agent(gang, node, "/status")
     except OSError:
         return None  # not listening yet
-    return status if status["child"] and status["spare"] else None
+    return status if all(status[field] for field in fields) else None
+
+
+def with_spare(gang: AgentGang, node: int = 0) -> dict[str, Any] | None:
+    """Node `node`'s /status once its agent runs a child and has a warm spare, else None (for wait_for)."""
+    return status_with(gang, "child", "spare", node=node)
+
+
+def command_line(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+
+
+def is_forked_spare(pid: int, agent_pid: int) -> bool:
+    """The process is a fork of the zygote (its command line is the zygote's), the agent's child, and the leader
+    of a session (so of a process group) of its own."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    parent, session = int(fields[1]), int(fields[3])
+    return "--zygote" in command_line(pid) and parent == agent_pid and session == pid
 
 
 def trained_on(progress_file: Path, attempt: int) -> dict[str, Any] | None:
@@ -83,6 +101,7 @@ def test_a_failed_rank_and_a_stalled_gang_restart_in_place_from_the_checkpoint(
     gang = start_agent_gang(pods, logs, directory, 2, config=DIGITS, TJ_TEST_STEP_DELAY_SECONDS=SLOW_STEPS)
     progress_file = directory / "progress.json"
     checkpoint = wait_for(lambda: (read_json(progress_file) or {}).get("lastCheckpointStep"), 90, "a checkpoint")
+    spares = [wait_for(partial(with_spare, gang, node), 60, f"node {node}'s warm spare")["spare"] for node in (0, 1)]
     rank0_child, victim = agent(gang, 0, "/status")["child"], agent(gang, 1, "/status")["child"]
     os.kill(victim, signal.SIGKILL)  # rank 1's trainer, not its agent
 
@@ -107,6 +126,7 @@ def test_a_failed_rank_and_a_stalled_gang_restart_in_place_from_the_checkpoint(
     resumed = wait_for(lambda: trained_on(progress_file, 2), 60, "attempt 2 to train")
     assert checkpoint <= resumed["resumedFromStep"] < resumed["step"], "attempt 2 did not resume from the checkpoint"
     assert all("attempt 2: handed to the warm spare" in pod.text() for pod in gang.pods)
+    assert [agent(gang, node, "/status")["child"] for node in (0, 1)] == spares
 
     # A stalled gang (still "running") is restarted the same way.
     assert request_json(gang.address(0), "POST", "/attempt", body={"attempt": 3}, key=gang.key)[0] == 200
@@ -122,11 +142,12 @@ def test_a_failed_rank_and_a_stalled_gang_restart_in_place_from_the_checkpoint(
 def test_without_an_order_the_agent_exits_with_its_trainers_code(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     extra = {"TJ_TEST_KILL_AT_STEP": "5", "TJ_TEST_KILL_RANK": "0", "TJ_IN_PLACE_WAIT_SECONDS": "2"}
     gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=SHORT, **extra)
-    spare = wait_for(lambda: with_spare(gang), 30, "the warm spare")["spare"]
+    status = wait_for(lambda: status_with(gang, "zygote"), 30, "the zygote")
     pod = gang.pods[0]
     assert pod.wait(RUN_TIMEOUT) == 137, pod.text()
     assert "no order within 2s: exiting with 137" in pod.text()
-    wait_for(lambda: is_gone(spare), 10, "the spare to be gone with its agent")
+    children = [pid for pid in (status["zygote"], status["spare"]) if pid]
+    wait_for(lambda: all(map(is_gone, children)), 10, "the zygote and spare to be gone with their agent")
 
 
 def test_a_permanent_failure_exits_at_once(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
@@ -141,21 +162,41 @@ def test_sigterm_to_an_agent_stops_its_trainer_and_leaves_no_child(pods: list[Po
     directory = tmp_path / "job"
     gang = start_agent_gang(pods, logs, directory, 1, config=ENDLESS, TJ_CHECKPOINT_EVERY_STEPS="")
     wait_for(lambda: (read_json(directory / "progress.json") or {}).get("step", 0) >= 5, 90, "training to start")
-    status = wait_for(lambda: with_spare(gang), 30, "the warm spare")
+    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
     pod = gang.pods[0]
     assert "libtorch" not in Path(f"/proc/{pod.process.pid}/maps").read_text(), "the agent imported torch"
     pod.process.send_signal(signal.SIGTERM)
     assert pod.wait(60) == 79, pod.text()
     assert progress_of(directory)["exitCode"] == 79  # the trainer checkpointed and stopped, as without the agent
-    wait_for(lambda: is_gone(status["child"]) and is_gone(status["spare"]), 10, "the agent's children to be gone")
+    children = (status["child"], status["spare"], status["zygote"])
+    wait_for(lambda: all(map(is_gone, children)), 10, "the agent's children to be gone")
 
 
 def test_a_killed_agent_takes_its_children_along(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS)
-    status = wait_for(lambda: with_spare(gang), 30, "the warm spare")
+    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
+    assert is_forked_spare(status["spare"], gang.pods[0].process.pid)
     gang.pods[0].process.kill()
     gang.pods[0].process.wait()
-    wait_for(lambda: is_dead(status["child"]) and is_dead(status["spare"]), 10, "the agent's children to die")
+    children = (status["child"], status["spare"], status["zygote"])
+    wait_for(lambda: all(map(is_dead, children)), 10, "the agent's children to die")
+
+
+def test_when_the_zygote_fails_spares_are_new_processes(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
+    gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS)
+    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
+    os.kill(status["zygote"], signal.SIGKILL)
+    wait_for(lambda: is_dead(status["zygote"]), 10, "the zygote to die")
+    os.kill(status["spare"], signal.SIGKILL)  # the next spare must come from somewhere else
+
+    def new_spare() -> dict[str, Any] | None:
+        now = with_spare(gang)
+        return now if now is not None and now["spare"] != status["spare"] else None
+
+    replaced = wait_for(new_spare, 60, "a new spare")
+    assert replaced["zygote"] is None and replaced["child"] == status["child"]
+    assert command_line(replaced["spare"])[-2:] == ["--spare", str(gang.pods[0].process.pid)]
+    assert f"the zygote (pid {status['zygote']}) failed" in gang.pods[0].text()
 
 
 def test_a_stale_attempt_cannot_join_the_new_rendezvous(pods: list[Pod], logs: Path, tmp_path: Path) -> None:

@@ -41,7 +41,9 @@ def test_a_killed_worker_restarts_in_place_as_its_next_incarnation(pods: list[Po
 
     def training() -> dict[str, Any] | None:
         status = agent("/status")
-        return status if status and status["child"] and "worker 1 connected" in server.text() else None
+        return (
+            status if status and status["child"] and status["spare"] and "worker 1 connected" in server.text() else None
+        )
 
     first = wait_for(training, 90, "worker 1 to train")["child"]
     assert "worker 1 connected from" in server.text() and "(incarnation 1 of agent " in server.text()

@@ -33,7 +33,7 @@ def test_defaults_reach_rank_0s_agent_on_the_default_port(environ: dict[str, str
     assert settings.port == DEFAULT_PORT == 29401
     assert settings.coordinator == ("job-worker-0.job", DEFAULT_PORT)
     assert settings.wait_seconds == DEFAULT_WAIT_SECONDS == 120.0
-    assert settings.key == b"k" * 32 and settings.warm_spare
+    assert settings.key == b"k" * 32 and settings.warm_spare and settings.zygote
 
 
 def test_the_variables_are_read(environ: dict[str, str]) -> None:
@@ -41,6 +41,7 @@ def test_the_variables_are_read(environ: dict[str, str]) -> None:
     settings = read_settings(environ, read_env(environ))
     assert (settings.port, settings.coordinator, settings.wait_seconds) == (0, ("10.0.0.7", 8000), 2.5)
     assert not read_settings(environ | {"TJ_TEST_NO_SPARE": "1"}, read_env(environ)).warm_spare
+    assert not read_settings(environ | {"TJ_TEST_NO_ZYGOTE": "1"}, read_env(environ)).zygote
 
 
 @pytest.mark.parametrize(

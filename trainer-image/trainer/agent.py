@@ -3,7 +3,8 @@ and restarts it in place.
 
 The agent never imports torch. It runs each attempt's trainer as a child in a process group of its own, with
 TJ_ATTEMPT set to that attempt (the pod's environment names the first), from a warm spare (trainer.spare) when one
-is ready, and keeps one spare warm while the attempt runs (trainer.agent_procs). How a child's end is handled:
+is ready, and keeps one spare warm while the attempt runs (trainer.agent_procs): after the first, spares are forks of
+the pod's zygote, which imported torch once (trainer.zygote). How a child's end is handled:
 
 - 0: report "succeeded", exit 0 (the pod succeeds). 79 (PREEMPTED): exit 79. 78 (PERMANENT): report, exit 78 at
   once (restarting cannot help).
@@ -40,14 +41,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from subprocess import Popen
 from typing import Any
 
 from trainer import checkpoint_request
 from trainer import contract as c
 from trainer.agent_http import AgentServer, Endpoints
 from trainer.agent_link import CoordinatorLink
-from trainer.agent_procs import Spares, become_subreaper, end_group
+from trainer.agent_procs import Child, Spares, become_subreaper, end_group
 from trainer.agent_state import FAILED, GangState
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv, parse_address
@@ -63,6 +63,7 @@ KILL_GRACE_SECONDS = 30.0
 POLL_SECONDS = 0.1
 REPORT_FLUSH_SECONDS = 5.0
 NO_SPARE = "TJ_TEST_NO_SPARE"  # tests and measurements only: "1" starts every attempt cold
+NO_ZYGOTE = "TJ_TEST_NO_ZYGOTE"  # tests and measurements only: "1" starts every spare as a new process (no zygote)
 
 
 def is_enabled(environ: Mapping[str, str], env: TrainerEnv) -> bool:
@@ -80,6 +81,7 @@ class AgentSettings:
     wait_seconds: float
     key: bytes
     warm_spare: bool = True
+    zygote: bool = True
 
 
 def _port(environ: Mapping[str, str]) -> int:
@@ -115,6 +117,7 @@ def read_settings(environ: Mapping[str, str], env: TrainerEnv) -> AgentSettings:
         wait_seconds=_wait_seconds(environ),
         key=read_job_key(env.job_key_file),
         warm_spare=environ.get(NO_SPARE, "").strip() != "1",
+        zygote=environ.get(NO_ZYGOTE, "").strip() != "1",
     )
 
 
@@ -133,8 +136,8 @@ class Agent:
         self.link = None
         if self.gang is None:
             self.link = CoordinatorLink(settings.coordinator, settings.key, self.rank, self.attempt, self.wake.set)
-        self.spares = Spares(argv, os.environ, warm=settings.warm_spare)
-        self.child: Popen[bytes] | None = None
+        self.spares = Spares(argv, os.environ, warm=settings.warm_spare, fork=settings.zygote)
+        self.child: Child | None = None
         self.failed_code = int(ExitCode.RETRYABLE)
         self.waiting_until: float | None = None  # set while the pod has no child and waits for an order
         self.connections = max(64, 2 * env.num_workers + 16)
@@ -150,18 +153,20 @@ class Agent:
 
     def status(self) -> dict[str, Any]:
         """GET /status: this pod as its agent sees it."""
-        child, spare = self.child, self.spares.spare
+        child, spare, zygote = self.child, self.spares.spare, self.spares.zygote
         return {
             "rank": self.rank,
             "attempt": self.attempt,
             "child": child.pid if child is not None else None,
             "spare": spare.pid if spare is not None else None,
+            "zygote": zygote.process.pid if zygote is not None else None,
             "waiting": self.waiting_until is not None,
         }
 
     def run(self) -> int:
         """Serve, start the first attempt, supervise until the pod's exit code is known; leave no child behind."""
-        become_subreaper()
+        if not become_subreaper():
+            self.spares.fork = False  # a spare the zygote forked would be init's child, not this agent's
         endpoints = Endpoints(self.settings.key, self.status, self.gang, self.wake.set, self.ask_checkpoint)
         server = AgentServer(self.settings.port, endpoints, self.connections).start()
         role = "coordinator" if self.gang is not None else f"coordinator at {self.settings.coordinator}"
@@ -237,7 +242,7 @@ class Agent:
         self.waiting_until = None
         self.report("started")
 
-    def _wake_at_exit(self, child: Popen[bytes]) -> None:
+    def _wake_at_exit(self, child: Child) -> None:
         """Wake the main loop the moment `child` exits: its failure is reported without a polling delay."""
         child.wait()
         self.wake.set()

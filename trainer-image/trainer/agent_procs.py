@@ -1,5 +1,9 @@
 """The in-place agent's processes: warm spares, one attempt's child, and process groups that end entirely.
 
+Spares come from the pod's zygote (trainer.zygote: it imports torch once and forks each spare) once it has warmed up;
+the first attempt's child, and every spare if the zygote fails or the agent cannot be a subreaper, are new processes
+(`python -m trainer --spare`) that import for themselves.
+
 Every child runs in a process group of its own (start_new_session): the attempt's child and whatever it starts (its
 local ranks, their data-loader workers) share it, so killing the group kills the attempt. The agent marks itself a
 child subreaper, so the group's orphans become its own children (as they would under PID 1 in a container) and
@@ -18,13 +22,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import IO
+from typing import IO, TypeAlias
 
 from trainer import contract as c
+from trainer.zygote_link import ForkedSpare, ZygoteLink
 
 log = logging.getLogger(__name__)
 
 SPARE_FLAG = "--spare"
+ZYGOTE_FLAG = "--zygote"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GROUP_EXIT_SECONDS = 10.0
@@ -39,10 +45,16 @@ def prctl(option: int, value: int) -> bool:
         return False
 
 
-def become_subreaper() -> None:
-    """Orphaned descendants (an attempt's local ranks when their launcher died) become this process's children."""
-    if not prctl(PR_SET_CHILD_SUBREAPER, 1):
-        log.warning("cannot become a child subreaper: an attempt's orphans are reaped by init instead")
+Child: TypeAlias = subprocess.Popen[bytes] | ForkedSpare
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants (an attempt's local ranks when their launcher died, a spare the zygote forked) become
+    this process's children. False where that is not possible."""
+    if prctl(PR_SET_CHILD_SUBREAPER, 1):
+        return True
+    log.warning("cannot become a child subreaper: an attempt's orphans are reaped by init instead")
+    return False
 
 
 def container_code(returncode: int) -> int:
@@ -70,7 +82,7 @@ def _reap_group(pgid: int, deadline: float) -> bool:
         time.sleep(0.01)
 
 
-def end_group(process: subprocess.Popen[bytes], grace: float = 0.0) -> int:
+def end_group(process: Child, grace: float = 0.0) -> int:
     """End a child and its whole process group: SIGTERM to the child first when `grace` > 0 (it forwards it to its
     local ranks, as a container runtime signals PID 1 alone), SIGKILL to the group at the grace's end. Returns the
     child's code (container_code)."""
@@ -93,30 +105,51 @@ def order_line(attempt: int, overrides: Mapping[str, str]) -> bytes:
 
 
 class Spares:
-    """Keeps one warm spare (`python -m trainer --spare <agent pid> [script args...]`) and turns it into an
-    attempt's child on order."""
+    """Keeps one warm spare and turns it into an attempt's child on order. Spares are forked by the pod's zygote
+    (started with the first spare) when `fork` is on, else started as `python -m trainer --spare <agent pid> [script
+    args...]`."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, warm: bool) -> None:
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], *, warm: bool, fork: bool) -> None:
         self.argv = list(argv)
         self.env = {name: value for name, value in env.items() if name != c.IN_PLACE}
-        self.warm = warm
-        self.spare: subprocess.Popen[bytes] | None = None
+        self.warm, self.fork = warm, fork
+        self.spare: Child | None = None
+        self.zygote: ZygoteLink | None = None
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         command = [sys.executable, "-m", "trainer", SPARE_FLAG, str(os.getpid()), *self.argv]
         return subprocess.Popen(command, env=self.env, stdin=subprocess.PIPE, start_new_session=True)
 
+    def _forked(self) -> Child | None:
+        """A spare from the zygote (started now if there is none); None while it warms up. A zygote that fails is
+        ended, and spares are new processes from then on."""
+        if self.zygote is None:
+            self.zygote = ZygoteLink(ZYGOTE_FLAG, self.argv, self.env)
+            log.info("zygote started (pid %d): it imports once and forks the spares", self.zygote.process.pid)
+            return None
+        if self.zygote.ready():
+            spare = self.zygote.fork()
+            if spare is not None:
+                return spare
+        if not self.zygote.broken and self.zygote.process.poll() is None:
+            return None
+        log.warning("the zygote (pid %d) failed: spares are new processes from now on", self.zygote.process.pid)
+        self._end_zygote()
+        self.fork = False
+        return self._spawn()
+
     def keep_warm(self) -> None:
-        """Start a spare if warm spares are on and none is alive."""
+        """Have a spare if warm spares are on and none is alive (but while the zygote warms up)."""
         if not self.warm or (self.spare is not None and self.spare.poll() is None):
             return
         if self.spare is not None:
             log.warning("the spare (pid %d) exited with %d: starting another", self.spare.pid, self.spare.returncode)
             end_group(self.spare)
-        self.spare = self._spawn()
-        log.info("warm spare started (pid %d)", self.spare.pid)
+        self.spare = self._forked() if self.fork else self._spawn()
+        if self.spare is not None:
+            log.info("warm spare ready (pid %d)", self.spare.pid)
 
-    def launch(self, attempt: int, overrides: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def launch(self, attempt: int, overrides: Mapping[str, str] | None = None) -> Child:
         """Attempt `attempt`'s child: the warm spare given its order, or a fresh (cold) one if there is none."""
         line = order_line(attempt, overrides or {})
         spare, self.spare = self.spare, None
@@ -132,10 +165,17 @@ class Spares:
         return child
 
     def close(self) -> None:
-        """End the spare, if there is one."""
+        """End the spare and the zygote, if there are."""
         spare, self.spare = self.spare, None
         if spare is not None:
             end_group(spare)
+        self._end_zygote()
+
+    def _end_zygote(self) -> None:
+        zygote, self.zygote = self.zygote, None
+        if zygote is not None:
+            zygote.close()
+            end_group(zygote.process)
 
 
 def _hand(pipe: IO[bytes] | None, line: bytes) -> bool:

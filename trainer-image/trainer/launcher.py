@@ -1,7 +1,8 @@
 """`python -m trainer`: read the contract, pick the mode, spawn local ranks, map failures to exit codes.
 
 With TJ_IN_PLACE=1 on a DDP pod, PID 1 is the in-place agent instead (trainer.agent), which runs what this module
-would run in a child per attempt (`--spare`, trainer.spare)."""
+would run in a child per attempt (`--spare`, trainer.spare), forked by the pod's zygote once it is warm (`--zygote`,
+trainer.zygote)."""
 
 import logging
 import os
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 
 from trainer import agent
 from trainer import contract as c
-from trainer.agent_procs import SPARE_FLAG
+from trainer.agent_procs import SPARE_FLAG, ZYGOTE_FLAG
 from trainer.config import parse_trainer_config
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv, read_env
@@ -122,6 +123,10 @@ def run(argv: Sequence[str]) -> int:
         from trainer.spare import serve  # noqa: PLC0415
 
         return serve(argv[1:], run)
+    if argv and argv[0] == ZYGOTE_FLAG:
+        from trainer import zygote  # noqa: PLC0415
+
+        return zygote.serve(argv[1:], run)
     stop = StopFlag().install()
     env = read_env(os.environ)
     if argv and argv[0] == c.SWEEPER_FLAG:  # a sweep's sweeper: removes checkpoint folders, trains nothing

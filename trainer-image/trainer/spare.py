@@ -12,6 +12,7 @@ cold, as they do today; only their launcher is warm). User code reads its attemp
 touches CUDA: a spare holds no GPU memory.
 
 A spare dies with the agent that started it (PR_SET_PDEATHSIG), and one whose pipe closes without an order exits.
+Once the pod's zygote (trainer.zygote) is warm, spares are forks of it: already warm, they only take their order.
 """
 
 import importlib
@@ -99,20 +100,32 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
     if not argv or not argv[0].isdigit():
         raise ConfigError("arguments", agent_procs.SPARE_FLAG, "must be followed by the agent's pid")
     die_with_parent(int(argv[0]))
-    argv = argv[1:]
     stop = StopFlag().install()
     # An order already waiting means a cold start: nothing to yield to, the attempt waits for these imports.
     cold = bool(select.select([sys.stdin], [], [], 0)[0])
     warming = threading.Thread(target=warm_up, kwargs={"lower_priority": not cold}, name="spare-warm-up", daemon=True)
     warming.start()
-    order = read_order(sys.stdin.buffer)
+    return take_order(sys.stdin.buffer, argv[1:], run, stop, warming)
+
+
+def take_order(
+    orders: IO[bytes],
+    argv: Sequence[str],
+    run: Callable[[Sequence[str]], int],
+    stop: StopFlag,
+    warming: threading.Thread | None = None,
+) -> int:
+    """Wait for the order on `orders`, then run as that attempt once the warm-up (if one is under way) is done."""
+    order = read_order(orders)
     if order is None:
         log.info("the spare's pipe closed without an order: exiting")
         return ExitCode.SUCCEEDED
     attempt, env = order
     os.environ.update(env)
-    log.info("attempt %d: order received (%s)", attempt, "warm" if not warming.is_alive() else "still warming up")
-    warming.join()
+    warm = warming is None or not warming.is_alive()
+    log.info("attempt %d: order received (%s)", attempt, "warm" if warm else "still warming up")
+    if warming is not None:
+        warming.join()
     if stop.is_set():
         return ExitCode.PREEMPTED
     return run(list(argv))
