@@ -1,6 +1,7 @@
 """Benchmark: goodput in time, with rank 1's trainer killed every minute of training, in local mode.
 
-Run: python bench/bench_goodput.py [--minutes 10] [--kill-every 60] [--clean-minutes 2] [--prior SECONDS]. The
+Run: python bench/bench_goodput.py [--minutes 10] [--kill-every 60] [--clean-minutes 2] [--prior SECONDS]
+[--no-baseline]. The
 operator's planner and reconcile run the digits DDP example (2 ranks) as `tjctl run` does: real trainer processes
 under in-place agents, the operator's restarts in place (at once after an attempt that saved a checkpoint, else after
 the crash loop's backoff: 1 s in local mode).
@@ -26,6 +27,9 @@ end):
   operator's accounting of attempts, resumes and redone steps. Unlike the status it counts checkpoint stalls as
   training.
 Printed beside the goodput the job's status reports (status.goodput.ratio) and its split.
+
+The measured run runs twice, side by side: with each pod's zygote forking the warm spares (trainer.zygote), then the
+baseline, spares as new processes that import torch (TJ_TEST_NO_ZYGOTE=1), and the ratio of the two.
 """
 
 import argparse
@@ -36,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +49,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "api"), str(REPO / "trainer-image"), str(REPO)]
 
+from trainer.agent import NO_ZYGOTE  # noqa: E402
 from trainer.agent_http import request_json  # noqa: E402
 from trainingjob.local.cluster import LOCAL_SETTINGS, run_local  # noqa: E402
 from trainingjob.model import TrainingJobStatus  # noqa: E402
+from trainingjob.plan import Settings  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "digits-ddp.yaml"
+BASELINE = "baseline (spares as new processes, TJ_TEST_NO_ZYGOTE=1)"
 
 
 def job(steps: int, every_steps: int | str) -> dict[str, Any]:
@@ -133,14 +140,64 @@ def productive_in_time(workdir: Path, steps: int) -> float:
     return total
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One measured run: its wall time, goodput from outside (in work) and from the trainer's log (in time)."""
+
+    wall: float
+    outside: float
+    in_time: float
+
+
+def measured_run(root: Path, steps: int, step: float, every: float, settings: Settings) -> Outcome:
+    """The measured run: `steps` steps, Auto checkpoints, rank 1's trainer killed `every` seconds into each attempt."""
+    workdir = root
+    killer = Killer(workdir, every)
+    thread = threading.Thread(target=killer.run, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    status, _ = run_local(
+        job(steps, "Auto"), workdir, on_status=killer.on_status, on_event=lambda event: None, settings=settings
+    )
+    wall = time.monotonic() - started
+    killer.done.set()
+    assert status is not None and status.phase.value == "Succeeded" and status.goodput is not None, status
+    in_time = productive_in_time(workdir, steps)
+    outside = steps * step / wall
+    split = status.goodput
+    print(f"  {killer.kills} kills, {status.in_place_restarts} restarts in place, wall {wall:.0f} s")
+    print(
+        f"  productive: from outside, in work {steps * step:.0f} s; from the trainer's log, in time {in_time:.0f} s;"
+        f" as the status says {split.productive_seconds} s"
+    )
+    print(
+        f"  goodput: from outside, in work {outside:.3f} (goal >= 0.95); from the trainer's log, in time"
+        f" {in_time / wall:.3f}; as the status says {split.ratio}"
+    )
+    print(f"  status minus the trainer's log, in time: {100 * ((split.ratio or 0) - in_time / wall):+.1f} points")
+    print(f"  status minus outside: {100 * ((split.ratio or 0) - outside):+.1f} points")
+    parts = ("productive", "startup", "checkpoint_stall", "recovery", "redone", "queued")
+    print("  status split: " + ", ".join(f"{part} {getattr(split, part + '_seconds')} s" for part in parts))
+    for record in status.history.attempts if status.history else []:
+        print(
+            f"    attempt {record.attempt}: resumed from {record.resumed_from_step}, got to {record.last_step}; "
+            f"checkpoints {killer.pacing.get(record.attempt, '?')}"
+        )
+    return Outcome(wall, outside, in_time / wall)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--kill-every", type=float, default=60.0)
     parser.add_argument("--clean-minutes", type=float, default=2.0)
     parser.add_argument("--prior", type=float, help="Auto's prior MTBF in seconds (default: --kill-every)")
+    parser.add_argument(
+        "--no-baseline", action="store_true", help="skip the baseline run (spares as new processes, no zygote)"
+    )
     args = parser.parse_args()
     settings = replace(LOCAL_SETTINGS, checkpoint_prior_mtbf_seconds=args.prior or args.kill_every)
+    variants = [("zygote (spares forked)", "0")] + ([] if args.no_baseline else [(BASELINE, "1")])
     with tempfile.TemporaryDirectory() as root:
         probe = clean_step_seconds(Path(root) / "probe", 500)  # sizes the clean run
         step = clean_step_seconds(Path(root) / "clean", int(args.clean_minutes * 60 / probe))
@@ -149,36 +206,17 @@ def main() -> None:
             f"clean run: {1 / step:.1f} steps/s; measured run: {steps} steps ({args.minutes:g} min at that pace); "
             f"Auto's prior {settings.checkpoint_prior_mtbf_seconds:g} s between failures"
         )
-        workdir = Path(root) / "measured"
-        killer = Killer(workdir, args.kill_every)
-        thread = threading.Thread(target=killer.run, daemon=True)
-        thread.start()
-        started = time.monotonic()
-        status, _ = run_local(
-            job(steps, "Auto"), workdir, on_status=killer.on_status, on_event=lambda event: None, settings=settings
-        )
-        wall = time.monotonic() - started
-        killer.done.set()
-        assert status is not None and status.phase.value == "Succeeded" and status.goodput is not None, status
-        in_time = productive_in_time(workdir, steps)
-    outside = steps * step / wall
-    split = status.goodput
-    print(f"{killer.kills} kills, {status.in_place_restarts} restarts in place, wall {wall:.0f} s")
-    print(
-        f"productive: from outside, in work {steps * step:.0f} s; from the trainer's log, in time {in_time:.0f} s;"
-        f" as the status says {split.productive_seconds} s"
-    )
-    print(
-        f"goodput: from outside, in work {outside:.3f} (goal >= 0.95); from the trainer's log, in time"
-        f" {in_time / wall:.3f}; as the status says {split.ratio}"
-    )
-    print(f"status minus the trainer's log, in time: {100 * ((split.ratio or 0) - in_time / wall):+.1f} points")
-    parts = ("productive", "startup", "checkpoint_stall", "recovery", "redone", "queued")
-    print("status split: " + ", ".join(f"{part} {getattr(split, part + '_seconds')} s" for part in parts))
-    for record in status.history.attempts if status.history else []:
+        outcomes = {}
+        for name, no_zygote in variants:
+            print(f"{name}:", flush=True)
+            os.environ[NO_ZYGOTE] = no_zygote  # the pods' agents read it (local mode passes our environment on)
+            outcomes[name] = measured_run(Path(root) / name.split()[0], steps, step, args.kill_every, settings)
+    if BASELINE in outcomes:
+        ours, base = outcomes[variants[0][0]], outcomes[BASELINE]
         print(
-            f"  attempt {record.attempt}: resumed from {record.resumed_from_step}, got to {record.last_step}; "
-            f"checkpoints {killer.pacing.get(record.attempt, '?')}"
+            f"zygote against the baseline: goodput from outside {ours.outside:.3f} / {base.outside:.3f} = "
+            f"{ours.outside / base.outside:.3f}x; wall {ours.wall:.0f} / {base.wall:.0f} s"
+            f" = {ours.wall / base.wall:.3f}x"
         )
 
 

@@ -32,7 +32,9 @@ DIGITS = config_json(workload="digits-mlp", steps=200, batchSize=32, learningRat
 SHORT = config_json(workload="digits-mlp", steps=40, batchSize=32, learningRate=0.1)
 ENDLESS = config_json(workload="digits-mlp", steps=1_000_000, batchSize=32, learningRate=0.1)
 SLOW_STEPS = "0.03"  # seconds added to each step: time to kill a trainer between two checkpoints
+SLOW = {"TJ_TEST_STEP_DELAY_SECONDS": SLOW_STEPS}  # an endless run that leaves the cores to the zygote's warm-up
 RUN_TIMEOUT = 120.0
+SPARE_TIMEOUT = 180.0  # the zygote imports torch at a lowered priority beside the training
 
 
 def agent(gang: AgentGang, node: int, target: str) -> dict[str, Any]:
@@ -101,7 +103,10 @@ def test_a_failed_rank_and_a_stalled_gang_restart_in_place_from_the_checkpoint(
     gang = start_agent_gang(pods, logs, directory, 2, config=DIGITS, TJ_TEST_STEP_DELAY_SECONDS=SLOW_STEPS)
     progress_file = directory / "progress.json"
     checkpoint = wait_for(lambda: (read_json(progress_file) or {}).get("lastCheckpointStep"), 90, "a checkpoint")
-    spares = [wait_for(partial(with_spare, gang, node), 60, f"node {node}'s warm spare")["spare"] for node in (0, 1)]
+    spares = [
+        wait_for(partial(with_spare, gang, node), SPARE_TIMEOUT, f"node {node}'s spare")["spare"] for node in (0, 1)
+    ]
+    assert all(is_forked_spare(spare, pod.process.pid) for spare, pod in zip(spares, gang.pods, strict=True))
     rank0_child, victim = agent(gang, 0, "/status")["child"], agent(gang, 1, "/status")["child"]
     os.kill(victim, signal.SIGKILL)  # rank 1's trainer, not its agent
 
@@ -160,9 +165,9 @@ def test_a_permanent_failure_exits_at_once(pods: list[Pod], logs: Path, tmp_path
 
 def test_sigterm_to_an_agent_stops_its_trainer_and_leaves_no_child(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     directory = tmp_path / "job"
-    gang = start_agent_gang(pods, logs, directory, 1, config=ENDLESS, TJ_CHECKPOINT_EVERY_STEPS="")
+    gang = start_agent_gang(pods, logs, directory, 1, config=ENDLESS, TJ_CHECKPOINT_EVERY_STEPS="", **SLOW)
     wait_for(lambda: (read_json(directory / "progress.json") or {}).get("step", 0) >= 5, 90, "training to start")
-    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
+    status = wait_for(lambda: with_spare(gang), SPARE_TIMEOUT, "the warm spare")
     pod = gang.pods[0]
     assert "libtorch" not in Path(f"/proc/{pod.process.pid}/maps").read_text(), "the agent imported torch"
     pod.process.send_signal(signal.SIGTERM)
@@ -173,8 +178,8 @@ def test_sigterm_to_an_agent_stops_its_trainer_and_leaves_no_child(pods: list[Po
 
 
 def test_a_killed_agent_takes_its_children_along(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
-    gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS)
-    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
+    gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS, **SLOW)
+    status = wait_for(lambda: with_spare(gang), SPARE_TIMEOUT, "the warm spare")
     assert is_forked_spare(status["spare"], gang.pods[0].process.pid)
     gang.pods[0].process.kill()
     gang.pods[0].process.wait()
@@ -183,8 +188,8 @@ def test_a_killed_agent_takes_its_children_along(pods: list[Pod], logs: Path, tm
 
 
 def test_when_the_zygote_fails_spares_are_new_processes(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
-    gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS)
-    status = wait_for(lambda: with_spare(gang), 60, "the warm spare")
+    gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=ENDLESS, **SLOW)
+    status = wait_for(lambda: with_spare(gang), SPARE_TIMEOUT, "the warm spare")
     os.kill(status["zygote"], signal.SIGKILL)
     wait_for(lambda: is_dead(status["zygote"]), 10, "the zygote to die")
     os.kill(status["spare"], signal.SIGKILL)  # the next spare must come from somewhere else
@@ -193,7 +198,7 @@ def test_when_the_zygote_fails_spares_are_new_processes(pods: list[Pod], logs: P
         now = with_spare(gang)
         return now if now is not None and now["spare"] != status["spare"] else None
 
-    replaced = wait_for(new_spare, 60, "a new spare")
+    replaced = wait_for(new_spare, SPARE_TIMEOUT, "a new spare")
     assert replaced["zygote"] is None and replaced["child"] == status["child"]
     assert command_line(replaced["spare"])[-2:] == ["--spare", str(gang.pods[0].process.pid)]
     assert f"the zygote (pid {status['zygote']}) failed" in gang.pods[0].text()

@@ -1,19 +1,24 @@
 """The agent's hold on a spare the zygote forked (trainer.zygote_link.ForkedSpare): what it uses of a Popen, on real
-child processes (started with posix_spawn, so no Popen reaps them)."""
+child processes (started with posix_spawn, so no Popen reaps them); and the agent's and the zygote's sides of their
+socket (the forks themselves run in tests/trainer/test_in_place_agent.py)."""
 
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from testbed.processes import poll_until
 
+from trainer import zygote_link
 from trainer.agent_procs import container_code, end_group
-from trainer.zygote_link import ForkedSpare
+from trainer.zygote import receive_fork_request
+from trainer.zygote_link import FORK, READY, ForkedSpare, ZygoteLink
 
 pytestmark = pytest.mark.fast
 
@@ -104,3 +109,104 @@ def _group(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(stat))
     return members
+
+
+# The protocol, the agent's side: a socket pair whose far end the test plays as the zygote.
+
+
+@pytest.fixture
+def link_and_far_end(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ZygoteLink, socket.socket]]:
+    monkeypatch.setattr(zygote_link, "FORK_SECONDS", 0.2)
+    ours, theirs = socket.socketpair()
+    idle = subprocess.Popen([SHELL, "-c", "read line"], stdin=subprocess.PIPE)  # stands in for the zygote's process
+    yield ZygoteLink(idle, ours), theirs
+    theirs.close()
+    ours.close()
+    idle.kill()
+    idle.wait()
+
+
+def test_ready_once_the_whole_line_came(link_and_far_end: tuple[ZygoteLink, socket.socket]) -> None:
+    link, far = link_and_far_end
+    assert not link.ready()
+    far.sendall(b"rea")
+    assert not link.ready() and not link.broken
+    far.sendall(b"dy\n")
+    assert link.ready() and link.ready() and not link.broken
+
+
+@pytest.mark.parametrize(
+    "zygote_says", [b"hello\n", b"", None], ids=["not-ready-but-something-else", "its-end", "nothing-by-the-deadline"]
+)
+def test_a_zygote_that_does_not_get_ready_breaks_the_link(
+    link_and_far_end: tuple[ZygoteLink, socket.socket], zygote_says: bytes | None
+) -> None:
+    link, far = link_and_far_end
+    if zygote_says is None:
+        link.warm_up_deadline = time.monotonic()
+    elif zygote_says:
+        far.sendall(zygote_says)
+    else:
+        far.shutdown(socket.SHUT_WR)
+    assert not link.ready() and link.broken
+
+
+def test_a_fork_passes_the_order_pipe_and_takes_the_pid(link_and_far_end: tuple[ZygoteLink, socket.socket]) -> None:
+    link, far = link_and_far_end
+    far.sendall(READY)
+    assert link.ready()
+    far.sendall(b"4242\n")  # answered before it is asked: the link reads it only once it asked
+    spare = link.fork()
+    assert spare is not None and spare.pid == 4242 and not link.broken
+    message, fds, _, _ = socket.recv_fds(far, 64, 1)
+    assert message == FORK and len(fds) == 1
+    spare.stdin.write(b"order\n")
+    spare.stdin.close()
+    with os.fdopen(fds[0], "rb") as orders:
+        assert orders.read() == b"order\n"
+
+
+@pytest.mark.parametrize("answer", [b"-1\n", b"x\n", b""], ids=["failed-fork", "garbage", "no-answer"])
+def test_a_fork_without_a_pid_breaks_the_link(
+    link_and_far_end: tuple[ZygoteLink, socket.socket], answer: bytes
+) -> None:
+    link, far = link_and_far_end
+    far.sendall(READY + answer)
+    assert link.ready()
+    assert link.fork() is None and link.broken
+    _, fds, _, _ = socket.recv_fds(far, 64, 1)
+    with os.fdopen(fds[0], "rb") as orders:
+        assert orders.read() == b"", "the agent kept the order pipe's write end"
+
+
+def test_a_fork_from_a_gone_zygote_breaks_the_link(link_and_far_end: tuple[ZygoteLink, socket.socket]) -> None:
+    link, far = link_and_far_end
+    far.sendall(READY)
+    assert link.ready()
+    far.close()
+    assert link.fork() is None and link.broken
+
+
+# The protocol, the zygote's side.
+
+
+@pytest.mark.parametrize(
+    ("message", "with_fd", "takes_it"),
+    [(FORK, True, True), (b"nope\n", True, False), (FORK, False, False)],
+    ids=["fork-request", "other-message", "no-descriptor"],
+)
+def test_the_zygote_takes_only_a_fork_request_with_its_pipe(message: bytes, with_fd: bool, takes_it: bool) -> None:
+    agent, zygote_end = socket.socketpair()
+    reader, writer = os.pipe()
+    with agent, zygote_end:
+        socket.send_fds(agent, [message], [reader] if with_fd else [])
+        received = receive_fork_request(zygote_end)
+        agent.close()
+        assert receive_fork_request(zygote_end) is None  # the agent's end
+    os.close(reader)
+    os.close(writer)
+    if not takes_it:
+        assert received is None
+        return
+    assert received is not None and not os.get_inheritable(received)
+    os.close(received)

@@ -30,7 +30,6 @@ from trainer.zygote_link import ForkedSpare, ZygoteLink
 log = logging.getLogger(__name__)
 
 SPARE_FLAG = "--spare"
-ZYGOTE_FLAG = "--zygote"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GROUP_EXIT_SECONDS = 10.0
@@ -124,7 +123,7 @@ class Spares:
         """A spare from the zygote (started now if there is none); None while it warms up. A zygote that fails is
         ended, and spares are new processes from then on."""
         if self.zygote is None:
-            self.zygote = ZygoteLink(ZYGOTE_FLAG, self.argv, self.env)
+            self.zygote = ZygoteLink.start(self.argv, self.env)
             log.info("zygote started (pid %d): it imports once and forks the spares", self.zygote.process.pid)
             return None
         if self.zygote.ready():
@@ -139,7 +138,7 @@ class Spares:
         return self._spawn()
 
     def keep_warm(self) -> None:
-        """Have a spare if warm spares are on and none is alive (but while the zygote warms up)."""
+        """Have a spare if warm spares are on and none is alive (except while the zygote warms up)."""
         if not self.warm or (self.spare is not None and self.spare.poll() is None):
             return
         if self.spare is not None:
@@ -147,12 +146,15 @@ class Spares:
             end_group(self.spare)
         self.spare = self._forked() if self.fork else self._spawn()
         if self.spare is not None:
-            log.info("warm spare ready (pid %d)", self.spare.pid)
+            how = "forked by the zygote" if isinstance(self.spare, ForkedSpare) else "started"
+            log.info("warm spare %s (pid %d)", how, self.spare.pid)
 
     def launch(self, attempt: int, overrides: Mapping[str, str] | None = None) -> Child:
         """Attempt `attempt`'s child: the warm spare given its order, or a fresh (cold) one if there is none."""
         line = order_line(attempt, overrides or {})
         spare, self.spare = self.spare, None
+        if spare is None and self.fork and self.zygote is not None and self.zygote.ready():
+            spare = self.zygote.fork()  # the zygote was ready before the main loop saw it: no need to start cold
         if spare is not None and spare.poll() is None and _hand(spare.stdin, line):
             log.info("attempt %d: handed to the warm spare (pid %d)", attempt, spare.pid)
             return spare

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 
 from trainer import agent
 from trainer import contract as c
-from trainer.agent_procs import SPARE_FLAG, ZYGOTE_FLAG
+from trainer.agent_procs import SPARE_FLAG
 from trainer.config import parse_trainer_config
 from trainer.contract import ExitCode
 from trainer.env import TrainerEnv, read_env
 from trainer.failures import TrainerError, combine_exit_codes
 from trainer.rendezvous import wait_for_port
 from trainer.signals import StopFlag
+from trainer.zygote_link import ZYGOTE_FLAG
 
 log = logging.getLogger("trainer")
 

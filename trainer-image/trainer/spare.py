@@ -66,14 +66,15 @@ def warm_up(modules: Sequence[str] = WARM_MODULES, *, lower_priority: bool = Tru
 
 
 def _rehearse() -> None:
-    """One tiny optimizer step: whatever else torch imports lazily on a first step is imported now."""
+    """One tiny optimizer step: whatever else torch imports lazily on a first step is imported now. Its gradient is
+    set by hand: a backward pass would start the autograd engine's device threads, and count GPUs through CUDA, in
+    a process the zygote (trainer.zygote) forks from, and no fork could use either."""
     try:
         import torch  # noqa: PLC0415
 
         weight = torch.zeros(2, requires_grad=True)
-        optimizer = torch.optim.SGD([weight], lr=0.1)
-        (weight * 2.0).sum().backward()  # type: ignore[no-untyped-call]
-        optimizer.step()
+        weight.grad = torch.ones(2)
+        torch.optim.SGD([weight], lr=0.1).step()
     except Exception as error:
         log.warning("warm-up step failed (%s): the run reports it", error)
 
@@ -105,18 +106,17 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
     cold = bool(select.select([sys.stdin], [], [], 0)[0])
     warming = threading.Thread(target=warm_up, kwargs={"lower_priority": not cold}, name="spare-warm-up", daemon=True)
     warming.start()
-    return take_order(sys.stdin.buffer, argv[1:], run, stop, warming)
+    return take_order(read_order(sys.stdin.buffer), argv[1:], run, stop, warming)
 
 
 def take_order(
-    orders: IO[bytes],
+    order: tuple[int, dict[str, str]] | None,
     argv: Sequence[str],
     run: Callable[[Sequence[str]], int],
     stop: StopFlag,
     warming: threading.Thread | None = None,
 ) -> int:
-    """Wait for the order on `orders`, then run as that attempt once the warm-up (if one is under way) is done."""
-    order = read_order(orders)
+    """Run as the attempt `order` (read_order's) names, once the warm-up (if one is under way) is done."""
     if order is None:
         log.info("the spare's pipe closed without an order: exiting")
         return ExitCode.SUCCEEDED

@@ -11,12 +11,13 @@ The agent (trainer.zygote_link) and the zygote talk over a Unix socket pair the 
 - The agent writes b"fork\\n" with one file descriptor attached: the read end of the new spare's order pipe.
 - The zygote forks a middle process that forks the spare and exits at once: the spare is re-parented to the agent (a
   child subreaper), which waits for it like any child. The spare takes a session of its own (its attempt's process
-  group) and says its pid; once the middle process is reaped the zygote writes that pid to the agent, b"<pid>\\n",
-  and closes a pipe the spare waits on: only then does the spare go on, as the agent's child. It dies with the agent,
-  and reads its order from the pipe (trainer.spare.take_order).
+  group) and says its pid. Once the middle process is reaped, the zygote closes a pipe the spare waits on (the spare
+  goes on, as the agent's child: it dies with the agent and reads its order from its pipe, trainer.spare) and writes
+  the pid to the agent, b"<pid>\\n".
 - End of the socket: the zygote exits. It dies with the agent too.
 
-The warm-up never touches CUDA, so nothing is forked that a child could not use.
+Nothing forked may hold what a child cannot use: the warm-up runs no backward pass and no CUDA call (trainer.spare),
+and a zygote that finds CUDA initialised after it exits (spares are then new processes, as before).
 """
 
 import logging
@@ -27,11 +28,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from trainer import spare
-from trainer.agent_procs import ZYGOTE_FLAG
 from trainer.contract import ExitCode
 from trainer.failures import ConfigError
 from trainer.signals import StopFlag
-from trainer.zygote_link import FORK, LINE_BYTES, READY
+from trainer.zygote_link import FORK, LINE_BYTES, READY, ZYGOTE_FLAG
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
     spare.die_with_parent(outcome.agent_pid)
     stop = StopFlag().install()
     with os.fdopen(outcome.orders, "rb") as orders:
-        return spare.take_order(orders, outcome.argv, run, stop)
+        order = spare.read_order(orders)
+    return spare.take_order(order, outcome.argv, run, stop)
 
 
 def _arguments(argv: Sequence[str]) -> tuple[int, int, tuple[str, ...]]:
@@ -71,9 +72,12 @@ def _serve_forks(argv: Sequence[str]) -> int | Forked:
         warming = threading.Thread(target=spare.warm_up, name="zygote-warm-up", daemon=True)
         warming.start()
         warming.join()  # the forks come from this thread, at the pod's priority
+        if _cuda_initialised():
+            log.error("CUDA was initialised during the zygote's warm-up: no fork could use it; exiting")
+            return int(ExitCode.RETRYABLE)
         link.sendall(READY)
         while True:
-            orders = _receive(link)
+            orders = receive_fork_request(link)
             if orders is None:
                 return int(ExitCode.SUCCEEDED)
             pid = _fork(orders)
@@ -82,7 +86,13 @@ def _serve_forks(argv: Sequence[str]) -> int | Forked:
             link.sendall(b"%d\n" % pid)
 
 
-def _receive(link: socket.socket) -> int | None:
+def _cuda_initialised() -> bool:
+    import torch  # noqa: PLC0415
+
+    return bool(torch.cuda.is_initialized())  # type: ignore[no-untyped-call]
+
+
+def receive_fork_request(link: socket.socket) -> int | None:
     """The order pipe of the next fork request; None at the end of the socket or for anything else."""
     try:
         message, fds, _, _ = socket.recv_fds(link, LINE_BYTES, 1)
@@ -94,6 +104,7 @@ def _receive(link: socket.socket) -> int | None:
         if message:
             log.error("the zygote got %r, not a fork request: exiting", message[:LINE_BYTES])
         return None
+    os.set_inheritable(fds[0], False)  # the spare's own children never hold its order pipe
     return fds[0]
 
 

@@ -2,8 +2,9 @@
 spare as it holds a Popen.
 
 The agent never blocks on the zygote but to fork: `ready` reads without waiting, and `fork` waits at most
-FORK_SECONDS for the pid (a fork takes milliseconds). Anything else from the zygote, its end, or a late answer makes
-the link `broken`, and the agent starts its spares as new processes from then on (trainer.agent_procs.Spares).
+FORK_SECONDS for the pid (a fork takes milliseconds). Anything else from the zygote, its end, a late answer, or no
+"ready" within WARM_UP_SECONDS makes the link `broken`, and the agent starts its spares as new processes from then on
+(trainer.agent_procs.Spares).
 """
 
 import contextlib
@@ -19,9 +20,11 @@ from typing import IO
 
 from trainer.contract import ExitCode
 
+ZYGOTE_FLAG = "--zygote"
 READY = b"ready\n"
 FORK = b"fork\n"
 LINE_BYTES = 64
+WARM_UP_SECONDS = 600.0  # a zygote not ready by then is given up (its imports hang, or it starves)
 FORK_SECONDS = 5.0
 WAIT_POLL_SECONDS = 0.01
 
@@ -76,13 +79,20 @@ class ForkedSpare:
 
 
 class ZygoteLink:
-    """The pod's zygote, started at construction: `python -m trainer --zygote <agent pid> <fd> [script args...]`."""
+    """The agent's end of the socket to its pod's zygote (`process`)."""
 
-    def __init__(self, flag: str, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    def __init__(self, process: "subprocess.Popen[bytes]", link: socket.socket) -> None:
+        self.process, self.link, self.pending = process, link, b""
+        self.warm_up_deadline = time.monotonic() + WARM_UP_SECONDS
+        self._ready = self.broken = False
+
+    @classmethod
+    def start(cls, argv: Sequence[str], env: Mapping[str, str]) -> "ZygoteLink":
+        """Start `python -m trainer --zygote <agent pid> <fd> [script args...]`."""
         ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", "trainer", flag, str(os.getpid()), str(theirs.fileno()), *argv]
+        command = [sys.executable, "-m", "trainer", ZYGOTE_FLAG, str(os.getpid()), str(theirs.fileno()), *argv]
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 command, env=dict(env), stdin=subprocess.DEVNULL, pass_fds=[theirs.fileno()], start_new_session=True
             )
         except BaseException:
@@ -90,16 +100,16 @@ class ZygoteLink:
             raise
         finally:
             theirs.close()
-        self.link, self.pending = ours, b""
-        self.is_ready = self.broken = False
+        return cls(process, ours)
 
     def ready(self) -> bool:
         """Whether the zygote has warmed up and takes fork requests (never waits)."""
-        if not self.is_ready and not self.broken:
+        if not self._ready and not self.broken:
             line = self._line(0.0)
-            self.is_ready = line == READY
-            self.broken = self.broken or (line is not None and not self.is_ready)
-        return self.is_ready
+            self._ready = line == READY
+            late = line is None and time.monotonic() >= self.warm_up_deadline
+            self.broken = self.broken or late or (line is not None and not self._ready)
+        return self._ready
 
     def fork(self) -> ForkedSpare | None:
         """A new spare, waiting for its order on a pipe of its own; None (and the link broken) if the zygote did
