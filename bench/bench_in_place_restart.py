@@ -3,10 +3,11 @@
 Run: python bench/bench_in_place_restart.py [--repetitions N]. Each repetition starts a 2-pod digits DDP gang of
 in-place agents on loopback, SIGKILLs rank 1's trainer once a checkpoint exists, waits for the coordinator to
 report the gang failed and orders attempt 2; it measures, from the coordinator's log, the time from the order's
-arrival ("ordered: attempt 2") to the later of the two ranks' first step of attempt 2. Warm (the default) and cold
-(TJ_TEST_NO_SPARE=1: every attempt's child imports torch after the order) alternate. Also prints a warm spare's
-anonymous resident memory, what keeping one costs a pod (its file-backed pages, torch's libraries, are shared
-with the trainer).
+arrival ("ordered: attempt 2") to the later of the two ranks' first step of attempt 2. Three kinds take turns: a
+spare forked by the pod's zygote (the default), a spare started as a new process (TJ_TEST_NO_ZYGOTE=1), and cold
+(TJ_TEST_NO_SPARE=1: every attempt's child imports torch after the order). Also prints what keeping a spare costs
+a pod in memory: the proportional anonymous memory (Pss_Anon) of the spare and, with a zygote, of the zygote too
+(file-backed pages, torch's libraries, are shared with the trainer; a fork's untouched pages with its zygote).
 """
 
 import argparse
@@ -44,23 +45,38 @@ def logged_at(pod: Pod, text: str) -> float:
     return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def spare_anonymous_mib(gang: AgentGang) -> float:
-    """Node 0's warm spare's anonymous resident memory: its own (its file-backed pages, torch's libraries, are
-    shared with the trainer beside it)."""
-    status = request_json(gang.address(0), "GET", "/status")[1] or {}
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{status['spare']}/status").read_text().splitlines())
-    return int(fields["RssAnon"].split()[0]) / 1024
+KINDS = {
+    "zygote": {},
+    "new spare": {"TJ_TEST_NO_ZYGOTE": "1"},
+    "cold": {"TJ_TEST_NO_SPARE": "1"},
+}
 
 
-def restart_seconds(directory: Path, *, warm: bool) -> tuple[float, float | None]:
+def pss_anon_mib(pid: int) -> float:
+    """The process's proportional share of anonymous memory (pages shared with n processes count 1/n)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:])
+    return int(fields["Pss_Anon"].split()[0]) / 1024
+
+
+def spare_memory_mib(gang: AgentGang, kind: str) -> float | None:
+    """What node 0 keeps for its spares (the spare, and the zygote it came from), once the spare is there."""
+    if kind == "cold":
+        return None
+    status = wait_for(
+        lambda: (s := request_json(gang.address(0), "GET", "/status")[1]) and s["spare"] and s, TIMEOUT, "a spare"
+    )
+    return sum(pss_anon_mib(pid) for pid in (status["spare"], status["zygote"]) if pid)
+
+
+def restart_seconds(directory: Path, kind: str) -> tuple[float, float | None]:
     """One gang, one failure, one order: (order to first step of attempt 2, the spare's memory in MiB)."""
     (directory / "logs").mkdir(parents=True)
     with pods_cleanup() as pods:
-        extra = {"TJ_TEST_STEP_DELAY_SECONDS": "0.03"} | ({} if warm else {"TJ_TEST_NO_SPARE": "1"})
+        extra = {"TJ_TEST_STEP_DELAY_SECONDS": "0.03"} | KINDS[kind]
         gang = start_agent_gang(pods, directory / "logs", directory / "job", 2, config=CONFIG, **extra)
         progress = directory / "job" / "progress.json"
         wait_for(lambda: (read_json(progress) or {}).get("lastCheckpointStep"), TIMEOUT, "a checkpoint")
-        memory = spare_anonymous_mib(gang) if warm else None
+        memory = spare_memory_mib(gang, kind)
         os.kill((request_json(gang.address(1), "GET", "/status")[1] or {})["child"], signal.SIGKILL)
         failed = lambda: (request_json(gang.address(0), "GET", "/gang")[1] or {}).get("state") == "failed"  # noqa: E731
         wait_for(failed, TIMEOUT, "the gang to fail")
@@ -75,21 +91,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repetitions", type=int, default=3)
     args = parser.parse_args()
-    times: dict[bool, list[float]] = {True: [], False: []}
-    memory: list[float] = []
+    times: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    memory: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    order = list(KINDS)
     with tempfile.TemporaryDirectory() as workdir:
         for repetition in range(args.repetitions):
-            for warm in (repetition % 2 == 0, repetition % 2 == 1):
+            for kind in order[repetition % 3 :] + order[: repetition % 3]:  # each kind takes each place in turn
                 started = time.monotonic()
-                seconds, rss = restart_seconds(Path(workdir) / f"{repetition}-{warm}", warm=warm)
-                times[warm].append(seconds)
-                memory += [rss] if rss is not None else []
-                kind = "warm spare" if warm else "cold"
+                seconds, mib = restart_seconds(Path(workdir) / f"{repetition}-{kind.replace(' ', '-')}", kind)
+                times[kind].append(seconds)
+                memory[kind] += [mib] if mib is not None else []
                 print(f"{kind:>10}: order to first step {seconds:.2f} s (run {time.monotonic() - started:.0f} s)")
-    warm_median, cold_median = statistics.median(times[True]), statistics.median(times[False])
-    print(f"median order to first step: warm spare {warm_median:.2f} s, cold {cold_median:.2f} s")
-    print(f"cold / warm: {cold_median / warm_median:.1f}x")
-    print(f"a warm spare's own (anonymous) resident memory: {statistics.median(memory):.0f} MiB")
+    medians = {kind: statistics.median(values) for kind, values in times.items()}
+    print("median order to first step: " + ", ".join(f"{kind} {value:.2f} s" for kind, value in medians.items()))
+    print(
+        f"cold / zygote: {medians['cold'] / medians['zygote']:.1f}x; new spare / zygote: "
+        f"{medians['new spare'] / medians['zygote']:.2f}x"
+    )
+    for kind in ("zygote", "new spare"):
+        print(
+            f"what node 0 keeps for its spares ({kind}), proportional anonymous memory: "
+            f"{statistics.median(memory[kind]):.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

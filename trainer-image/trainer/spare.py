@@ -48,9 +48,9 @@ def die_with_parent(agent_pid: int) -> None:
         os._exit(int(ExitCode.RETRYABLE))
 
 
-def warm_up(modules: Sequence[str] = WARM_MODULES, *, lower_priority: bool = True) -> None:
-    """Import `modules`, at a lower priority (this thread only) unless asked not to; a failing import is left for the
-    run to report."""
+def warm_up(modules: Sequence[str] = WARM_MODULES, *, lower_priority: bool = True, backward: bool = True) -> None:
+    """Import `modules`, then rehearse a step, at a lower priority (this thread only) unless asked not to; a failing
+    import is left for the run to report."""
     if lower_priority:
         try:
             os.nice(WARM_NICENESS)
@@ -62,19 +62,24 @@ def warm_up(modules: Sequence[str] = WARM_MODULES, *, lower_priority: bool = Tru
         except Exception as error:
             log.warning("warm-up import of %s failed (%s): the run reports it", name, error)
             return
-    _rehearse()
+    _rehearse(backward)
 
 
-def _rehearse() -> None:
-    """One tiny optimizer step: whatever else torch imports lazily on a first step is imported now. Its gradient is
-    set by hand: a backward pass would start the autograd engine's device threads, and count GPUs through CUDA, in
-    a process the zygote (trainer.zygote) forks from, and no fork could use either."""
+def _rehearse(backward: bool) -> None:
+    """One tiny optimizer step: whatever else torch imports or starts lazily on a first step is done now. Without
+    `backward` its gradient is set by hand: a backward pass starts the autograd engine's device threads and counts
+    GPUs through CUDA, which the zygote (trainer.zygote) must not do, since no fork of it could use either; each
+    fork then rehearses with a backward pass of its own."""
     try:
         import torch  # noqa: PLC0415
 
         weight = torch.zeros(2, requires_grad=True)
-        weight.grad = torch.ones(2)
-        torch.optim.SGD([weight], lr=0.1).step()
+        optimizer = torch.optim.SGD([weight], lr=0.1)
+        if backward:
+            (weight * 2.0).sum().backward()  # type: ignore[no-untyped-call]
+        else:
+            weight.grad = torch.ones(2)
+        optimizer.step()
     except Exception as error:
         log.warning("warm-up step failed (%s): the run reports it", error)
 

@@ -16,8 +16,9 @@ The agent (trainer.zygote_link) and the zygote talk over a Unix socket pair the 
   the pid to the agent, b"<pid>\\n".
 - End of the socket: the zygote exits. It dies with the agent too.
 
-Nothing forked may hold what a child cannot use: the warm-up runs no backward pass and no CUDA call (trainer.spare),
-and a zygote that finds CUDA initialised after it exits (spares are then new processes, as before).
+Nothing forked may hold what a child cannot use: the zygote's warm-up runs no backward pass and no CUDA call (each
+fork rehearses a backward pass itself while it waits for its order, trainer.spare), and a zygote that finds CUDA
+initialised after its warm-up exits (spares are then new processes, as before).
 """
 
 import logging
@@ -52,9 +53,12 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
         return outcome
     spare.die_with_parent(outcome.agent_pid)
     stop = StopFlag().install()
+    # What the zygote could not rehearse (a backward pass), this fork does while it waits, as a new spare would.
+    warming = threading.Thread(target=spare.warm_up, kwargs={"modules": ()}, name="spare-rehearsal", daemon=True)
+    warming.start()
     with os.fdopen(outcome.orders, "rb") as orders:
         order = spare.read_order(orders)
-    return spare.take_order(order, outcome.argv, run, stop)
+    return spare.take_order(order, outcome.argv, run, stop, warming)
 
 
 def _arguments(argv: Sequence[str]) -> tuple[int, int, tuple[str, ...]]:
@@ -69,7 +73,7 @@ def _serve_forks(argv: Sequence[str]) -> int | Forked:
     agent_pid, fd, script = _arguments(argv)
     spare.die_with_parent(agent_pid)
     with socket.socket(fileno=fd) as link:
-        warming = threading.Thread(target=spare.warm_up, name="zygote-warm-up", daemon=True)
+        warming = threading.Thread(target=spare.warm_up, kwargs={"backward": False}, name="zygote-warm-up", daemon=True)
         warming.start()
         warming.join()  # the forks come from this thread, at the pod's priority
         if _cuda_initialised():
