@@ -17,7 +17,7 @@ The agent (trainer.zygote_link) and the zygote talk over a Unix socket pair the 
 - End of the socket: the zygote exits. It dies with the agent too.
 
 Nothing forked may hold what a child cannot use: the zygote's warm-up runs no backward pass and no CUDA call (each
-fork rehearses a backward pass itself while it waits for its order, trainer.spare), and a zygote that finds CUDA
+fork rehearses a backward pass itself before it waits for its order, trainer.spare), and a zygote that finds CUDA
 initialised after its warm-up exits (spares are then new processes, as before).
 """
 
@@ -53,12 +53,12 @@ def serve(argv: Sequence[str], run: Callable[[Sequence[str]], int]) -> int:
         return outcome
     spare.die_with_parent(outcome.agent_pid)
     stop = StopFlag().install()
-    # What the zygote could not rehearse (a backward pass), this fork does while it waits, as a new spare would.
-    warming = threading.Thread(target=spare.warm_up, kwargs={"modules": ()}, name="spare-rehearsal", daemon=True)
-    warming.start()
+    # What the zygote could not rehearse (a backward pass, milliseconds), this fork does before it waits, from the
+    # thread that will train: the autograd engine's threads it starts keep the pod's priority.
+    spare.warm_up(modules=(), lower_priority=False)
     with os.fdopen(outcome.orders, "rb") as orders:
         order = spare.read_order(orders)
-    return spare.take_order(order, outcome.argv, run, stop, warming)
+    return spare.take_order(order, outcome.argv, run, stop)
 
 
 def _arguments(argv: Sequence[str]) -> tuple[int, int, tuple[str, ...]]:
