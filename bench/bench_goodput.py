@@ -149,9 +149,8 @@ class Outcome:
     in_time: float
 
 
-def measured_run(root: Path, steps: int, step: float, every: float, settings: Settings) -> Outcome:
+def measured_run(workdir: Path, steps: int, step: float, every: float, settings: Settings) -> Outcome:
     """The measured run: `steps` steps, Auto checkpoints, rank 1's trainer killed `every` seconds into each attempt."""
-    workdir = root
     killer = Killer(workdir, every)
     thread = threading.Thread(target=killer.run, daemon=True)
     thread.start()

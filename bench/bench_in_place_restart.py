@@ -62,9 +62,7 @@ def spare_memory_mib(gang: AgentGang, kind: str) -> float | None:
     """What node 0 keeps for its spares (the spare, and the zygote it came from), once the spare is there."""
     if kind == "cold":
         return None
-    status = wait_for(
-        lambda: (s := request_json(gang.address(0), "GET", "/status")[1]) and s["spare"] and s, TIMEOUT, "a spare"
-    )
+    status = wait_for(lambda: gang.status_with("spare"), TIMEOUT, "a spare")
     return sum(pss_anon_mib(pid) for pid in (status["spare"], status["zygote"]) if pid)
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import torch
 
 from testbed.processes import free_port
+from trainer.agent_http import request_json
 
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
@@ -172,6 +173,15 @@ class AgentGang:
     def address(self, node: int = 0) -> tuple[str, int]:
         """Where node `node`'s agent listens (node 0's is the coordinator)."""
         return ("127.0.0.1", self.agent_ports[node])
+
+    def status_with(self, *fields: str, node: int = 0) -> dict[str, Any] | None:
+        """Node `node`'s GET /status once its agent serves and names these processes (child, spare, zygote), else
+        None (for wait_for)."""
+        try:
+            answer = request_json(self.address(node), "GET", "/status")[1]
+        except OSError:
+            return None  # not listening yet
+        return answer if answer is not None and all(answer[field] for field in fields) else None
 
 
 def start_agent_gang(

@@ -57,7 +57,7 @@ def test_a_one_rank_gang_restarts_in_place_on_nccl_with_bf16(pods: list[Pod], lo
     gang = start_agent_gang(pods, logs, directory, 1, config=config, TJ_TEST_STEP_DELAY_SECONDS="0.02")
     progress_file = directory / "progress.json"
     wait_for(lambda: (read_json(progress_file) or {}).get("lastCheckpointStep"), 120, "a checkpoint")
-    status = wait_for(lambda: _with_spare(gang), 180, "the warm spare (forked by the zygote)")
+    status = wait_for(lambda: gang.status_with("child", "spare"), 180, "the warm spare (forked by the zygote)")
     os.kill(status["child"], signal.SIGKILL)
     wait_for(lambda: _gang(gang).get("state") == "failed" or None, 60, "the gang to fail")
     assert request_json(gang.address(0), "POST", "/attempt", body={"attempt": 2}, key=gang.key)[0] == 200
@@ -67,11 +67,6 @@ def test_a_one_rank_gang_restarts_in_place_on_nccl_with_bf16(pods: list[Pod], lo
     assert (progress["attempt"], progress["step"]) == (2, 300) and progress["resumedFromStep"] > 0, progress
     assert "on cuda:0 (nccl" in pod.text() and "attempt 2: handed to the warm spare" in pod.text()
     assert progress["metrics"]["accuracy"] >= GOAL
-
-
-def _with_spare(gang: AgentGang) -> dict[str, Any] | None:
-    _, status = request_json(gang.address(0), "GET", "/status")
-    return status if status and status["child"] and status["spare"] else None
 
 
 def _gang(gang: AgentGang) -> dict[str, Any]:

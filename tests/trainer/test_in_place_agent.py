@@ -50,18 +50,9 @@ def gang_when(gang: AgentGang, **fields: object) -> dict[str, Any] | None:
     return view if all(view.get(name) == value for name, value in fields.items()) else None
 
 
-def status_with(gang: AgentGang, *fields: str, node: int = 0) -> dict[str, Any] | None:
-    """Node `node`'s /status once its agent serves and names these processes, else None (for wait_for)."""
-    try:
-        status = agent(gang, node, "/status")
-    except OSError:
-        return None  # not listening yet
-    return status if all(status[field] for field in fields) else None
-
-
 def with_spare(gang: AgentGang, node: int = 0) -> dict[str, Any] | None:
     """Node `node`'s /status once its agent runs a child and has a warm spare, else None (for wait_for)."""
-    return status_with(gang, "child", "spare", node=node)
+    return gang.status_with("child", "spare", node=node)
 
 
 def command_line(pid: int) -> list[str]:
@@ -147,7 +138,7 @@ def test_a_failed_rank_and_a_stalled_gang_restart_in_place_from_the_checkpoint(
 def test_without_an_order_the_agent_exits_with_its_trainers_code(pods: list[Pod], logs: Path, tmp_path: Path) -> None:
     extra = {"TJ_TEST_KILL_AT_STEP": "5", "TJ_TEST_KILL_RANK": "0", "TJ_IN_PLACE_WAIT_SECONDS": "2"}
     gang = start_agent_gang(pods, logs, tmp_path / "job", 1, config=SHORT, **extra)
-    status = wait_for(lambda: status_with(gang, "zygote"), 30, "the zygote")
+    status = wait_for(lambda: gang.status_with("zygote"), 30, "the zygote")
     pod = gang.pods[0]
     assert pod.wait(RUN_TIMEOUT) == 137, pod.text()
     assert "no order within 2s: exiting with 137" in pod.text()

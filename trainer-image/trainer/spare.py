@@ -8,8 +8,9 @@ order is already there when it starts is a cold start (the pod's first attempt, 
 up at full priority, since the attempt waits for it. With the order it sets those variables and runs exactly what
 `python -m trainer [script args...]` runs without TJ_IN_PLACE: the built-in trainer in this process (one process per
 pod: the warm imports pay off), or one process per local rank (TJ_NPROC_PER_POD > 1, or a user script: those start
-cold, as they do today; only their launcher is warm). User code reads its attempt from TJ_ATTEMPT. The warm-up never
-touches CUDA: a spare holds no GPU memory.
+cold, as they do today; only their launcher is warm). User code reads its attempt from TJ_ATTEMPT. The warm-up allocates
+nothing on a GPU: a spare holds no GPU memory (its backward pass may count the GPUs, which a process that trains
+itself can afford and a zygote cannot).
 
 A spare dies with the agent that started it (PR_SET_PDEATHSIG), and one whose pipe closes without an order exits.
 Once the pod's zygote (trainer.zygote) is warm, spares are forks of it: already warm, they only take their order.
