@@ -107,7 +107,7 @@ def test_defaults_do_not_use_exclusive_numbers() -> None:
 def test_every_cross_field_rule_is_in_the_crd(resource: crd.Resource, spec: type[ApiModel]) -> None:
     in_crd = {rule["rule"] for _, node in _nodes(_schema(resource)) for rule in node.get(VALIDATIONS, [])}
     for model in _model_types(spec):
-        for rule in model.cross_field_rules:
+        for rule in getattr(model, "cross_field_rules", ()):
             assert rule.cel in in_crd, f"{model.__name__}: {rule.cel}"
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from trainingjob.model.base import DNS_LABEL, ApiModel, Int, Str
+from trainingjob.model.base import DNS_LABEL, ApiModel, Int, RuledModel, Str
 from trainingjob.model.podspec import LabelKey, LabelSelector, LabelValue
 from trainingjob.model.rules import Reason, Rule
 
@@ -32,7 +32,7 @@ def _values_fit(requirement: "NodeSelectorRequirement") -> bool:
     return count == 0
 
 
-class NodeSelectorRequirement(ApiModel):
+class NodeSelectorRequirement(RuledModel):
     """One requirement on a node's labels, e.g. {key: nvidia.com/gpu.product, operator: In, values: [H100]}."""
 
     key: LabelKey
@@ -124,7 +124,7 @@ def _needs_selector(keys: str, attribute: str) -> Rule:
     )
 
 
-class PodAffinityTerm(ApiModel):
+class PodAffinityTerm(RuledModel):
     """The pods that must (or must not) run in the same topology domain as this one."""
 
     label_selector: LabelSelector | None = None

@@ -50,14 +50,14 @@ def _camel(name: str) -> str:
 
 
 def _add_cel_rules(schema: dict[str, Any], model_type: type[Any]) -> None:
-    validations = [rule.to_cel() for rule in model_type.cross_field_rules]
+    validations = [rule.to_cel() for rule in getattr(model_type, "cross_field_rules", ())]
     validations += rules.presence_rules(model_type)
     if validations:
         schema[rules.VALIDATIONS] = [*schema.get(rules.VALIDATIONS, []), *validations]
 
 
 class ApiModel(BaseModel):
-    """camelCase on the wire, snake_case in Python, unknown fields refused, cross-field rules checked."""
+    """camelCase on the wire, snake_case in Python, unknown fields refused."""
 
     model_config = ConfigDict(
         alias_generator=_camel,
@@ -68,6 +68,13 @@ class ApiModel(BaseModel):
         use_attribute_docstrings=True,
         json_schema_extra=_add_cel_rules,
     )
+
+
+class RuledModel(ApiModel):
+    """An ApiModel with cross-field rules, checked once its fields are. Only these models run a Python check after
+    validation: a status, read on every pass, has none (and a model that declares rules without this base is refused
+    by pydantic as an unannotated attribute)."""
+
     cross_field_rules: ClassVar[tuple[rules.Rule, ...]] = ()
 
     @model_validator(mode="after")

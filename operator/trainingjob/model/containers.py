@@ -6,7 +6,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.children.naming import CONTAINER_NAME
-from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Str, list_map, unique_by
+from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, RuledModel, Str, list_map, unique_by
 from trainingjob.model.pod import ENV_NAME, EnvVar, PullPolicy, Resources
 from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.security import ContainerSecurity
@@ -28,7 +28,7 @@ class ObjectRef(ApiModel):
     """When true, a missing object leaves the variables unset instead of keeping the pod from starting."""
 
 
-class EnvFromSource(ApiModel):
+class EnvFromSource(RuledModel):
     """Every key of a ConfigMap or Secret as an environment variable: exactly one of configMapRef or secretRef.
     Variables in env, and those the operator sets, win over these."""
 
@@ -62,7 +62,7 @@ EnvFromList = Annotated[list[EnvFromSource] | None, Field(max_length=16)]
 MountList = Annotated[list[VolumeMount] | None, Field(max_length=32), AfterValidator(unique_by("mount_path"))]
 
 
-class Container(ApiModel):
+class Container(RuledModel):
     """An init container or a sidecar of the role's pods. It gets none of the operator's variables, and the
     securityContext of the trainer unless it changes some of it."""
 

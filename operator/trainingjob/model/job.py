@@ -5,7 +5,7 @@ from typing import Any, Self
 
 from pydantic import Field, field_validator
 
-from trainingjob.model.base import ApiModel, Str
+from trainingjob.model.base import RuledModel, Str
 from trainingjob.model.metadata import ObjectMeta
 from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.spec import TrainingJobSpec
@@ -53,7 +53,7 @@ def name_rule(max_length: int) -> Rule:
     )
 
 
-class ApiObject(ApiModel):
+class ApiObject(RuledModel):
     """A resource of the project's API: its apiVersion and kind checked, read from and written as a manifest."""
 
     api_version: Str = API_VERSION

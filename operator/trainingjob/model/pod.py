@@ -18,6 +18,7 @@ from trainingjob.model.base import (
     Bool,
     Int,
     Quantity,
+    RuledModel,
     Str,
     parse_quantity,
 )
@@ -84,7 +85,7 @@ class ResourceFieldSelector(ApiModel):
     """The unit the value is expressed in; 1 when unset."""
 
 
-class EnvVarSource(ApiModel):
+class EnvVarSource(RuledModel):
     """Where a variable's value comes from: exactly one of the selectors."""
 
     secret_key_ref: KeySelector | None = None
@@ -110,7 +111,7 @@ class EnvVarSource(ApiModel):
     )
 
 
-class EnvVar(ApiModel):
+class EnvVar(RuledModel):
     """An environment variable of the role's container."""
 
     name: Annotated[Str, Field(pattern=ENV_NAME, max_length=256)]
@@ -225,7 +226,7 @@ _BOTH_CEL = "[has(self.requests) ? self.requests : {}, has(self.limits) ? self.l
 _SIZE_CEL = f"quantity(k.substring({len(HUGEPAGES)}))"
 
 
-class Resources(ApiModel):
+class Resources(RuledModel):
     """Compute resources of each container of the role, e.g. cpu, memory and nvidia.com/gpu."""
 
     requests: ResourceList | None = None
@@ -281,7 +282,7 @@ class Resources(ApiModel):
     )
 
 
-class Toleration(ApiModel):
+class Toleration(RuledModel):
     """Lets the role's pods run on nodes with a matching taint, e.g. GPU nodes."""
 
     key: Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=316)] | None = None

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.children.naming import LABEL_PREFIX, OPERATOR_ANNOTATIONS, OPERATOR_LABELS, operator_owned
-from trainingjob.model.base import DNS_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME, ApiModel, Int, Str, list_map
+from trainingjob.model.base import DNS_SUBDOMAIN, LABEL_VALUE, QUALIFIED_NAME, ApiModel, Int, RuledModel, Str, list_map
 from trainingjob.model.rules import Reason, Rule
 
 LabelKey = Annotated[Str, Field(pattern=QUALIFIED_NAME, max_length=316)]
@@ -28,7 +28,7 @@ def _not_owned(field: str, owned: tuple[str, ...]) -> Rule:
     )
 
 
-class PodMetadata(ApiModel):
+class PodMetadata(RuledModel):
     """Labels and annotations of the role's pods, e.g. for a service mesh, cost allocation or a log shipper. The
     job's own labels are on the pods too; the operator's keys win and cannot be set here."""
 
@@ -54,7 +54,7 @@ class SelectorOperator(StrEnum):
     DOES_NOT_EXIST = "DoesNotExist"
 
 
-class SelectorRequirement(ApiModel):
+class SelectorRequirement(RuledModel):
     """One requirement of a label selector, e.g. {key: trainingjob.io/role, operator: In, values: [worker]}."""
 
     key: LabelKey
@@ -101,7 +101,7 @@ def _unique_pairs(constraints: list["TopologySpreadConstraint"]) -> list["Topolo
     return constraints
 
 
-class TopologySpreadConstraint(ApiModel):
+class TopologySpreadConstraint(RuledModel):
     """How evenly the pods spread over a topology domain, e.g. one worker per node, or workers balanced over
     zones."""
 

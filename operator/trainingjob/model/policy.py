@@ -13,6 +13,7 @@ from trainingjob.model.base import (
     ApiModel,
     Bool,
     Int,
+    RuledModel,
     Str,
     int_or_string,
     unique_values,
@@ -65,7 +66,7 @@ class CleanPodPolicy(StrEnum):
     NONE = "None"
 
 
-class CheckpointVolume(ApiModel):
+class CheckpointVolume(RuledModel):
     """The volume checkpoints are written to: exactly one source. Use a PersistentVolumeClaim (ReadWriteMany
     for
     more than one pod) to keep checkpoints across pod restarts; emptyDir is lost with the pod."""
@@ -91,7 +92,7 @@ class CheckpointVolume(ApiModel):
 _OPERATOR_PATHS = (RESERVED_MOUNT_ROOT, SHM_PATH)
 
 
-class CheckpointSpec(ApiModel):
+class CheckpointSpec(RuledModel):
     """Where, how often and how many checkpoints the trainer keeps."""
 
     volume: Annotated[CheckpointVolume, Immutable("volume")]
@@ -146,7 +147,7 @@ class CheckpointSpec(ApiModel):
 ExitCodeValue = Annotated[Int, Field(ge=1, le=255)]
 
 
-class RunPolicy(ApiModel):
+class RunPolicy(RuledModel):
     """Restarts, deadlines, cleanup and suspension. Preemptions and node drains never count against
     backoffLimit."""
 

@@ -6,7 +6,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 from trainingjob.model.affinity import Affinity
-from trainingjob.model.base import ApiModel, Int, Quantity, list_map, parse_quantity, unique_by
+from trainingjob.model.base import Int, Quantity, RuledModel, list_map, parse_quantity, unique_by
 from trainingjob.model.budget import role_rules
 from trainingjob.model.containers import (
     Argument,
@@ -51,7 +51,7 @@ def _mounted_volumes_exist(role: "RoleSpec", containers: str) -> bool:
     return all({m.name for m in c.volume_mounts or []} <= volumes for c in role.containers(containers))
 
 
-class RoleSpec(ApiModel):
+class RoleSpec(RuledModel):
     """The pod settings of one role; every pod of the role gets the same."""
 
     image: Annotated[Image | None, Immutable("image")] = None

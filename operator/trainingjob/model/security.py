@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from trainingjob.model.base import LIST_SET, ApiModel, Bool, Int, Str, unique_values
+from trainingjob.model.base import LIST_SET, Bool, Int, RuledModel, Str, unique_values
 from trainingjob.model.rules import Reason, Rule
 
 TRAINER_UID = 10001
@@ -26,7 +26,7 @@ class FsGroupChangePolicy(StrEnum):
     ALWAYS = "Always"
 
 
-class RoleSecurity(ApiModel):
+class RoleSecurity(RuledModel):
     """The pods' security context. Defaults: a non-root user, no privilege escalation, every capability dropped,
     the runtime's default seccomp profile, and the volumes' group set so the trainer can write its checkpoints.
     Anything looser than the defaults is refused in a namespace that enforces Pod Security "restricted"."""
@@ -89,7 +89,7 @@ class RoleSecurity(ApiModel):
         return {"allowPrivilegeEscalation": self.allow_privilege_escalation, "capabilities": capabilities}
 
 
-class ContainerSecurity(ApiModel):
+class ContainerSecurity(RuledModel):
     """What one init or sidecar container may do, where it differs from its role's securityContext: every unset
     field is the role's, so by default the container is as restricted as the trainer's."""
 

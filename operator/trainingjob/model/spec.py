@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, model_validator
 from pydantic.alias_generators import to_snake
 
-from trainingjob.model.base import ApiModel, Bool, Float, Int, Str
+from trainingjob.model.base import Bool, Float, Int, RuledModel, Str
 from trainingjob.model.budget import check_spec_size
 from trainingjob.model.policy import CheckpointSpec, RunPolicy, SchedulingSpec
 from trainingjob.model.roles import MAX_PS_WORKERS, ParameterServerSpec, WorkerSpec
@@ -51,7 +51,7 @@ def _builtin_only_unset(trainer: "TrainerSpec", name: str) -> bool:
     return trainer.entrypoint is None or getattr(trainer, to_snake(name)) is None
 
 
-class TrainerSpec(ApiModel):
+class TrainerSpec(RuledModel):
     """Run the platform's trainer (the default image), given these settings as JSON in TJ_TRAINER_CONFIG: your
     recipe (entrypoint) or a built-in workload."""
 
@@ -161,7 +161,7 @@ def _checkpoint_path_cel(role: str, containers: str) -> str:
     )
 
 
-class TrainingJobSpec(ApiModel):
+class TrainingJobSpec(RuledModel):
     """The desired state of a distributed PyTorch training job."""
 
     mode: Annotated[Mode, Immutable("mode")] = Mode.DDP

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from trainingjob.model.base import ApiModel, Bool, Int, Str, unique_by
+from trainingjob.model.base import ApiModel, Bool, Int, RuledModel, Str, unique_by
 from trainingjob.model.job import MAX_NAME_LENGTH, ApiObject, name_rule
 from trainingjob.model.rules import Immutable, Reason, Rule
 from trainingjob.model.spec import TrainingJobSpec
@@ -121,7 +121,7 @@ def _trials_kept(spec: "TrainingSweepSpec") -> bool:
     return spec.template.spec.run_policy.ttl_seconds_after_finished is None
 
 
-class TrainingSweepSpec(ApiModel):
+class TrainingSweepSpec(RuledModel):
     """The desired state of a sweep: what to vary, what to optimize, how many trials, how many at once."""
 
     template: Annotated[TrialTemplate, Immutable("template", kind=SWEEP_KIND)]

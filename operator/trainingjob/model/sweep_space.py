@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from pydantic.json_schema import WithJsonSchema
 
-from trainingjob.model.base import ApiModel, Bool, Float, Str
+from trainingjob.model.base import Bool, Float, RuledModel, Str
 from trainingjob.model.rules import Reason, Rule
 
 MAX_CHOICES = 64
@@ -56,7 +56,7 @@ def _grid_size(p: "Parameter") -> bool:
     return p.step is None or p.min is None or p.max is None or (p.max - p.min) / p.step < MAX_GRID_POINTS
 
 
-class Parameter(ApiModel):
+class Parameter(RuledModel):
     """One dimension of the search: a field of the template and the values it may take."""
 
     name: Annotated[Str, Field(pattern=PARAMETER_NAME)]

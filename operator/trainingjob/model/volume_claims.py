@@ -7,7 +7,17 @@ from typing import Annotated
 
 from pydantic import Field
 
-from trainingjob.model.base import DNS_SUBDOMAIN, ApiModel, Bool, LongStr, Quantity, ShortStr, Str, parse_quantity
+from trainingjob.model.base import (
+    DNS_SUBDOMAIN,
+    ApiModel,
+    Bool,
+    LongStr,
+    Quantity,
+    RuledModel,
+    ShortStr,
+    Str,
+    parse_quantity,
+)
 from trainingjob.model.pod import ResourceName
 from trainingjob.model.podspec import LabelKey, LabelSelector, LabelValue, LocalObjectReference, ObjectName
 from trainingjob.model.rules import Reason, Rule
@@ -57,7 +67,7 @@ class TypedReference(ApiModel):
     """dataSourceRef only: the object's namespace, where the cluster allows another."""
 
 
-class ClaimResources(ApiModel):
+class ClaimResources(RuledModel):
     """What the claim asks for: requests.storage, above zero."""
 
     requests: Annotated[dict[ResourceName, Quantity], Field(max_length=8)]
@@ -77,7 +87,7 @@ class ClaimResources(ApiModel):
     )
 
 
-class ClaimSpec(ApiModel):
+class ClaimSpec(RuledModel):
     """The PersistentVolumeClaim each pod gets."""
 
     access_modes: Annotated[list[AccessMode], Field(min_length=1, max_length=4)]

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int, ShortStr, Str
+from trainingjob.model.base import DNS_LABEL, DNS_SUBDOMAIN, ApiModel, Bool, Int, RuledModel, ShortStr, Str
 from trainingjob.model.pod import ResourceFieldSelector
 from trainingjob.model.podspec import LabelSelector
 from trainingjob.model.rules import Reason, Rule
@@ -58,7 +58,7 @@ class VolumeResourceSelector(ResourceFieldSelector):
     """The container: trainer, or the name of a sidecar or init container."""
 
 
-class DownwardAPIFile(ApiModel):
+class DownwardAPIFile(RuledModel):
     """A file holding a field or a resource of the pod: exactly one of fieldRef and resourceFieldRef."""
 
     path: FilePath
@@ -140,7 +140,7 @@ class ClusterTrustBundleProjection(ApiModel):
 _PROJECTIONS = ("secret", "configMap", "downwardAPI", "serviceAccountToken", "clusterTrustBundle")
 
 
-class VolumeProjection(ApiModel):
+class VolumeProjection(RuledModel):
     """One source of a projected volume: at most one of its fields."""
 
     secret: ObjectProjection | None = None

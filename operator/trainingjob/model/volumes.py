@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from trainingjob.model.base import DNS_LABEL, ApiModel, Bool, Quantity, Str
+from trainingjob.model.base import DNS_LABEL, ApiModel, Bool, Quantity, RuledModel, Str
 from trainingjob.model.rules import Reason, Rule
 from trainingjob.model.volume_claims import CsiSource, EphemeralSource
 from trainingjob.model.volume_files import (
@@ -110,7 +110,7 @@ _TYPED_SOURCES = ("persistentVolumeClaim", "emptyDir", "hostPath", "configMap", 
 _SOURCES = (*_TYPED_SOURCES, "csi", "ephemeral", "projected", "downwardAPI")
 
 
-class Volume(ApiModel):
+class Volume(RuledModel):
     """A volume of the role's pods: a name and exactly one source."""
 
     name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
@@ -177,7 +177,7 @@ def _mounted_outside(root: str, why: str) -> Rule:
     )
 
 
-class VolumeMount(ApiModel):
+class VolumeMount(RuledModel):
     """Where a volume of the role appears in a container of its pods."""
 
     name: Annotated[Str, Field(pattern=DNS_LABEL, max_length=63)]
