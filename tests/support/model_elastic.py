@@ -14,12 +14,12 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 from tests.support.fake_cluster import FakeCluster
+from tests.support.job_status import job_status
 from tests.support.model_invariants import Ledger, check_cluster, resized, workers_now
 
 from trainingjob.children.contract import ROLE_WORKER
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, controller_uid, pod_state
-from trainingjob.model import TrainingJobStatus
 
 Manifest = dict[str, Any]
 NS = "ns"
@@ -41,10 +41,6 @@ def elastic_workers(draw: st.DrawFn, replicas: int) -> Manifest:
     return {"workers": workers, "checkpoint": CHECKPOINTS} if draw(st.booleans()) else {"workers": workers}
 
 
-def _status(job: Manifest) -> TrainingJobStatus:
-    return TrainingJobStatus.model_validate(job.get("status") or {})
-
-
 def _sizes(job: Manifest) -> tuple[int, int]:
     """spec.workers' replicas and minReplicas (replicas when unset)."""
     workers = job["spec"]["workers"]
@@ -56,7 +52,7 @@ def check_resize(
 ) -> None:
     """A pass's resize (or none) against the job's sizes, its counts and its checkpoints; the current attempt's
     worker pods within its size. `events`: the reasons of the Events the pass wrote (None when it was cut short)."""
-    b, a = _status(before), _status(after)
+    b, a = job_status(before), job_status(after)
     desired, fewest = _sizes(after)
     if a.scale is not None and after["spec"].get("mode", "DDP") == "DDP":
         assert fewest <= a.scale.current <= desired or a.scale.current == desired, a.scale
@@ -129,7 +125,7 @@ class ElasticRules(RuleBasedStateMachine):
         job = self.cluster.jobs.get((NS, name))
         if job is None:
             return
-        attempt = _status(job).current_pods_attempt
+        attempt = job_status(job).current_pods_attempt
         for key, pod in sorted(self.cluster.pods.items()):
             state = pod_state(pod, CONTAINER_NAME)
             if controller_uid(pod) != job["metadata"]["uid"] or state is None or state.attempt != attempt:

@@ -9,11 +9,12 @@ from collections.abc import Set
 from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
+from tests.support.job_status import job_status
 from tests.support.model_invariants import Ledger
 
 from trainingjob.children.naming import CONTAINER_NAME, JOB_LABEL
 from trainingjob.children.observe import controller_uid, holds_tracking_finalizer, pod_state
-from trainingjob.model import Phase, TrainingJobStatus
+from trainingjob.model import Phase
 
 Manifest = dict[str, Any]
 
@@ -22,7 +23,7 @@ def held_for_nothing(cluster: FakeCluster, namespace: str, name: str) -> list[st
     """The pods of job `name` (by label) that the tracking finalizer holds though nothing needs them: being deleted,
     of an earlier attempt, of a job that is gone (or a namesake's), finished or suspended."""
     job = cluster.jobs.get((namespace, name))
-    status = TrainingJobStatus.model_validate((job or {}).get("status") or {})
+    status = job_status(job or {})
     stopped = status.phase.is_terminal or status.phase == Phase.SUSPENDED
     held = []
     for (ns, pod_name), pod in sorted(cluster.pods.items()):
@@ -50,7 +51,7 @@ def failures_lost(
     job = cluster.jobs.get((namespace, name))
     if job is None:
         return []
-    status = TrainingJobStatus.model_validate(job.get("status") or {})
+    status = job_status(job)
     if status.phase.is_terminal or status.phase == Phase.SUSPENDED:
         return []
     uid, present = job["metadata"]["uid"], {p["metadata"]["uid"] for p in cluster.pods.values()}

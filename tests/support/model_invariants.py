@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
+from tests.support.job_status import job_status
 
 from trainingjob.children.access import key_secret_name
 from trainingjob.children.naming import CONTAINER_NAME
@@ -46,15 +47,11 @@ class Ledger:
         counted |= pod_uids
 
 
-def _status(job: Manifest) -> TrainingJobStatus:
-    return TrainingJobStatus.model_validate(job.get("status") or {})
-
-
 def _resolved(job: Manifest, cluster: FakeCluster) -> TrainingJobStatus:
     """The job's status, each record read back without a UID given the UID of the pod made last under its name:
     the operator makes a pod under a recorded name only once that record is gone (model/tracked.py), so between
     one of its writes and its next, that is the record's pod. The checks below compare pods by UID."""
-    status, namespace = _status(job), job["metadata"]["namespace"]
+    status, namespace = job_status(job), job["metadata"]["namespace"]
     made = {name: uid for (ns, name), uid in cluster.named.items() if ns == namespace}
     records = [
         t if t.uid else t.model_copy(update={"uid": made.get(t.name, "never made")}) for t in status.tracked_pods
@@ -391,7 +388,7 @@ def _check_nothing_vanishes_untracked(cluster: FakeCluster) -> None:
 def workers_now(job: Manifest) -> int:
     """The workers the job's attempt runs with: status.scale.current once an elastic job was resized, else
     spec.workers.replicas (the test's own reading of what children/specs.worker_count does)."""
-    scale = _status(job).scale
+    scale = job_status(job).scale
     return scale.current if scale is not None and scale.current >= 1 else int(job["spec"]["workers"]["replicas"])
 
 
@@ -446,7 +443,7 @@ def _check_not_premature(
 
 def check_cluster(ledger: Ledger, cluster: FakeCluster) -> None:
     ledger.stats["steps"] += 1
-    restarted_in = {job["metadata"]["uid"]: _status(job) for job in cluster.jobs.values()}
+    restarted_in = {job["metadata"]["uid"]: job_status(job) for job in cluster.jobs.values()}
     for pod in cluster.pods.values():
         attempt, owner = int(pod["metadata"]["labels"]["trainingjob.io/attempt"]), controller_uid(pod)
         ledger.attempts_with_pods.setdefault(owner, set()).add(attempt)

@@ -9,11 +9,12 @@ from typing import Any
 
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import foreign_gated
+from tests.support.job_status import job_status
 from tests.support.model_elastic import wanted_workers
 
 from trainingjob.children.naming import CONTAINER_NAME
 from trainingjob.children.observe import PodPhase, controller_uid, pod_state
-from trainingjob.model import Phase, PodOutcome, TrainingJobStatus
+from trainingjob.model import Phase, PodOutcome
 
 Manifest = dict[str, Any]
 EVENT_INTERVAL = timedelta(minutes=1)
@@ -63,7 +64,7 @@ def check_stall_on_own_clock(
 ) -> None:
     """A job is restarted as Stalled only when rank 0's report has not changed for progressDeadlineSeconds on the
     operator's clock, whatever the clock of rank 0's node says."""
-    b, a = _status(before), _status(after)
+    b, a = job_status(before), job_status(after)
     if a.restarts.stalled <= b.restarts.stalled:
         return
     limit = timedelta(seconds=(before["spec"].get("runPolicy") or {})["progressDeadlineSeconds"])
@@ -74,17 +75,13 @@ def check_stall_on_own_clock(
 def check_queue_time_not_startup(after: Manifest, pods: list[Manifest]) -> None:
     """A job is not failed for its startup deadline because of a pod a queue controller still gates (Kueue has not
     admitted it): time in the queue is not startup time (a creation refused meanwhile still counts)."""
-    status = _status(after)
+    status = job_status(after)
     failed = next((c for c in status.conditions if c.type == "Failed" and c.status == "True"), None)
     if failed is None or failed.reason != "StartupDeadlineExceeded":
         return
     queued = [p["metadata"]["name"] for p in pods if foreign_gated(p) and controller_uid(p) == after["metadata"]["uid"]]
     culprit = status.last_failure.pod if status.last_failure else None
     assert culprit not in queued, f"failed for its startup deadline on {culprit}, which Kueue still held"
-
-
-def _status(job: Manifest) -> TrainingJobStatus:
-    return TrainingJobStatus.model_validate(job.get("status") or {})
 
 
 def _slots(job: Manifest, room: int) -> set[tuple[str, int]]:
@@ -100,7 +97,7 @@ def unsettled(cluster: FakeCluster, namespace: str, name: str) -> str | None:
     job = cluster.jobs.get((namespace, name))
     if job is None:
         return None
-    status = _status(job)
+    status = job_status(job)
     suspend = bool((job["spec"].get("runPolicy") or {}).get("suspend"))
     if status.phase.is_terminal or (status.phase == Phase.SUSPENDED and suspend):
         return None
@@ -137,7 +134,7 @@ class MissingWorkers:
         slot missing for longer than its own backoff (base doubled for each of its failures counted in this attempt
         before the last, or for each refusal by a node in a row, at most max: a backoff other slots' failures do not
         grow) has a pod again."""
-        status, uid = _status(job), str(job["metadata"]["uid"])
+        status, uid = job_status(job), str(job["metadata"]["uid"])
         if job["spec"].get("mode") != "ParameterServer" or status.phase != Phase.RUNNING:
             return
         present = {

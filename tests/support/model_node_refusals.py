@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 from tests.support.builders import job_manifest
 from tests.support.fake_cluster import FakeCluster
 from tests.support.fake_faults import node_of
+from tests.support.job_status import job_status
 from tests.support.model_invariants import Ledger
 
 from trainingjob.children.observe import controller_uid
@@ -44,7 +45,7 @@ def placed(cluster: FakeCluster, owner: str | None = None) -> list[tuple[str, st
 def check_refusals_uncounted(before: Manifest, after: Manifest, refused: set[str]) -> None:
     """A pass that counted one more disruption blamed no pod a node refused: a refusal is no disruption. (The pass
     may also have failed the job, e.g. at a refused pod's startup deadline: its last failure is then that one.)"""
-    b, a = _status(before), _status(after)
+    b, a = job_status(before), job_status(after)
     disrupted = a.last_failure is not None and a.last_failure.failure_class == FailureClass.DISRUPTION
     blamed = a.last_failure.pod_uid if a.last_failure is not None and disrupted else None
     assert a.restarts.disruption <= b.restarts.disruption or blamed not in refused, (
@@ -59,10 +60,6 @@ def _running(cluster: FakeCluster, name: str) -> bool:
     uid = job["metadata"]["uid"] if job is not None else None
     up = [p for p in cluster.pods.values() if p["status"].get("phase") == "Running"]
     return any(controller_uid(p) == uid and not p["metadata"].get("deletionTimestamp") for p in up)
-
-
-def _status(job: Manifest) -> TrainingJobStatus:
-    return TrainingJobStatus.model_validate(job.get("status") or {})
 
 
 class NodeRefusalRules(RuleBasedStateMachine):
@@ -129,7 +126,7 @@ class NodeRefusalRules(RuleBasedStateMachine):
         start = self.now
         while True:
             job = self.cluster.jobs.get((NS, name))
-            if job is None or _status(job).phase.is_terminal or (job["spec"].get("runPolicy") or {}).get("suspend"):
+            if job is None or job_status(job).phase.is_terminal or (job["spec"].get("runPolicy") or {}).get("suspend"):
                 break
             limit = timedelta(seconds=(job["spec"].get("runPolicy") or {}).get("startupDeadlineSeconds", 1800))
             step = max(limit / PASSES, timedelta(seconds=15))
@@ -137,7 +134,7 @@ class NodeRefusalRules(RuleBasedStateMachine):
             assert first is not None or self.now <= start + limit + slack, f"no pod of job {name} was ever placed"
             assert first is None or self.now <= first + limit + slack, (
                 f"job {name}'s pods were refused for {(self.now - first).total_seconds():.0f} s, past its startup "
-                f"deadline ({limit.total_seconds():.0f} s), and it is {_status(job).phase}"
+                f"deadline ({limit.total_seconds():.0f} s), and it is {job_status(job).phase}"
             )
             self.now += step
             self.cluster.reap_terminating()
@@ -146,7 +143,7 @@ class NodeRefusalRules(RuleBasedStateMachine):
                 self.refuse(key, *refusal)
             self.reconcile(name, None, True)
             first = first or (self.now if refused else None)
-        status = _status(job) if job is not None else TrainingJobStatus()
+        status = job_status(job) if job is not None else TrainingJobStatus()
         failed = next((c for c in status.conditions if c.type == "Failed" and c.status == "True"), None)
         blamed = status.last_failure.pod_uid if status.last_failure else None
         assert failed is None or failed.reason != "DisruptionLimitExceeded" or blamed not in self.refused, (

@@ -37,6 +37,7 @@ from tests.support.builders import T0, job_manifest
 from tests.support.fake_cluster import Crash, FakeCluster
 from tests.support.fake_faults import ApiError, lift_gate, sidecar_ends
 from tests.support.fake_watch import KINDS, FakeWatch
+from tests.support.job_status import job_status
 from tests.support.model_cluster_rules import RealClusterRules, enabled
 from tests.support.model_elastic import ElasticRules, check_resize, elastic_workers
 from tests.support.model_finalizers import check_counted, check_let_go, held_for_nothing
@@ -59,7 +60,6 @@ from trainingjob.children.agent import IN_PLACE_LABEL, Gang, GangState, RankFail
 from trainingjob.children.pod_memory import PodMemory
 from trainingjob.children.progress_report import parse_report
 from trainingjob.kube.ports import Conflict
-from trainingjob.model import TrainingJobStatus
 from trainingjob.plan import Settings
 from trainingjob.plan.waves import Refusal
 from trainingjob.reconcile.job import reconcile
@@ -449,7 +449,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
         job = self.cluster.jobs.get((NS, name))
         if job is None:
             return None
-        status = TrainingJobStatus.model_validate(job.get("status") or {})
+        status = job_status(job)
         pod = self.cluster.pods.get((NS, f"{name}-worker-0-{status.current_pods_attempt}"))
         if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             return None
@@ -489,7 +489,7 @@ class OperatorUnderEvents(RealClusterRules, NodeRefusalRules, ElasticRules):
         job = self.cluster.jobs.get((NS, name))
         if job is None or not self._parameter_servers(name):
             return None
-        status = TrainingJobStatus.model_validate(job.get("status") or {})
+        status = job_status(job)
         pod = self.cluster.pods.get((NS, f"{name}-worker-{index}-{status.current_pods_attempt}"))
         if pod is None or pod["status"].get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
             return None
@@ -614,7 +614,7 @@ def _finished_and_read(job: dict[str, Any] | None, seen: dict[str, Any] | None) 
     """Whether the job is the one the reconcile read (its UID) and finished."""
     if job is None or seen is None or job["metadata"]["uid"] != seen["metadata"]["uid"]:
         return False
-    return TrainingJobStatus.model_validate(job.get("status") or {}).phase.is_terminal
+    return job_status(job).phase.is_terminal
 
 
 def _version(job: dict[str, Any] | None) -> str | None:
