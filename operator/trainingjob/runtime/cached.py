@@ -11,7 +11,8 @@ name it does not hold), that one reconcile lists the job's pods from the apiserv
 Writes are fenced: each is refused (NotLeading) once `may_write` says this operator no longer leads, so a
 reconcile that outlived its leadership (one still running when the Lease was lost, or one of a leader paused past
 its lease) stops at its next write instead of acting beside the new leader. Events are written once a minute at
-most for the same cause (runtime/announced.py).
+most for the same cause (runtime/announced.py), and routine ones from one budget for the operator
+(runtime/event_budget.py).
 """
 
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -26,6 +27,7 @@ from trainingjob.kube.ports import Cluster, Created, Manifest, Queues, SweepClus
 from trainingjob.model import TrainingJob, tracked
 from trainingjob.plan import Event
 from trainingjob.runtime.announced import Announced
+from trainingjob.runtime.event_budget import EventBudget
 from trainingjob.runtime.memory import Stores
 
 T = TypeVar("T")
@@ -66,10 +68,14 @@ class CachedCluster:
         on_fallback: Callable[[], None] = lambda: None,
         may_write: Callable[[], bool] = _always,
         announced: Announced | None = None,
+        budget: EventBudget | None = None,
+        on_skipped: Callable[[Event], None] = lambda event: None,
     ) -> None:
         self.direct, self.stores, self.may_write = direct, stores, may_write
         self.on_fallback = on_fallback  # called when a reconcile lists pods because the pod store had not caught up
         self.announced = announced or Announced()  # each cause's Event at most once a minute
+        self.budget = budget or EventBudget()  # routine Events: a burst of them at most, then one a second
+        self.on_skipped = on_skipped  # called for each Event the budget did not write
 
     def _fence(self) -> Cluster:
         return _fenced(self.may_write, self.direct)
@@ -131,9 +137,11 @@ class CachedCluster:
 
     def emit(self, job: Manifest, events: Sequence[Event]) -> None:
         direct = self._fence()
-        fresh = self.announced.fresh(job, events)
-        if fresh:
-            direct.emit(job, fresh)
+        kept, skipped = self.budget.admit(self.announced.fresh(job, events))
+        for event in skipped:
+            self.on_skipped(event)
+        if kept:
+            direct.emit(job, kept)
 
 
 class CachedSweepCluster:

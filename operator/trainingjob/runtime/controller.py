@@ -100,7 +100,13 @@ class Controller:
         )
         self.elector = self._elector() if options.leader_election else None
         leading = self._leading
-        self.jobs = CachedCluster(jobs, self.stores, on_fallback=metrics.cache_fallback_lists.inc, may_write=leading)
+        self.jobs = CachedCluster(
+            jobs,
+            self.stores,
+            on_fallback=metrics.cache_fallback_lists.inc,
+            may_write=leading,
+            on_skipped=lambda event: metrics.events_skipped.labels(event.reason).inc(),
+        )
         self.queues = FencedQueues(KubeQueues(connection.api, resources), may_write=leading)
         self.room = NodeRoom(connection.api)
         self.sweeps = CachedSweepCluster(KubernetesSweeps(resources), self.stores, may_write=leading)

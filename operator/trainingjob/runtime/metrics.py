@@ -61,6 +61,13 @@ class Metrics:
             "How many writes the operator lets fly at once now: halved on 429, grown back as writes succeed.",
             registry=self.registry,
         )
+        self.events_skipped = Counter(
+            "trainingjob_events_skipped",
+            "Routine (Normal) Events not written because the operator's Event budget was spent"
+            " (runtime/event_budget.py), by reason: the job's status says the same.",
+            ["reason"],
+            registry=self.registry,
+        )
         self.cache_fallback_lists = Counter(
             "trainingjob_cache_fallback_lists",
             "Reconciles that listed a job's pods from the apiserver because the pod cache had not caught up yet.",
