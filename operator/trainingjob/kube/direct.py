@@ -9,11 +9,11 @@ callers and the one error mapping (kube/answers.py) cannot tell which way a writ
 client's own, read for every request as it reads them (a token refreshed by its hook is used at once); the client
 sends only header credentials to an apiserver, and so does this."""
 
-import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 import urllib3
 from kubernetes.client import ApiException
 from kubernetes.client.rest import RESTResponse
@@ -63,7 +63,7 @@ class Direct:
         response, its body read. A status outside 2xx raises ApiException as the generated client does; a TLS
         failure too (status 0)."""
         url = self.api.configuration.host + path
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        data = None if body is None else orjson.dumps(body)
         try:
             response = self.api.rest_client.pool_manager.request(
                 method, url, body=data, headers=self._headers(content_type), timeout=TIMEOUT

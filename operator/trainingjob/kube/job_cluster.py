@@ -5,7 +5,6 @@ runtime's stores never lag the operator's own writes. The parallel writes of all
 (kube.writes), and each call sends at most `window` of its own at once."""
 
 import base64
-import json
 import logging
 import secrets
 import uuid
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+import orjson
 from kubernetes import client
 
 from trainingjob.children.access import KEY_FILE
@@ -71,7 +71,7 @@ class KubernetesCluster:
         response = self.core.list_namespaced_pod(
             namespace, label_selector=job_selector(job), _preload_content=False, _request_timeout=TIMEOUT
         )
-        items: list[Manifest] = json.loads(response.data)["items"]
+        items: list[Manifest] = orjson.loads(response.data)["items"]
         return items
 
     def read_service(self, namespace: str, job: str) -> Manifest | None:
@@ -83,7 +83,7 @@ class KubernetesCluster:
             if status_of(error) != 404:
                 raise
             return None
-        found: Manifest = json.loads(response.data)
+        found: Manifest = orjson.loads(response.data)
         return found
 
     def log_tail(self, namespace: str, pod: str, lines: int) -> str:
@@ -157,7 +157,7 @@ class KubernetesCluster:
                 log.debug("%s %s/%s exists already", kind, namespace, name)  # the next pass sees it and decides
                 return name, ""
             return Refusal(name, int(found.status or 0), found.message, kind)
-        pod: Manifest = json.loads(response.data)
+        pod: Manifest = orjson.loads(response.data)
         self.resources.on_written(pod)
         return name, str(pod["metadata"]["uid"])
 
@@ -176,7 +176,7 @@ class KubernetesCluster:
                     namespace, manifest, _preload_content=False, _request_timeout=TIMEOUT
                 )
             )
-            self.resources.on_written(json.loads(response.data))
+            self.resources.on_written(orjson.loads(response.data))
 
     def delete_pods(self, namespace: str, pods: Mapping[str, str], *, force: bool = False) -> None:
         """Delete each pod (name -> the UID it was observed with): a namesake created since is left alone."""
@@ -219,7 +219,7 @@ class KubernetesCluster:
             except client.ApiException as error:
                 failed(error, name)
                 return
-            self.resources.on_written(json.loads(response.data))
+            self.resources.on_written(orjson.loads(response.data))
 
         windowed(self.pool, one, names, self.window)
 

@@ -6,11 +6,11 @@ Every delete names the object it was decided on (its UID, and its resourceVersio
 that version): a namesake created since, or a changed object, answers 409 and is left alone; the next pass
 decides again from what it then sees."""
 
-import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from kubernetes import client
 
 from trainingjob.kube.answers import answer, status_of
@@ -121,7 +121,7 @@ class Resources:
             if status == 409:
                 raise Conflict(f"{namespace}/{name}") from error
             raise
-        written: Manifest = json.loads(response.data)
+        written: Manifest = orjson.loads(response.data)
         self.on_written(written)
         return str(written["metadata"]["resourceVersion"])
 

@@ -8,13 +8,13 @@ Each informer is one thread with its own connection; the Sink is called from it.
 request's events; the SDK follows a single job with it.
 """
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
 import urllib3
 from kubernetes import client
 
@@ -94,7 +94,7 @@ def list_all(
     version, token = "", ""
     while True:
         query = source.query(("limit", page), *([("continue", token)] if token else []))
-        found = json.loads(request(api, source.path, query, timeout).data)
+        found = orjson.loads(request(api, source.path, query, timeout).data)
         items += map(keep, found.get("items") or [])
         version = version or str(found["metadata"]["resourceVersion"])
         token = str(found["metadata"].get("continue") or "")
@@ -117,7 +117,7 @@ def events(response: urllib3.HTTPResponse) -> Iterator[tuple[str, Manifest]]:
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = orjson.loads(line)
         except ValueError:
             event = None
         if not isinstance(event, dict):

@@ -14,13 +14,14 @@ objects) and gives every reader a fresh copy; with `head` it also keeps a small 
 of_job gives instead of the whole object for the names a reader does not need whole.
 """
 
-import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 Manifest = dict[str, Any]
 Key = tuple[str, str]  # namespace, name
@@ -57,7 +58,7 @@ class Kept:
 
     def manifest(self) -> Manifest:
         if isinstance(self.value, bytes):
-            found: Manifest = json.loads(self.value)
+            found: Manifest = orjson.loads(self.value)
             return found
         return self.value
 
@@ -144,7 +145,7 @@ class Store:
         the page's parsed objects are gone before the next page's are made."""
         key, uid, version = _identity(manifest)
         trimmed = self._keep(manifest)
-        value = json.dumps(trimmed, separators=(",", ":")).encode() if self._packed else trimmed
+        value = orjson.dumps(trimmed) if self._packed else trimmed
         head = self._head(trimmed) if self._head is not None else None
         return Kept(key, uid, version, self._job_of(trimmed), value, head)
 
