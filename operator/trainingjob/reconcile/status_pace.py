@@ -6,8 +6,12 @@ once, the counts with it.
 
 Why: while a gang's pods come up, each of them turning Running wakes the job, and every pass used to write the new
 count, a status patch fanned out to every watcher of the job: about five writes for a job of 8 ranks, half of them
-counts nobody acts on. Kubernetes' Job controller batches its pod updates for a second too. A pass held back also
-holds no worker on a write, so the passes that do write (a gang turning Running) wait less behind it.
+counts nobody acts on. Kubernetes' Job controller batches its pod updates for a second. A second was not enough
+here: 20 jobs of 8 ranks created at once on the cluster tier still wrote their counts about twice each on the way up
+(5.1 status writes a job: two at creation, 2.1 of counts, one for Running), because a busy cluster brings a gang's
+pods up over several seconds. Five seconds cover that, and a stuck gang's counts and reasons ("0 of 8 pods...:
+0/2 nodes are available") still show within them. A pass held back also holds no worker on a write, so the passes
+that do write (a gang turning Running) wait less behind it.
 
 Only a pass that does nothing else is held (no pod to create or delete, no Event, no order to a rank): its status is
 all it would write, and the counts it holds back are counted again by the next pass, so nothing is lost. The memory
@@ -22,7 +26,7 @@ from trainingjob.model import ConditionType
 from trainingjob.plan import Plan
 
 Key = tuple[str, str]  # namespace, job name
-PACE_SECONDS = 1.0
+PACE_SECONDS = 5.0
 # Recomputed on every pass: the replica counts from the pods (plan/phase.py), and goodput from the status and the
 # clock (plan/goodput.py: its whole seconds change as time passes, with any change of the status).
 COUNTED = ("workers", "parameterServers", "goodput")
