@@ -109,7 +109,11 @@ def test_a_worker_beyond_min_replicas_that_never_came_does_not_hold_the_end(
     pods: list[Pod], logs: Path, tmp_path: Path
 ) -> None:
     env = ps_env(tmp_path, shards=1, workers=2, config=CONFIG, wait=f"{WAIT:g}") | MIN_ONE
-    start_role(pods, logs, env, "ps", 0)
+    # Worker 0 starts once the server listens, and the server waits 90 s for its first worker: each imports torch,
+    # which on a loaded machine can take longer than WAIT (in CI the server came up 6 s after worker 0 gave up on it).
+    start_role(pods, logs, {**env, "TJ_MASTER_WAIT_SECONDS": "90"}, "ps", 0)
+    host, port = env["TJ_PS_ADDRS"].split(":")
+    wait_for_port(host, int(port), 90, "parameter server")
     worker0 = start_role(pods, logs, env, "worker", 0)
     codes = [pod.wait(RUN_TIMEOUT) for pod in pods]
     assert codes == [0, 0], "\n".join(pod.text() for pod in pods)
