@@ -3,7 +3,7 @@ named after a test."""
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 
 from kubernetes import client
 
@@ -38,7 +38,7 @@ def delete_namespace(core: client.CoreV1Api, name: str, *, timeout: float) -> No
     poll_until(gone, timeout=timeout, interval=0.2, what=f"namespace {name} deleted")
 
 
-def fresh_namespace(plane: ControlPlane, test_name: str) -> Iterator[str]:
+def fresh_namespace(plane: ControlPlane, test_name: str) -> Generator[str, None, None]:
     """A namespace named after a test (a fixture yields from this), deleted when the generator is closed."""
     stem = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].strip("-")
     name = f"{stem}-{uuid.uuid4().hex[:6]}"

@@ -6,7 +6,7 @@ system priority or another job's key, naming the field; every example and honest
 import json
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from testbed.controlplane import ControlPlane
 from testbed.crds import install_crd
 from testbed.examples import JOB_EXAMPLES
 from testbed.helm import Helm
+from testbed.namespaces import fresh_namespace
 from testbed.processes import poll_until
 from tests.support.builders import sweep_manifest
 from tests.support.corpus_hostile import HONEST, HOSTILE, PREFIXED
@@ -43,42 +44,77 @@ def with_volume(volume: dict[str, Any]) -> dict[str, Any]:
     return command_job(volumes=[volume], volumeMounts=[mount])
 
 
-@pytest.fixture
-def admission(envtest: ControlPlane, envtest_ns: str, request: pytest.FixtureRequest) -> Iterator[Verdict]:
-    """The chart's policy (with the test's values) bound to the test's namespace only; a verdict function that
-    dry-runs a job there: None when admitted, else the apiserver's message."""
-    values: dict[str, str] = getattr(request, "param", {})
-    with tempfile.TemporaryDirectory(prefix="tj-helm-") as home:
-        rendered = Helm(Path(home)).template(
-            f"t{uuid.uuid4().hex[:6]}", "tj-system", values, show_only=["templates/tenancy-policy.yaml"]
-        )
-    policy, binding = rendered
-    binding["spec"]["matchResources"] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": envtest_ns}}
-    }
-    with envtest.api_client() as api:
-        install_crd(api)
-        install_crd(api, crd.SWEEP)
-        admission = client.AdmissionregistrationV1Api(api)
-        admission.create_validating_admission_policy(policy)
-        admission.create_validating_admission_policy_binding(binding)
-        jobs = client.CustomObjectsApi(api)
+class Policies:
+    """The chart's policy, once per set of values (the test's), each bound to a namespace of its own; a job is judged
+    by a dry-run create there. Kept for the module: the apiserver takes a few seconds to put a new policy in force,
+    which, paid by each of the 64 tests, was 6 minutes of the suite."""
+
+    def __init__(self, plane: ControlPlane, api: client.ApiClient) -> None:
+        self.plane, self.api = plane, api
+        self.admission, self.jobs = client.AdmissionregistrationV1Api(api), client.CustomObjectsApi(api)
+        self.verdicts: dict[tuple[tuple[str, str], ...], Verdict] = {}
+        self.namespaces: list[Generator[str, None, None]] = []
+        self.made: list[tuple[str, str]] = []  # (policy, binding) names
+
+    def __call__(self, values: dict[str, str]) -> Verdict:
+        key = tuple(sorted(values.items()))
+        if key not in self.verdicts:
+            self.verdicts[key] = self._in_force(values, len(self.verdicts))
+        return self.verdicts[key]
+
+    def _in_force(self, values: dict[str, str], number: int) -> Verdict:
+        namespaces = fresh_namespace(self.plane, f"tenancy-policy-{number}")
+        namespace = next(namespaces)
+        self.namespaces.append(namespaces)
+        with tempfile.TemporaryDirectory(prefix="tj-helm-") as home:
+            rendered = Helm(Path(home)).template(
+                f"t{uuid.uuid4().hex[:6]}", "tj-system", values, show_only=["templates/tenancy-policy.yaml"]
+            )
+        policy, binding = rendered
+        binding["spec"]["matchResources"] = {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+        }
+        self.admission.create_validating_admission_policy(policy)
+        self.admission.create_validating_admission_policy_binding(binding)
+        self.made.append((policy["metadata"]["name"], binding["metadata"]["name"]))
 
         def verdict(manifest: dict[str, Any]) -> str | None:
             try:
                 plural = SWEEP_PLURAL if manifest["kind"] == SWEEP_KIND else PLURAL
-                jobs.create_namespaced_custom_object(GROUP, VERSION, envtest_ns, plural, manifest, dry_run="All")
+                self.jobs.create_namespaced_custom_object(GROUP, VERSION, namespace, plural, manifest, dry_run="All")
             except client.ApiException as error:
                 return str(json.loads(error.body)["message"])
             return None
 
+        probe = with_volume({"name": "probe", "hostPath": {"path": "/etc"}})  # refused by every setting
+        poll_until(lambda: verdict(probe) is not None, timeout=30, what="the policy in force")
+        return verdict
+
+    def close(self) -> None:
+        for policy, binding in self.made:
+            self.admission.delete_validating_admission_policy_binding(binding)
+            self.admission.delete_validating_admission_policy(policy)
+        for namespaces in self.namespaces:
+            namespaces.close()
+
+
+@pytest.fixture(scope="module")
+def policies(envtest: ControlPlane) -> Iterator[Policies]:
+    with envtest.api_client() as api:
+        install_crd(api)
+        install_crd(api, crd.SWEEP)
+        made = Policies(envtest, api)
         try:
-            probe = with_volume({"name": "probe", "hostPath": {"path": "/etc"}})  # refused by every setting
-            poll_until(lambda: verdict(probe) is not None, timeout=30, what="the policy in force")
-            yield verdict
+            yield made
         finally:
-            admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
-            admission.delete_validating_admission_policy(policy["metadata"]["name"])
+            made.close()
+
+
+@pytest.fixture
+def admission(policies: Policies, request: pytest.FixtureRequest) -> Verdict:
+    """A verdict function for the chart's policy with the test's values (none: the defaults): None when a dry-run
+    create of the job is admitted, else the apiserver's message."""
+    return policies(getattr(request, "param", {}))
 
 
 @pytest.mark.parametrize("example", JOB_EXAMPLES, ids=[e.stem for e in JOB_EXAMPLES])
