@@ -146,8 +146,8 @@ def reconcile(
     """Bring one job's children and status in line with its spec; safe to run again at any point. With `queues`,
     a job with scheduling.queueName runs as Kueue admits its Workload (plan/queue.py); with `room`, a shrunk elastic
     job grows back when its workers fit (reconcile/room.py); with `memory`, pods read before and unchanged since
-    are not read again (children/pod_memory.py); with `pace`, a change of the counts alone is written at most once
-    a second (reconcile/status_pace.py)."""
+    are not read again (children/pod_memory.py); with `pace`, a change of the counts alone is written at most every
+    5 s (reconcile/status_pace.py)."""
     manifest = cluster.read_job(namespace, name)
     if manifest is None or manifest["metadata"].get("deletionTimestamp"):
         if memory is not None:
