@@ -19,6 +19,7 @@ from trainingjob.plan.types import Context, Decision, Event
 INVALID = "PodInvalid"
 CREATING = "CreatingPods"
 CREATED = "PodsCreated"
+JOB_CREATED = "JobCreated"  # the Event of a job's first pass
 
 
 def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
@@ -26,7 +27,7 @@ def start(ctx: Context, status: TrainingJobStatus) -> Decision | None:
     if status.attempt != 0:
         return None
     status = status.model_copy(update={"attempt": 1, "start_time": status.start_time or ctx.now})
-    return Decision(status, events=(Event("Normal", "JobCreated", "Creating the pods of attempt 1."),))
+    return Decision(status, events=(Event("Normal", JOB_CREATED, "Creating the pods of attempt 1."),))
 
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision | None:

@@ -13,6 +13,8 @@ from trainingjob.plan.slots import Slot, slots, summary
 from trainingjob.plan.transitions import moved, with_condition
 from trainingjob.plan.types import Context, Decision, Event
 
+ALL_RUNNING = "AllReplicasRunning"  # the Event of every pod of an attempt running
+
 
 def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
     every = slots(ctx, status)
@@ -24,7 +26,7 @@ def decide(ctx: Context, status: TrainingJobStatus) -> Decision:
     if not ctx.observed.service_exists:
         return _no_service(ctx, status, total)
     note = progress.not_enforced(ctx, status)
-    reason, message = "AllReplicasRunning", f"All {total} pods of attempt {attempt} are running."
+    reason, message = ALL_RUNNING, f"All {total} pods of attempt {attempt} are running."
     if room:
         reason = "MinReplicasRunning"
         message = f"{total - len(room)} of {total} pods of attempt {attempt} are running; {', '.join(room)} wait "

@@ -15,11 +15,13 @@ where an administrator turns it on)."""
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainingjob.plan import Event
+from trainingjob.plan.creation import JOB_CREATED
+from trainingjob.plan.phase import ALL_RUNNING
 
-ROUTINE = frozenset({"JobCreated", "AllReplicasRunning"})  # Normal Events, the way up
+ROUTINE = frozenset({JOB_CREATED, ALL_RUNNING})  # Normal Events, the way up
 ROUTINE_BURST = 100
 ROUTINE_PER_SECOND = 1.0
 
@@ -37,9 +39,8 @@ class Bucket:
         """The bucket after one token is asked for at `now`, and whether it had one. A clock that went back
         refills nothing."""
         tokens = min(self.burst, self.tokens + max(now - self.at, 0.0) * self.rate)
-        if tokens >= 1:
-            return Bucket(tokens - 1, max(now, self.at), self.burst, self.rate), True
-        return Bucket(tokens, max(now, self.at), self.burst, self.rate), False
+        granted = tokens >= 1
+        return replace(self, tokens=tokens - granted, at=max(now, self.at)), granted
 
 
 class EventBudget:
